@@ -1,0 +1,136 @@
+// ptread — Checkpoint: open a file (or memory), list its tensors, walk its object tree.
+//
+//   auto ck = ptread::Checkpoint::open("model.pt");          // Result<Checkpoint>
+//   if (!ck) { std::fprintf(stderr, "%s\n", ck.error().what()); return 1; }
+//   for (const auto& t : ck->tensors()) ...                   // name + Tensor, file order
+//   const ptread::Tensor* w = ck->find("fc.weight");
+//   int64_t epoch = ck->root()["epoch"].as_int().value();
+//
+// Opening reads the container's directory and the pickle; in mmap mode (the default) no
+// tensor byte is touched until it is used. A Checkpoint is cheap to move; tensors keep the
+// mapping or buffers alive on their own, so they may outlive it.
+#pragma once
+
+#include "format/detect.hpp"
+#include "format/zip_checkpoint.hpp"
+#include "value.hpp"
+
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+namespace ptread {
+
+struct Options {
+  LoadMode mode = LoadMode::mmap;
+  Limits limits;
+};
+
+class Checkpoint {
+ public:
+  static Result<Checkpoint> open(const std::string& path, const Options& options = {}) {
+#if PTREAD_POSIX
+    if (options.mode == LoadMode::memory) {
+      return make_error(ErrorCode::invalid_argument, "LoadMode::memory is for open_memory(); open() maps or reads");
+    }
+    PTREAD_TRY(auto src, detail::FileSource::open(path, options.mode == LoadMode::mmap));
+    auto r = from_source(src, options);
+    src->close_file();
+    return r;
+#else
+    (void)options;
+    return make_error(ErrorCode::io_error, "open(" + path + "): no file support on this platform; use open_memory()");
+#endif
+  }
+
+  // Reads a checkpoint the caller holds in memory (linked into the binary, received over a
+  // network ...). Tensors are views into it: keep it alive and unchanged while they live.
+  static Result<Checkpoint> open_memory(const void* data, size_t size, const Options& options = {}) {
+    Options o = options;
+    o.mode = LoadMode::memory;
+    auto src = std::make_shared<detail::MemorySource>(data, size, "<memory>");
+    return from_source(src, o);
+  }
+
+  Format format() const noexcept { return model_->format; }
+  const char* format_name() const noexcept { return ptread::format_name(model_->format); }
+  LoadMode mode() const noexcept { return mode_; }
+  const std::string& path() const noexcept { return path_; }
+  // The folder holding data.pkl inside a zip archive ("archive", "model", ...).
+  const std::string& archive_prefix() const noexcept { return model_->archive_prefix; }
+  // True when the file stored its data big-endian (converted on open).
+  bool big_endian() const noexcept { return model_->big_endian; }
+
+  // Every readable tensor with its name, in file order.
+  const std::vector<NamedTensor>& tensors() const noexcept { return model_->named; }
+  // Tensor-like entries that cannot be read (quantized, sparse ...), with the reason.
+  const std::vector<UnsupportedEntry>& unsupported() const noexcept { return model_->named_unsupported; }
+
+  // The tensor with this name, or nullptr.
+  const Tensor* find(std::string_view name) const {
+    auto it = index_.find(name);
+    return it == index_.end() ? nullptr : &model_->named[it->second].tensor;
+  }
+  // The tensor with this name, or a not_found error naming it.
+  Result<Tensor> get(std::string_view name) const {
+    if (const Tensor* t = find(name)) return *t;
+    return make_error(ErrorCode::not_found, "no tensor named '" + std::string(name) + "' in '" + path_ + "'");
+  }
+
+  // The unpickled object: a dict for state dicts, an object for whole models ...
+  Value root() const { return Value(model_.get(), model_->root); }
+
+ private:
+  static Result<Checkpoint> from_source(const std::shared_ptr<detail::Source>& src, const Options& options) {
+    uint8_t head[512];
+    const size_t n = static_cast<size_t>(src->size() < sizeof head ? src->size() : sizeof head);
+    PTREAD_CHECK(src->read_at(0, head, n));
+    auto detected = detail::detect_format(head, n, src->size());
+    if (!detected) return with_file(std::move(detected).error(), src->name());
+    detail::ReadOptions ro{options.mode, options.limits};
+    Result<std::shared_ptr<detail::Model>> model = make_error(ErrorCode::unsupported_format, "");
+    switch (*detected) {
+      case detail::Detected::zip:
+        model = detail::read_zip_checkpoint(src, ro);
+        break;
+      case detail::Detected::legacy:
+        return with_file(make_error(ErrorCode::unsupported_format,
+                                    "the legacy format of torch <= 1.5 (or _use_new_zipfile_serialization=False) "
+                                    "is not supported yet"),
+                         src->name());
+      case detail::Detected::tar:
+        return with_file(make_error(ErrorCode::unsupported_format,
+                                    "the tar format of torch 0.1.x is not supported yet"),
+                         src->name());
+    }
+    if (!model) return with_file(std::move(model).error(), src->name());
+    Checkpoint ck;
+    ck.model_ = std::move(*model);
+    ck.mode_ = options.mode;
+    ck.path_ = src->name();
+    ck.index_.reserve(ck.model_->named.size());
+    for (size_t k = 0; k < ck.model_->named.size(); ++k) {
+      ck.index_.emplace(std::string_view(ck.model_->named[k].name), k);  // first name wins
+    }
+    return ck;
+  }
+
+  static Error with_file(Error e, const std::string& name) {
+    if (e.message().find(name) == std::string::npos) e.add_context("(file '" + name + "')");
+    return e;
+  }
+
+  std::shared_ptr<detail::Model> model_;
+  LoadMode mode_ = LoadMode::mmap;
+  std::string path_;
+  std::unordered_map<std::string_view, size_t> index_;  // views into model_->named
+};
+
+#if PTREAD_EXCEPTIONS
+// Throwing convenience: the Checkpoint, or throws ptread::Error.
+inline Checkpoint load(const std::string& path, const Options& options = {}) {
+  return Checkpoint::open(path, options).value_or_throw();
+}
+#endif
+
+}  // namespace ptread

@@ -1,0 +1,119 @@
+// ptread — Python's str() and repr() of pickled values, for tensor names and the tree view.
+#pragma once
+
+#include "../pickle.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace ptread {
+namespace detail {
+
+// repr(float): the shortest digits that round-trip, fixed notation for 1e-4 <= |v| < 1e16.
+inline std::string python_float_repr(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  char buf[40];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*e", prec - 1, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  std::string s(buf);
+  std::string sign;
+  if (s[0] == '-') {
+    sign = "-";
+    s.erase(0, 1);
+  }
+  const size_t epos = s.find('e');
+  const int exp10 = std::atoi(s.c_str() + epos + 1);
+  std::string digits;
+  for (size_t k = 0; k < epos; ++k) {
+    if (s[k] != '.') digits.push_back(s[k]);
+  }
+  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+  const int decpt = exp10 + 1;
+  const int nd = static_cast<int>(digits.size());
+  std::string out;
+  if (decpt > -4 && decpt <= 16) {
+    if (decpt <= 0) {
+      out = "0." + std::string(static_cast<size_t>(-decpt), '0') + digits;
+    } else if (decpt >= nd) {
+      out = digits + std::string(static_cast<size_t>(decpt - nd), '0') + ".0";
+    } else {
+      out = digits.substr(0, static_cast<size_t>(decpt)) + "." + digits.substr(static_cast<size_t>(decpt));
+    }
+  } else {
+    out = digits.substr(0, 1);
+    if (nd > 1) out += "." + digits.substr(1);
+    char e[24];
+    std::snprintf(e, sizeof e, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+    out += e;
+  }
+  return sign + out;
+}
+
+inline std::string python_quote(const std::string& s, bool bytes) {
+  const bool dq = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
+  const char q = dq ? '"' : '\'';
+  std::string out = bytes ? "b" : "";
+  out.push_back(q);
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\\' || c == static_cast<unsigned char>(q)) {
+      out.push_back('\\');
+      out.push_back(static_cast<char>(c));
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f || (bytes && c >= 0x80)) {
+      char e[8];
+      std::snprintf(e, sizeof e, "\\x%02x", c);
+      out += e;
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  out.push_back(q);
+  return out;
+}
+
+// str(value) for scalars and tuples, as Python prints a dict key; `repr` quotes strings.
+inline std::string python_str(const Graph& g, uint32_t i, bool repr = false, int depth = 0) {
+  const Node& n = g.at(i);
+  switch (n.kind) {
+    case ValueKind::none: return "None";
+    case ValueKind::boolean: return n.i ? "True" : "False";
+    case ValueKind::integer: return std::to_string(n.i);
+    case ValueKind::big_integer: return big_to_decimal(g.text(i));
+    case ValueKind::floating: return python_float_repr(n.f);
+    case ValueKind::string: return repr ? python_quote(g.text(i), false) : g.text(i);
+    case ValueKind::bytes: return python_quote(g.text(i), true);
+    case ValueKind::global: return g.global_module(i) + "." + g.global_name(i);
+    case ValueKind::tuple: case ValueKind::list: case ValueKind::set: case ValueKind::frozenset: {
+      if (depth > 16) return "...";
+      const char* open = n.kind == ValueKind::tuple ? "(" : n.kind == ValueKind::list ? "[" : "{";
+      const char* close = n.kind == ValueKind::tuple ? ")" : n.kind == ValueKind::list ? "]" : "}";
+      std::string out = n.kind == ValueKind::frozenset ? "frozenset({" : open;
+      for (size_t k = 0; k < n.items.size(); ++k) {
+        if (k) out += ", ";
+        out += python_str(g, n.items[k], true, depth + 1);
+      }
+      if (n.kind == ValueKind::tuple && n.items.size() == 1) out += ",";
+      out += n.kind == ValueKind::frozenset ? "})" : close;
+      return out;
+    }
+    case ValueKind::object: {
+      const uint32_t cls = n.items[kObjClass];
+      return "<" + (g.kind(cls) == ValueKind::global ? python_str(g, cls) : std::string("object")) + " object>";
+    }
+    default: return std::string("<") + value_kind_name(n.kind) + ">";
+  }
+}
+
+}  // namespace detail
+}  // namespace ptread

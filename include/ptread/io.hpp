@@ -1,0 +1,198 @@
+// ptread — byte sources.
+//
+// Every format reads through one interface, "give me N bytes at offset O", so a mapped file,
+// a file read with pread and the caller's memory are one code path. A Bytes value is a range
+// plus the owner that keeps it alive: a view into a mapping shares the mapping, a range read
+// from a file owns its aligned buffer.
+#pragma once
+
+#include "error.hpp"
+#include "limits.hpp"
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#if PTREAD_POSIX
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#endif
+
+namespace ptread {
+
+// How a checkpoint's bytes are reached.
+enum class LoadMode {
+  mmap,    // map the file; tensors are zero-copy views; opening touches no tensor byte
+  read,    // read each storage into its own buffer at open; the file is closed afterwards
+  memory,  // views into a span the caller owns and keeps alive (open_memory)
+};
+
+inline const char* load_mode_name(LoadMode m) noexcept {
+  switch (m) {
+    case LoadMode::mmap: return "mmap";
+    case LoadMode::read: return "read";
+    case LoadMode::memory: return "memory";
+  }
+  return "?";
+}
+
+namespace detail {
+
+// A byte range and what keeps it alive.
+struct Bytes {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+  std::shared_ptr<const void> owner;
+};
+
+// A 64-byte aligned heap buffer; data == nullptr when the allocation failed.
+inline Result<std::shared_ptr<uint8_t>> allocate_aligned(size_t n) {
+  const size_t rounded = (n + 63) & ~size_t{63};
+  if (rounded < n) return make_error(ErrorCode::limit_exceeded, "allocation size overflows");
+  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (p == nullptr) {
+    return make_error(ErrorCode::limit_exceeded,
+                      "cannot allocate " + std::to_string(n) + " bytes");
+  }
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+}
+
+class Source : public std::enable_shared_from_this<Source> {
+ public:
+  virtual ~Source() = default;
+  uint64_t size() const noexcept { return size_; }
+  const std::string& name() const noexcept { return name_; }
+  // The whole source as memory, or nullptr when it is read piecewise (read mode).
+  const uint8_t* base() const noexcept { return base_; }
+
+  // Bytes [offset, offset + n): a view when mapped, else a fresh aligned buffer.
+  Result<Bytes> bytes(uint64_t offset, uint64_t n) const {
+    if (!range_inside(offset, n, size_)) {
+      return make_error(ErrorCode::truncated,
+                        "range [" + std::to_string(offset) + ", +" + std::to_string(n) +
+                            ") lies past the end of '" + name_ + "' (" + std::to_string(size_) +
+                            " bytes)");
+    }
+    if (base_ != nullptr) return Bytes{base_ + offset, static_cast<size_t>(n), shared_from_this()};
+    PTREAD_TRY(auto buf, allocate_aligned(static_cast<size_t>(n)));
+    PTREAD_CHECK(read_at(offset, buf.get(), static_cast<size_t>(n)));
+    const uint8_t* p = buf.get();
+    return Bytes{p, static_cast<size_t>(n), std::move(buf)};
+  }
+
+  // Copies bytes into dst (works for every source).
+  Status read_at(uint64_t offset, void* dst, size_t n) const {
+    if (!range_inside(offset, n, size_)) {
+      return make_error(ErrorCode::truncated, "read past the end of '" + name_ + "'");
+    }
+    if (base_ != nullptr) {
+      if (n) std::memcpy(dst, base_ + offset, n);
+      return {};
+    }
+    return read_impl(offset, static_cast<uint8_t*>(dst), n);
+  }
+
+ protected:
+  virtual Status read_impl(uint64_t, uint8_t*, size_t) const {
+    return make_error(ErrorCode::io_error, "source cannot be read");
+  }
+  const uint8_t* base_ = nullptr;
+  uint64_t size_ = 0;
+  std::string name_;
+};
+
+class MemorySource final : public Source {
+ public:
+  MemorySource(const void* data, size_t n, std::string name) {
+    base_ = static_cast<const uint8_t*>(data);
+    size_ = n;
+    name_ = std::move(name);
+  }
+};
+
+#if PTREAD_POSIX
+inline Error errno_error(const std::string& what, const std::string& path, int err) {
+  return make_error(ErrorCode::io_error, what + " '" + path + "': " + std::strerror(err));
+}
+
+class FileSource final : public Source {
+ public:
+  static Result<std::shared_ptr<FileSource>> open(const std::string& path, bool map) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno_error("cannot open", path, errno);
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      int err = errno;
+      ::close(fd);
+      return errno_error("cannot stat", path, err);
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return make_error(ErrorCode::io_error, "'" + path + "' is not a regular file");
+    }
+    auto src = std::shared_ptr<FileSource>(new FileSource());
+    src->name_ = path;
+    src->size_ = static_cast<uint64_t>(st.st_size);
+    if (map && src->size_ > 0) {
+      void* p = ::mmap(nullptr, static_cast<size_t>(src->size_), PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) {
+        int err = errno;
+        ::close(fd);
+        return errno_error("cannot mmap", path, err);
+      }
+      ::close(fd);  // the mapping stays valid without the descriptor
+      src->base_ = static_cast<const uint8_t*>(p);
+      src->map_size_ = static_cast<size_t>(src->size_);
+    } else {
+      src->fd_ = fd;
+    }
+    return src;
+  }
+
+  ~FileSource() override {
+    if (map_size_ != 0) ::munmap(const_cast<uint8_t*>(base_), map_size_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileSource(const FileSource&) = delete;
+  FileSource& operator=(const FileSource&) = delete;
+
+  // Read mode: after open has read everything it needs, the descriptor is closed.
+  void close_file() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  FileSource() = default;
+  Status read_impl(uint64_t offset, uint8_t* dst, size_t n) const override {
+    if (fd_ < 0) return make_error(ErrorCode::io_error, "'" + name_ + "' is closed");
+    while (n > 0) {
+      const size_t chunk = n < (size_t{1} << 30) ? n : (size_t{1} << 30);
+      ssize_t got = ::pread(fd_, dst, chunk, static_cast<off_t>(offset));
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        return errno_error("cannot read", name_, errno);
+      }
+      if (got == 0) {
+        return make_error(ErrorCode::truncated,
+                          "'" + name_ + "' ended at byte " + std::to_string(offset) +
+                              " while reading (it changed since it was opened?)");
+      }
+      dst += got;
+      offset += static_cast<uint64_t>(got);
+      n -= static_cast<size_t>(got);
+    }
+    return {};
+  }
+  int fd_ = -1;
+  size_t map_size_ = 0;
+};
+#endif
+
+}  // namespace detail
+}  // namespace ptread

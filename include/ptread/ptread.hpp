@@ -1,0 +1,15 @@
+// ptread — read PyTorch checkpoints in C++ without LibTorch or Python.
+//
+// One include for the core: containers, pickle, dtypes, tensors, Checkpoint.
+// Optional backends have their own headers (nn/openblas.hpp, cuda/*.cuh).
+// Documentation: README.md. License: MIT.
+#pragma once
+
+#include "config.hpp"
+#include "error.hpp"
+#include "limits.hpp"
+#include "dtype.hpp"
+#include "io.hpp"
+#include "tensor.hpp"
+#include "value.hpp"
+#include "checkpoint.hpp"

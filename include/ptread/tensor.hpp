@@ -1,0 +1,391 @@
+// ptread — storages and tensors.
+//
+// A Tensor is a view, shaped like DLPack: dtype, shape, strides in elements, an element
+// offset, and a shared Storage (the bytes and whatever keeps them alive: a file mapping,
+// an owned buffer, or the caller's memory). Tensors that shared a storage in the file
+// share one Storage here, so tied weights and views stay tied. Every view is checked to
+// lie inside its storage when it is made.
+//
+// The stored bytes are what torch wrote. Two torch "math bits" change what they mean:
+// conj (complex) and neg. data<T>() refuses such tensors; copy_to(), to_float32(),
+// contiguous() and clone() apply them, so what they produce equals torch's resolved values.
+#pragma once
+
+#include "dtype.hpp"
+#include "error.hpp"
+#include "io.hpp"
+#include "limits.hpp"
+
+#include <complex>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ptread {
+
+class Storage {
+ public:
+  Storage(const uint8_t* data, size_t nbytes, std::shared_ptr<const void> owner)
+      : data_(data), nbytes_(nbytes), owner_(std::move(owner)) {}
+  const uint8_t* data() const noexcept { return data_; }
+  size_t nbytes() const noexcept { return nbytes_; }
+
+ private:
+  const uint8_t* data_;
+  size_t nbytes_;
+  std::shared_ptr<const void> owner_;
+};
+
+namespace detail {
+template <class T> struct DTypeOf { static bool matches(DType) { return false; } };
+#define PTREAD_DTYPE_OF(T, cond) \
+  template <> struct DTypeOf<T> { static bool matches(DType d) { return cond; } };
+PTREAD_DTYPE_OF(bool, d == DType::BOOL)
+PTREAD_DTYPE_OF(float, d == DType::F32)
+PTREAD_DTYPE_OF(double, d == DType::F64)
+PTREAD_DTYPE_OF(int8_t, d == DType::I8 || d == DType::QINT8)
+PTREAD_DTYPE_OF(uint8_t, d == DType::U8 || d == DType::BOOL || d == DType::QUINT8 ||
+                             d == DType::QUINT4X2 || d == DType::QUINT2X4 ||
+                             (d >= DType::F8_E4M3 && d <= DType::F8_E8M0))
+PTREAD_DTYPE_OF(int16_t, d == DType::I16)
+PTREAD_DTYPE_OF(uint16_t, d == DType::U16 || d == DType::F16 || d == DType::BF16)
+PTREAD_DTYPE_OF(int32_t, d == DType::I32 || d == DType::QINT32)
+PTREAD_DTYPE_OF(uint32_t, d == DType::U32)
+PTREAD_DTYPE_OF(int64_t, d == DType::I64)
+PTREAD_DTYPE_OF(uint64_t, d == DType::U64)
+PTREAD_DTYPE_OF(std::complex<float>, d == DType::C64)
+PTREAD_DTYPE_OF(std::complex<double>, d == DType::C128)
+#undef PTREAD_DTYPE_OF
+
+// One scalar on its way between dtypes: integers stay integers so int64 -> F32 rounds once.
+struct Scalar {
+  enum Kind { kInt, kUInt, kFloat } kind;
+  int64_t i;
+  uint64_t u;
+  double f;
+};
+
+inline Scalar load_scalar(const uint8_t* p, DType t) {
+  auto ld = [p](auto v) { std::memcpy(&v, p, sizeof v); return v; };
+  switch (t) {
+    case DType::BOOL: return {Scalar::kInt, p[0] != 0, 0, 0};
+    case DType::U8: case DType::QUINT8: return {Scalar::kInt, p[0], 0, 0};
+    case DType::I8: case DType::QINT8: return {Scalar::kInt, ld(int8_t{}), 0, 0};
+    case DType::I16: return {Scalar::kInt, ld(int16_t{}), 0, 0};
+    case DType::U16: return {Scalar::kInt, ld(uint16_t{}), 0, 0};
+    case DType::I32: case DType::QINT32: return {Scalar::kInt, ld(int32_t{}), 0, 0};
+    case DType::U32: return {Scalar::kInt, ld(uint32_t{}), 0, 0};
+    case DType::I64: return {Scalar::kInt, ld(int64_t{}), 0, 0};
+    case DType::U64: return {Scalar::kUInt, 0, ld(uint64_t{}), 0};
+    case DType::F16: return {Scalar::kFloat, 0, 0, f16_to_float(ld(uint16_t{}))};
+    case DType::BF16: return {Scalar::kFloat, 0, 0, bf16_to_float(ld(uint16_t{}))};
+    case DType::F32: return {Scalar::kFloat, 0, 0, ld(float{})};
+    case DType::F64: return {Scalar::kFloat, 0, 0, ld(double{})};
+    default: return {Scalar::kFloat, 0, 0, fp8_to_float(p[0], t)};
+  }
+}
+
+template <class F>
+inline F scalar_as(const Scalar& s) {
+  switch (s.kind) {
+    case Scalar::kInt: return static_cast<F>(s.i);
+    case Scalar::kUInt: return static_cast<F>(s.u);
+    default: return static_cast<F>(s.f);
+  }
+}
+
+inline bool is_real_numeric(DType t) {
+  return !dtype_is_complex(t) && t != DType::QUINT4X2 && t != DType::QUINT2X4;
+}
+
+// Whether copy_to can convert from `from` to `to`.
+inline bool conversion_defined(DType from, DType to) {
+  if (from == to) return true;
+  const bool float_dst = to == DType::F16 || to == DType::BF16 || to == DType::F32 || to == DType::F64;
+  if (float_dst) return is_real_numeric(from);
+  if (dtype_is_complex(to)) return dtype_is_complex(from);
+  return false;
+}
+
+// Flips the meaning of one stored element in place: negation and/or conjugation.
+inline void apply_math_bits(uint8_t* e, DType t, bool conj, bool neg) {
+  const size_t n = dtype_size(t);
+  auto flip_sign = [](uint8_t* x, size_t w) { x[w - 1] ^= 0x80; };  // little-endian IEEE
+  if (dtype_is_complex(t)) {
+    const size_t half = n / 2;
+    if (neg) flip_sign(e, half);
+    if (neg != conj) flip_sign(e + half, half);
+    return;
+  }
+  if (!neg) return;
+  switch (t) {
+    case DType::F16: case DType::BF16: case DType::F32: case DType::F64:
+    case DType::F8_E4M3: case DType::F8_E5M2:
+      flip_sign(e, n);
+      return;
+    case DType::F8_E4M3FNUZ: case DType::F8_E5M2FNUZ:  // 0x80 is NaN, not -0
+      if ((e[0] & 0x7f) != 0) flip_sign(e, n);
+      return;
+    case DType::F8_E8M0:  // no sign bit: torch cannot negate it either
+      return;
+    default: {  // integers: two's complement negation, wrapping as torch does
+      unsigned carry = 1;
+      for (size_t k = 0; k < n; ++k) {
+        unsigned v = static_cast<unsigned>(static_cast<uint8_t>(~e[k])) + carry;
+        e[k] = static_cast<uint8_t>(v);
+        carry = v >> 8;
+      }
+    }
+  }
+}
+
+// Writes one element of dtype `to` from the element at p of dtype `from`.
+inline void convert_element(const uint8_t* p, DType from, uint8_t* out, DType to) {
+  if (dtype_is_complex(to)) {
+    const size_t hf = dtype_size(from) / 2, ht = dtype_size(to) / 2;
+    const DType part_from = hf == 2 ? DType::F16 : hf == 4 ? DType::F32 : DType::F64;
+    const DType part_to = ht == 2 ? DType::F16 : ht == 4 ? DType::F32 : DType::F64;
+    convert_element(p, part_from, out, part_to);
+    convert_element(p + hf, part_from, out + ht, part_to);
+    return;
+  }
+  const Scalar s = load_scalar(p, from);
+  switch (to) {
+    case DType::F32: { float v = scalar_as<float>(s); std::memcpy(out, &v, 4); return; }
+    case DType::F64: { double v = scalar_as<double>(s); std::memcpy(out, &v, 8); return; }
+    case DType::F16: { uint16_t v = float_to_f16(scalar_as<float>(s)); std::memcpy(out, &v, 2); return; }
+    case DType::BF16: { uint16_t v = float_to_bf16(scalar_as<float>(s)); std::memcpy(out, &v, 2); return; }
+    default: return;  // excluded by conversion_defined
+  }
+}
+
+}  // namespace detail
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  // A checked view: fails unless every element lies inside the storage.
+  static Result<Tensor> view(std::shared_ptr<const Storage> storage, DType dtype,
+                             std::vector<int64_t> shape, std::vector<int64_t> strides,
+                             int64_t storage_offset, std::string device = "cpu") {
+    Tensor t;
+    t.storage_ = std::move(storage);
+    t.dtype_ = dtype;
+    t.shape_ = std::move(shape);
+    t.strides_ = std::move(strides);
+    t.offset_ = storage_offset;
+    t.device_ = std::move(device);
+    PTREAD_CHECK(t.check_bounds());
+    return t;
+  }
+
+  DType dtype() const noexcept { return dtype_; }
+  const std::vector<int64_t>& shape() const noexcept { return shape_; }
+  const std::vector<int64_t>& strides() const noexcept { return strides_; }
+  int64_t storage_offset() const noexcept { return offset_; }
+  size_t dim() const noexcept { return shape_.size(); }
+  int64_t numel() const noexcept { return numel_; }
+  size_t element_size() const noexcept { return dtype_size(dtype_); }
+  // Bytes of the tensor's elements (numel * element size), not of its storage.
+  uint64_t nbytes() const noexcept { return static_cast<uint64_t>(numel_) * element_size(); }
+  // Where torch saved it from ("cpu", "cuda:0", "mps" ...). The bytes are always host memory.
+  const std::string& device() const noexcept { return device_; }
+  bool requires_grad() const noexcept { return requires_grad_; }
+  bool is_conj() const noexcept { return conj_; }
+  bool is_neg() const noexcept { return neg_; }
+  const std::shared_ptr<const Storage>& storage() const noexcept { return storage_; }
+
+  bool is_contiguous() const noexcept {
+    int64_t expected = 1;
+    for (size_t d = shape_.size(); d-- > 0;) {
+      if (shape_[d] == 1) continue;
+      if (strides_[d] != expected) return numel_ == 0;
+      expected *= shape_[d];
+    }
+    return true;
+  }
+
+  // Address of element [0, 0, ...] (raw stored bytes; strided; math bits not applied).
+  const void* data_ptr() const noexcept {
+    if (!storage_) return nullptr;
+    return storage_->data() + static_cast<size_t>(offset_) * element_size();
+  }
+
+  // Typed pointer to the elements of a contiguous tensor whose stored bytes are its values.
+  template <class T>
+  Result<const T*> data() const {
+    if (!detail::DTypeOf<T>::matches(dtype_)) {
+      return make_error(ErrorCode::dtype_mismatch,
+                        std::string("data<T>() with a T that does not match dtype ") + dtype_name(dtype_));
+    }
+    if (!is_contiguous()) {
+      return make_error(ErrorCode::not_contiguous,
+                        "data<T>() of a non-contiguous tensor; use contiguous() or copy_to()");
+    }
+    if (conj_ || neg_) {
+      return make_error(ErrorCode::not_contiguous,
+                        "data<T>() of a tensor with the conj/neg bit set; use contiguous() or copy_to()");
+    }
+    return static_cast<const T*>(data_ptr());
+  }
+
+  // Copies the logical values, C-contiguous, into dst (dst_bytes >= numel * size of dtype).
+  Status copy_to(void* dst, size_t dst_bytes, DType dtype) const {
+    if (!detail::conversion_defined(dtype_, dtype)) {
+      return make_error(ErrorCode::unsupported_conversion,
+                        std::string("no conversion from ") + dtype_name(dtype_) + " to " + dtype_name(dtype));
+    }
+    const uint64_t need = static_cast<uint64_t>(numel_) * dtype_size(dtype);
+    if (dst_bytes < need) {
+      return make_error(ErrorCode::invalid_argument,
+                        "copy_to: destination holds " + std::to_string(dst_bytes) + " bytes, " +
+                            std::to_string(need) + " needed");
+    }
+    if (numel_ == 0) return {};
+    auto* out = static_cast<uint8_t*>(dst);
+    const size_t es = element_size(), os = dtype_size(dtype);
+    const auto* base = static_cast<const uint8_t*>(data_ptr());
+    const bool same = dtype == dtype_;
+    if (same && is_contiguous() && !conj_ && !neg_) {
+      std::memcpy(out, base, static_cast<size_t>(nbytes()));
+      return {};
+    }
+    // Walk the elements in C order: an odometer over all dimensions but the last.
+    const size_t nd = shape_.size();
+    const int64_t inner = nd ? shape_[nd - 1] : 1;
+    const int64_t inner_stride = nd ? strides_[nd - 1] : 1;
+    std::vector<int64_t> idx(nd ? nd - 1 : 0, 0);
+    const int64_t rows = numel_ / inner;
+    uint8_t tmp[16];
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t off = 0;
+      for (size_t d = 0; d + 1 < nd; ++d) off += idx[d] * strides_[d];
+      const uint8_t* src = base + static_cast<size_t>(off) * es;
+      if (same && !conj_ && !neg_ && inner_stride == 1) {
+        std::memcpy(out, src, static_cast<size_t>(inner) * es);
+        out += static_cast<size_t>(inner) * es;
+      } else {
+        for (int64_t k = 0; k < inner; ++k) {
+          const uint8_t* e = src + static_cast<size_t>(k * inner_stride) * es;
+          if (conj_ || neg_) {
+            std::memcpy(tmp, e, es);
+            detail::apply_math_bits(tmp, dtype_, conj_, neg_);
+            e = tmp;
+          }
+          if (same) {
+            std::memcpy(out, e, es);
+          } else {
+            detail::convert_element(e, dtype_, out, dtype);
+          }
+          out += os;
+        }
+      }
+      for (size_t d = nd >= 2 ? nd - 1 : 0; d-- > 0;) {
+        if (++idx[d] < shape_[d]) break;
+        idx[d] = 0;
+      }
+    }
+    return {};
+  }
+  Status copy_to(void* dst, size_t dst_bytes) const { return copy_to(dst, dst_bytes, dtype_); }
+
+  // The values as float (from any real dtype; F64 and 64-bit integers round).
+  Result<std::vector<float>> to_float32() const {
+    std::vector<float> out(static_cast<size_t>(numel_));
+    PTREAD_CHECK(copy_to(out.data(), out.size() * sizeof(float), DType::F32));
+    return out;
+  }
+
+  // An owned, C-contiguous copy with the math bits applied (and, optionally, converted).
+  Result<Tensor> clone(DType dtype) const {
+    const uint64_t n = static_cast<uint64_t>(numel_) * dtype_size(dtype);
+    PTREAD_TRY(auto buf, detail::allocate_aligned(static_cast<size_t>(n)));
+    PTREAD_CHECK(copy_to(buf.get(), static_cast<size_t>(n), dtype));
+    const uint8_t* p = buf.get();
+    auto st = std::make_shared<const Storage>(p, static_cast<size_t>(n), std::move(buf));
+    Tensor t = *this;
+    t.storage_ = std::move(st);
+    t.dtype_ = dtype;
+    t.offset_ = 0;
+    t.conj_ = t.neg_ = false;
+    t.strides_ = contiguous_strides(shape_);
+    return t;
+  }
+  Result<Tensor> clone() const { return clone(dtype_); }
+
+  // This tensor when its stored bytes already are its C-contiguous values, else clone().
+  Result<Tensor> contiguous() const {
+    if (is_contiguous() && !conj_ && !neg_) return *this;
+    return clone();
+  }
+
+  static std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+    std::vector<int64_t> s(shape.size());
+    int64_t acc = 1;
+    for (size_t d = shape.size(); d-- > 0;) {
+      s[d] = acc;
+      acc *= shape[d] > 0 ? shape[d] : 1;
+    }
+    return s;
+  }
+
+  // Set by the format readers.
+  void set_requires_grad(bool v) noexcept { requires_grad_ = v; }
+  void set_math_bits(bool conj, bool neg) noexcept { conj_ = conj; neg_ = neg; }
+
+ private:
+  Status check_bounds() {
+    if (strides_.size() != shape_.size()) {
+      return make_error(ErrorCode::bad_tensor_args,
+                        "shape has " + std::to_string(shape_.size()) + " dimensions but strides have " +
+                            std::to_string(strides_.size()));
+    }
+    if (offset_ < 0) return make_error(ErrorCode::bad_tensor_args, "negative storage offset " + std::to_string(offset_));
+    uint64_t numel = 1, last = 0;  // last: index of the farthest element
+    for (size_t d = 0; d < shape_.size(); ++d) {
+      if (shape_[d] < 0 || strides_[d] < 0) {
+        return make_error(ErrorCode::bad_tensor_args,
+                          "negative size or stride in dimension " + std::to_string(d));
+      }
+      if (detail::mul_overflow(numel, static_cast<uint64_t>(shape_[d]), &numel)) {
+        return make_error(ErrorCode::shape_overflow, "element count overflows 64 bits");
+      }
+    }
+    if (numel > (uint64_t{1} << 62)) return make_error(ErrorCode::shape_overflow, "element count overflows");
+    numel_ = static_cast<int64_t>(numel);
+    if (numel == 0) return {};
+    for (size_t d = 0; d < shape_.size(); ++d) {
+      uint64_t span;
+      if (detail::mul_overflow(static_cast<uint64_t>(shape_[d] - 1), static_cast<uint64_t>(strides_[d]), &span) ||
+          detail::add_overflow(last, span, &last)) {
+        return make_error(ErrorCode::shape_overflow, "view extent overflows 64 bits");
+      }
+    }
+    uint64_t end_elem, end_byte;
+    const uint64_t have = storage_ ? storage_->nbytes() : 0;
+    if (detail::add_overflow(last, static_cast<uint64_t>(offset_) + 1, &end_elem) ||
+        detail::mul_overflow(end_elem, element_size(), &end_byte) || end_byte > have) {
+      return make_error(ErrorCode::view_out_of_bounds,
+                        "view reaches element " + std::to_string(last) + " past offset " +
+                            std::to_string(offset_) + " of a storage holding " +
+                            std::to_string(have / element_size()) + " elements of " + dtype_name(dtype_));
+    }
+    return {};
+  }
+
+  std::shared_ptr<const Storage> storage_;
+  DType dtype_ = DType::F32;
+  std::vector<int64_t> shape_;
+  std::vector<int64_t> strides_;
+  int64_t offset_ = 0;
+  int64_t numel_ = 0;
+  std::string device_ = "cpu";
+  bool requires_grad_ = false;
+  bool conj_ = false;
+  bool neg_ = false;
+};
+
+}  // namespace ptread

@@ -1,0 +1,168 @@
+// ptread — the object tree of a checkpoint (Checkpoint::root()).
+//
+// A Value is a light handle into the checkpoint's graph: ints, floats, strings, bytes,
+// bools, None, lists, tuples, dicts with any key type, sets, globals, generic objects
+// (class name, arguments, state) and tensors. Lookups never fail on the spot: a missing
+// key gives a Value of kind `missing`, and the typed accessors (as_int() ...) return a
+// Result that says what was expected and what was found. A Value is valid while the
+// Checkpoint it came from lives.
+#pragma once
+
+#include "detail/python_repr.hpp"
+#include "format/model.hpp"
+
+#include <string>
+#include <string_view>
+
+namespace ptread {
+
+class Value {
+ public:
+  Value() = default;
+  Value(const detail::Model* m, uint32_t node) : m_(m), node_(node) {}
+
+  ValueKind kind() const noexcept { return valid() ? m_->graph.kind(node_) : ValueKind::missing; }
+  bool is_missing() const noexcept { return kind() == ValueKind::missing; }
+  bool is_none() const noexcept { return kind() == ValueKind::none; }
+  bool is_bool() const noexcept { return kind() == ValueKind::boolean; }
+  bool is_int() const noexcept { return kind() == ValueKind::integer || kind() == ValueKind::big_integer; }
+  bool is_float() const noexcept { return kind() == ValueKind::floating; }
+  bool is_string() const noexcept { return kind() == ValueKind::string; }
+  bool is_bytes() const noexcept { return kind() == ValueKind::bytes; }
+  bool is_list() const noexcept { return kind() == ValueKind::list; }
+  bool is_tuple() const noexcept { return kind() == ValueKind::tuple; }
+  bool is_dict() const noexcept { return kind() == ValueKind::dict; }
+  bool is_object() const noexcept { return kind() == ValueKind::object; }
+  bool is_tensor() const noexcept { return kind() == ValueKind::tensor; }
+  explicit operator bool() const noexcept { return !is_missing(); }
+
+  Result<bool> as_bool() const {
+    if (is_bool()) return node().i != 0;
+    return mismatch("bool");
+  }
+  // int (bools count as ints, as in Python); fails for ints beyond 64 bits.
+  Result<int64_t> as_int() const {
+    if (kind() == ValueKind::integer || is_bool()) return node().i;
+    if (kind() == ValueKind::big_integer) {
+      return make_error(ErrorCode::limit_exceeded, "int " + big_int_decimal() + " does not fit in 64 bits");
+    }
+    return mismatch("int");
+  }
+  // float (ints convert, as Python's float(x)).
+  Result<double> as_float() const {
+    if (is_float()) return node().f;
+    if (kind() == ValueKind::integer || is_bool()) return static_cast<double>(node().i);
+    return mismatch("float");
+  }
+  Result<std::string_view> as_string() const {
+    if (is_string()) return std::string_view(m_->graph.text(node_));
+    return mismatch("str");
+  }
+  Result<std::string_view> as_bytes() const {
+    if (is_bytes()) return std::string_view(m_->graph.text(node_));
+    return mismatch("bytes");
+  }
+  Result<const Tensor*> as_tensor() const {
+    if (is_tensor()) return &m_->tensors[node().ref];
+    return mismatch("tensor");
+  }
+  // Decimal text of any int, however large.
+  std::string big_int_decimal() const {
+    if (kind() == ValueKind::integer) return std::to_string(node().i);
+    if (kind() == ValueKind::big_integer) return detail::big_to_decimal(m_->graph.text(node_));
+    return std::string();
+  }
+  // Why an unsupported entry could not be read.
+  std::string unsupported_reason() const {
+    return kind() == ValueKind::unsupported ? m_->unsupported[node().ref] : std::string();
+  }
+
+  // Items of a list, tuple, set or frozenset; entries of a dict; 0 otherwise.
+  size_t size() const noexcept {
+    switch (kind()) {
+      case ValueKind::list: case ValueKind::tuple: case ValueKind::set: case ValueKind::frozenset:
+        return node().items.size();
+      case ValueKind::dict: return node().items.size() / 2;
+      default: return 0;
+    }
+  }
+  // List, tuple or set item i.
+  Value operator[](size_t i) const {
+    switch (kind()) {
+      case ValueKind::list: case ValueKind::tuple: case ValueKind::set: case ValueKind::frozenset:
+        return i < node().items.size() ? Value(m_, node().items[i]) : Value();
+      default: return Value();
+    }
+  }
+  Value operator[](int i) const { return i < 0 ? Value() : (*this)[static_cast<size_t>(i)]; }
+  // Dict value under a string key, or an object's attribute (from its state dict).
+  Value operator[](std::string_view key) const {
+    const uint32_t d = attribute_dict();
+    if (d == detail::kNoNode) return Value();
+    const auto& it = m_->graph.at(d).items;
+    for (size_t k = 0; k + 1 < it.size(); k += 2) {
+      if (m_->graph.is_string(it[k], key)) return Value(m_, it[k + 1]);
+    }
+    return Value();
+  }
+  Value operator[](const char* key) const { return (*this)[std::string_view(key)]; }
+  // Dict value under an int key (optimizer state: state[0]).
+  Value at_int_key(int64_t key) const {
+    if (!is_dict()) return Value();
+    const auto& it = node().items;
+    for (size_t k = 0; k + 1 < it.size(); k += 2) {
+      if (m_->graph.kind(it[k]) == ValueKind::integer && m_->graph.at(it[k]).i == key) return Value(m_, it[k + 1]);
+    }
+    return Value();
+  }
+  // Dict entries by position.
+  Value key(size_t i) const { return is_dict() && 2 * i < node().items.size() ? Value(m_, node().items[2 * i]) : Value(); }
+  Value value(size_t i) const { return is_dict() && 2 * i + 1 < node().items.size() ? Value(m_, node().items[2 * i + 1]) : Value(); }
+
+  // Objects and globals: "module.Name" (e.g. "argparse.Namespace", "__main__.Net").
+  std::string class_name() const {
+    if (kind() == ValueKind::global) return detail::python_str(m_->graph, node_);
+    if (kind() != ValueKind::object) return std::string();
+    const uint32_t cls = node().items[detail::kObjClass];
+    return m_->graph.kind(cls) == ValueKind::global ? detail::python_str(m_->graph, cls) : std::string();
+  }
+  // An object's constructor arguments and its BUILD state (missing when it had none).
+  Value args() const { return object_slot(detail::kObjArgs); }
+  Value state() const { return object_slot(detail::kObjState); }
+
+  // Python's repr() of scalars and small containers; "<tensor>" style for the rest.
+  std::string repr() const { return valid() ? detail::python_str(m_->graph, node_, true) : "<missing>"; }
+
+  uint32_t id() const noexcept { return node_; }  // equal for the same pickled object
+
+ private:
+  bool valid() const noexcept { return m_ != nullptr && node_ != detail::kNoNode; }
+  const detail::Node& node() const { return m_->graph.at(node_); }
+  Error mismatch(const char* want) const {
+    return make_error(is_missing() ? ErrorCode::not_found : ErrorCode::invalid_argument,
+                      is_missing() ? std::string("no such value (expected ") + want + ")"
+                                   : std::string("expected ") + want + ", found " + value_kind_name(kind()) +
+                                         " " + repr().substr(0, 60));
+  }
+  uint32_t attribute_dict() const {
+    if (is_dict()) return node_;
+    if (is_object()) {
+      uint32_t s = node().items[detail::kObjState];
+      if (s != detail::kNoNode && m_->graph.kind(s) == ValueKind::tuple && m_->graph.at(s).items.size() == 2) {
+        s = m_->graph.at(s).items[0];
+      }
+      if (s != detail::kNoNode && m_->graph.kind(s) == ValueKind::dict) return s;
+    }
+    return detail::kNoNode;
+  }
+  Value object_slot(uint32_t slot) const {
+    if (!is_object()) return Value();
+    const uint32_t s = node().items[slot];
+    return s == detail::kNoNode ? Value() : Value(m_, s);
+  }
+
+  const detail::Model* m_ = nullptr;
+  uint32_t node_ = detail::kNoNode;
+};
+
+}  // namespace ptread

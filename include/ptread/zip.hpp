@@ -1,0 +1,316 @@
+// ptread — the zip container of torch.save (PyTorch >= 1.6, `_use_new_zipfile_serialization`).
+//
+// Layout written by caffe2/serialize/inline_container.cc (PyTorchStreamWriter):
+//   local header  "PK\3\4" ver(2) flags(2)=0x0808 method(2)=0 time(2) date(2) crc(4)
+//                 csize(4)=0 usize(4)=0 name_len(2) extra_len(2) name extra
+//                 The extra field pads the data to 64 bytes: id 'FB', len, 'Z'... .
+//                 Sizes are zero here (flag bit 3): they follow the data in a descriptor
+//                 "PK\7\8" crc(4) csize(4|8) usize(4|8). Never trust local sizes.
+//   data          stored (method 0), 64-byte aligned: mapped without copying.
+//   central dir   "PK\1\2" ... csize(4)@20 usize(4)@24 name_len(2)@28 extra_len(2)@30
+//                 comment_len(2)@32 ... local_header_offset(4)@42, name, extra, comment.
+//                 A field of 0xFFFFFFFF is in the ZIP64 extra (id 0x0001): usize, csize,
+//                 offset, in that order, each present only when its field overflowed.
+//   ZIP64 EOCD    "PK\6\6" (always written since 1.6, even for tiny files), its locator
+//                 "PK\6\7", then the classic EOCD "PK\5\6".
+// Records sit under one folder (the file's base name at save time, "archive" for buffers;
+// files get renamed, so the folder is found as the one holding data.pkl). Deflated
+// records (method 8, from re-zipping tools) are read through zlib when PTREAD_WITH_ZLIB=1.
+#pragma once
+
+#include "io.hpp"
+
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#if PTREAD_WITH_ZLIB
+#include <zlib.h>
+#endif
+
+namespace ptread {
+namespace detail {
+
+inline uint16_t le16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+inline uint32_t le32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+inline uint64_t le64(const uint8_t* p) {
+  return static_cast<uint64_t>(le32(p)) | (static_cast<uint64_t>(le32(p + 4)) << 32);
+}
+
+struct ZipEntry {
+  std::string name;
+  uint64_t local_header_offset = 0;
+  uint64_t compressed_size = 0;
+  uint64_t uncompressed_size = 0;
+  uint16_t method = 0;
+  uint16_t flags = 0;
+};
+
+class ZipArchive {
+ public:
+  ZipArchive(ZipArchive&&) noexcept = default;
+  ZipArchive& operator=(ZipArchive&&) noexcept = default;
+  ZipArchive(const ZipArchive&) = delete;  // index_ views into entries_
+  ZipArchive& operator=(const ZipArchive&) = delete;
+  static Result<ZipArchive> open(std::shared_ptr<const Source> src, const Limits& limits) {
+    ZipArchive z;
+    z.src_ = std::move(src);
+    z.limits_ = limits;
+    PTREAD_CHECK(z.read_directory());
+    return z;
+  }
+
+  const std::vector<ZipEntry>& entries() const noexcept { return entries_; }
+  const Source& source() const noexcept { return *src_; }
+
+  const ZipEntry* find(std::string_view name) const {
+    auto it = index_.find(name);
+    return it == index_.end() ? nullptr : &entries_[it->second];
+  }
+
+  // Offset of the record's first data byte, from its local header.
+  Result<uint64_t> data_offset(const ZipEntry& e) const {
+    uint8_t h[30];
+    PTREAD_CHECK(read_checked(e.local_header_offset, h, sizeof h, e.name));
+    if (le32(h) != 0x04034b50u) {
+      return make_error(ErrorCode::zip_corrupt, "zip: no local header signature at byte " +
+                                                    std::to_string(e.local_header_offset) +
+                                                    " for record '" + e.name + "'");
+    }
+    const uint64_t off = e.local_header_offset + 30 + le16(h + 26) + le16(h + 28);
+    if (!range_inside(off, e.compressed_size, directory_offset_)) {
+      return make_error(ErrorCode::zip_record_out_of_bounds,
+                        "zip: record '" + e.name + "' (" + std::to_string(e.compressed_size) +
+                            " bytes at byte " + std::to_string(off) +
+                            ") runs past the start of the central directory at byte " +
+                            std::to_string(directory_offset_));
+    }
+    return off;
+  }
+
+  // The record's bytes: a view (stored, mapped), a buffer (stored, read mode), or inflated.
+  Result<Bytes> read(const ZipEntry& e) const {
+    PTREAD_TRY(uint64_t off, data_offset(e));
+    if (e.method == 0) {
+      if (e.compressed_size != e.uncompressed_size) {
+        return make_error(ErrorCode::zip_corrupt,
+                          "zip: stored record '" + e.name + "' has compressed size " +
+                              std::to_string(e.compressed_size) + " but uncompressed size " +
+                              std::to_string(e.uncompressed_size));
+      }
+      return src_->bytes(off, e.compressed_size);
+    }
+    if (e.method == 8) return inflate(e, off);
+    return make_error(ErrorCode::zip_unsupported_compression,
+                      "zip: record '" + e.name + "' uses compression method " +
+                          std::to_string(e.method) + "; only stored (0) and deflate (8) occur");
+  }
+
+ private:
+  ZipArchive() = default;
+  Status read_checked(uint64_t off, void* dst, size_t n, const std::string& what) const {
+    if (!range_inside(off, n, src_->size())) {
+      return make_error(ErrorCode::zip_record_out_of_bounds,
+                        "zip: " + what + " at byte " + std::to_string(off) +
+                            " lies past the end of the file (" + std::to_string(src_->size()) +
+                            " bytes)");
+    }
+    return src_->read_at(off, dst, n);
+  }
+
+  Status read_directory() {
+    const uint64_t size = src_->size();
+    // The classic EOCD is 22 bytes plus a comment of up to 65535 bytes at the very end.
+    const uint64_t tail_len = size < 22 + 65535 ? size : 22 + 65535;
+    std::vector<uint8_t> tail(static_cast<size_t>(tail_len));
+    PTREAD_CHECK(src_->read_at(size - tail_len, tail.data(), tail.size()));
+    size_t eocd = SIZE_MAX;
+    for (size_t i = tail.size() >= 22 ? tail.size() - 22 + 1 : 0; i-- > 0;) {
+      if (le32(&tail[i]) == 0x06054b50u) {
+        eocd = i;
+        break;
+      }
+    }
+    if (eocd == SIZE_MAX) {
+      return make_error(ErrorCode::truncated,
+                        "zip: no end-of-central-directory record: the file starts like a zip "
+                        "archive but its end is missing (a truncated download?)");
+    }
+    const uint64_t eocd_pos = size - tail_len + eocd;
+    const uint8_t* e = &tail[eocd];
+    uint64_t count = le16(e + 10);
+    uint64_t cd_size = le32(e + 12);
+    uint64_t cd_offset = le32(e + 16);
+    uint64_t cd_end_limit = eocd_pos;
+    // ZIP64: the locator sits just before the classic EOCD.
+    if (eocd_pos >= 20) {
+      uint8_t loc[20];
+      PTREAD_CHECK(src_->read_at(eocd_pos - 20, loc, sizeof loc));
+      if (le32(loc) == 0x07064b50u) {
+        const uint64_t z64 = le64(loc + 8);
+        uint8_t r[56];
+        PTREAD_CHECK(read_checked(z64, r, sizeof r, "ZIP64 end-of-central-directory record"));
+        if (le32(r) != 0x06064b50u || z64 + 56 > eocd_pos - 20) {
+          return make_error(ErrorCode::zip_corrupt,
+                            "zip: ZIP64 locator points at byte " + std::to_string(z64) +
+                                ", which holds no ZIP64 end-of-central-directory record");
+        }
+        count = le64(r + 32);
+        cd_size = le64(r + 40);
+        cd_offset = le64(r + 48);
+        cd_end_limit = z64;
+      }
+    }
+    if (!range_inside(cd_offset, cd_size, cd_end_limit)) {
+      return make_error(ErrorCode::zip_corrupt,
+                        "zip: central directory [" + std::to_string(cd_offset) + ", +" +
+                            std::to_string(cd_size) + ") does not fit before byte " +
+                            std::to_string(cd_end_limit));
+    }
+    if (count > cd_size / 46 || count > limits_.max_zip_entries) {
+      return make_error(count > limits_.max_zip_entries ? ErrorCode::limit_exceeded
+                                                        : ErrorCode::zip_corrupt,
+                        "zip: " + std::to_string(count) + " entries cannot fit in a " +
+                            std::to_string(cd_size) + "-byte central directory");
+    }
+    directory_offset_ = cd_offset;
+    PTREAD_TRY(Bytes cd, src_->bytes(cd_offset, cd_size));
+    entries_.reserve(static_cast<size_t>(count));
+    index_.reserve(static_cast<size_t>(count));
+    size_t pos = 0;
+    for (uint64_t i = 0; i < count; ++i) {
+      if (cd.size - pos < 46 || le32(cd.data + pos) != 0x02014b50u) {
+        return make_error(ErrorCode::zip_corrupt,
+                          "zip: central directory entry " + std::to_string(i) + " at byte " +
+                              std::to_string(cd_offset + pos) + " is malformed");
+      }
+      const uint8_t* h = cd.data + pos;
+      const size_t name_len = le16(h + 28), extra_len = le16(h + 30), comment_len = le16(h + 32);
+      if (cd.size - pos - 46 < name_len + extra_len + comment_len) {
+        return make_error(ErrorCode::zip_corrupt,
+                          "zip: central directory entry " + std::to_string(i) +
+                              " runs past the directory");
+      }
+      ZipEntry z;
+      z.flags = le16(h + 8);
+      z.method = le16(h + 10);
+      z.compressed_size = le32(h + 20);
+      z.uncompressed_size = le32(h + 24);
+      z.local_header_offset = le32(h + 42);
+      z.name.assign(reinterpret_cast<const char*>(h + 46), name_len);
+      PTREAD_CHECK(apply_zip64_extra(h + 46 + name_len, extra_len, &z));
+      if (z.local_header_offset >= cd_offset) {
+        return make_error(ErrorCode::zip_record_out_of_bounds,
+                          "zip: record '" + z.name + "' has its header at byte " +
+                              std::to_string(z.local_header_offset) +
+                              ", inside or after the central directory");
+      }
+      entries_.push_back(std::move(z));
+      pos += 46 + name_len + extra_len + comment_len;
+    }
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      index_.emplace(std::string_view(entries_[i].name), static_cast<uint32_t>(i));
+    }
+    return {};
+  }
+
+  static Status apply_zip64_extra(const uint8_t* p, size_t n, ZipEntry* z) {
+    const bool need_u = z->uncompressed_size == 0xffffffffu;
+    const bool need_c = z->compressed_size == 0xffffffffu;
+    const bool need_o = z->local_header_offset == 0xffffffffu;
+    if (!need_u && !need_c && !need_o) return {};
+    while (n >= 4) {
+      const uint16_t id = le16(p), len = le16(p + 2);
+      if (len > n - 4) break;
+      if (id == 0x0001) {
+        const uint8_t* q = p + 4;
+        size_t left = len;
+        auto take = [&](uint64_t* field) {
+          if (left < 8) return false;
+          *field = le64(q);
+          q += 8;
+          left -= 8;
+          return true;
+        };
+        if ((need_u && !take(&z->uncompressed_size)) || (need_c && !take(&z->compressed_size)) ||
+            (need_o && !take(&z->local_header_offset))) {
+          break;
+        }
+        return {};
+      }
+      p += 4 + len;
+      n -= 4 + size_t{len};
+    }
+    return make_error(ErrorCode::zip_corrupt,
+                      "zip: record '" + z->name +
+                          "' needs a ZIP64 extra field for its sizes or offset and has none");
+  }
+
+  Result<Bytes> inflate(const ZipEntry& e, uint64_t off) const {
+#if PTREAD_WITH_ZLIB
+    const uint64_t out_size = e.uncompressed_size;
+    if (out_size > limits_.max_inflated_bytes ||
+        (e.compressed_size > 0 && out_size / e.compressed_size > limits_.max_inflate_ratio &&
+         out_size > (uint64_t{1} << 20))) {
+      return make_error(ErrorCode::limit_exceeded,
+                        "zip: deflated record '" + e.name + "' claims " +
+                            std::to_string(out_size) + " bytes from " +
+                            std::to_string(e.compressed_size) +
+                            " (Limits::max_inflated_bytes / max_inflate_ratio)");
+    }
+    PTREAD_TRY(Bytes in, src_->bytes(off, e.compressed_size));
+    PTREAD_TRY(auto buf, allocate_aligned(static_cast<size_t>(out_size)));
+    z_stream zs;
+    std::memset(&zs, 0, sizeof zs);
+    if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) {
+      return make_error(ErrorCode::zip_inflate_failed, "zip: zlib inflateInit2 failed");
+    }
+    uint64_t in_left = in.size, out_left = out_size;
+    const uint8_t* in_p = in.data;
+    uint8_t* out_p = buf.get();
+    int rc = Z_OK;
+    while (rc == Z_OK) {
+      const uInt in_chunk = static_cast<uInt>(in_left < (1u << 30) ? in_left : (1u << 30));
+      const uInt out_chunk = static_cast<uInt>(out_left < (1u << 30) ? out_left : (1u << 30));
+      zs.next_in = const_cast<Bytef*>(in_p);
+      zs.avail_in = in_chunk;
+      zs.next_out = out_p;
+      zs.avail_out = out_chunk;
+      rc = ::inflate(&zs, Z_NO_FLUSH);
+      const uInt used_in = in_chunk - zs.avail_in, made = out_chunk - zs.avail_out;
+      in_p += used_in;
+      in_left -= used_in;
+      out_p += made;
+      out_left -= made;
+      if (rc == Z_OK && used_in == 0 && made == 0) rc = Z_BUF_ERROR;  // no progress
+    }
+    inflateEnd(&zs);
+    if (rc != Z_STREAM_END || out_left != 0) {
+      return make_error(ErrorCode::zip_inflate_failed,
+                        "zip: cannot inflate record '" + e.name + "': " +
+                            (rc == Z_STREAM_END ? std::string("size differs from the directory")
+                                                : "zlib error " + std::to_string(rc)));
+    }
+    const uint8_t* p = buf.get();
+    return Bytes{p, static_cast<size_t>(out_size), std::move(buf)};
+#else
+    (void)off;
+    return make_error(ErrorCode::zip_unsupported_compression,
+                      "zip: record '" + e.name +
+                          "' is deflated; build with PTREAD_WITH_ZLIB=1 (CMake option "
+                          "PTREAD_WITH_ZLIB, link zlib) to read it");
+#endif
+  }
+
+  std::shared_ptr<const Source> src_;
+  Limits limits_;
+  std::vector<ZipEntry> entries_;
+  std::unordered_map<std::string_view, uint32_t> index_;
+  uint64_t directory_offset_ = 0;
+};
+
+}  // namespace detail
+}  // namespace ptread
