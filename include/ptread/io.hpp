@@ -90,6 +90,7 @@ class Source : public std::enable_shared_from_this<Source> {
     if (!range_inside(offset, n, size_)) {
       return make_error(ErrorCode::truncated, "read past the end of '" + name_ + "'");
     }
+    if (n == 0) return {};
     if (base_ != nullptr) {
       if (n) std::memcpy(dst, base_ + offset, n);
       return {};

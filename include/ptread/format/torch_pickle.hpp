@@ -160,6 +160,11 @@ class TorchHooks final : public PickleHooks {
       PTREAD_TRY(std::string raw, utf8_to_latin1(g.text(a[0])));
       return g.add_text(ValueKind::bytes, std::move(raw));
     }
+    if (is_numpy_module(mod) && name == "_reconstruct" && !a.empty()) {
+      // numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b'), then BUILD
+      return g.add_object(a[0], args);
+    }
+    if (is_numpy_module(mod) && name == "scalar" && a.size() == 2) return numpy_scalar(g, callable, args, a);
     if ((mod == "copyreg" || mod == "copy_reg") && name == "_reconstructor" && !a.empty()) {
       return g.add_object(a[0], g.add_container(ValueKind::tuple));
     }
@@ -170,6 +175,8 @@ class TorchHooks final : public PickleHooks {
     Node& n = g.nodes[obj];
     if (n.kind == ValueKind::object) {
       n.items[kObjState] = state;
+      const uint32_t cls = n.items[kObjClass];
+      if (is_numpy(g, cls, "ndarray")) return numpy_array(g, obj, state);
     }
     // BUILD on an OrderedDict carries `_metadata` (module versions); on a tensor, Python
     // attributes. Neither changes tensor values or names.
@@ -210,6 +217,119 @@ class TorchHooks final : public PickleHooks {
     if (name == "_rebuild_device_tensor_from_numpy" || name == "_rebuild_xla_tensor") return "device tensor from numpy";
     if (name == "_rebuild_device_tensor_from_cpu_tensor") return "device tensor";
     return nullptr;
+  }
+
+  // ---- numpy (numpy.core.multiarray before numpy 2, numpy._core.multiarray since) ----
+  static bool is_numpy_module(const std::string& mod) {
+    return mod == "numpy.core.multiarray" || mod == "numpy._core.multiarray";
+  }
+  static bool is_numpy(const Graph& g, uint32_t cls, const char* name) {
+    return g.kind(cls) == ValueKind::global && g.global_module(cls) == "numpy" && g.global_name(cls) == name;
+  }
+
+  // A numpy.dtype object: numpy.dtype('f8', False, True) with BUILD state (3, '<', ...).
+  struct NumpyType {
+    DType dtype;
+    bool big_endian;
+  };
+  static Result<NumpyType> numpy_dtype(const Graph& g, uint32_t d) {
+    const Node& n = g.at(d);
+    if (n.kind != ValueKind::object || !is_numpy(g, n.items[kObjClass], "dtype")) {
+      return make_error(ErrorCode::bad_tensor_args, "numpy data without a numpy.dtype");
+    }
+    const auto& args = g.at(n.items[kObjArgs]).items;
+    if (args.empty() || g.kind(args[0]) != ValueKind::string) {
+      return make_error(ErrorCode::bad_tensor_args, "numpy.dtype without a type code");
+    }
+    static const struct { const char* code; DType t; } codes[] = {
+        {"b1", DType::BOOL}, {"u1", DType::U8}, {"i1", DType::I8}, {"i2", DType::I16},
+        {"u2", DType::U16}, {"i4", DType::I32}, {"u4", DType::U32}, {"i8", DType::I64},
+        {"u8", DType::U64}, {"f2", DType::F16}, {"f4", DType::F32}, {"f8", DType::F64},
+        {"c8", DType::C64}, {"c16", DType::C128}};
+    const std::string& code = g.text(args[0]);
+    NumpyType out{DType::U8, false};
+    bool known = false;
+    for (const auto& c : codes) {
+      if (code == c.code) {
+        out.dtype = c.t;
+        known = true;
+      }
+    }
+    if (!known) return make_error(ErrorCode::unknown_dtype, "numpy dtype '" + code + "' has no tensor equivalent");
+    const uint32_t st = n.items[kObjState];
+    if (st != kNoNode && g.kind(st) == ValueKind::tuple && g.at(st).items.size() > 1) {
+      const uint32_t order = g.at(st).items[1];
+      out.big_endian = g.is_string(order, ">");
+    }
+    return out;
+  }
+
+  static Result<std::shared_ptr<const Storage>> owned_copy(const std::string& bytes, size_t swap_unit) {
+    PTREAD_TRY(auto buf, allocate_aligned(bytes.size()));
+    if (!bytes.empty()) std::memcpy(buf.get(), bytes.data(), bytes.size());
+    if (swap_unit > 1) {
+      for (size_t k = 0; k + swap_unit <= bytes.size(); k += swap_unit) {
+        std::reverse(buf.get() + k, buf.get() + k + swap_unit);
+      }
+    }
+    const uint8_t* p = buf.get();
+    return std::make_shared<const Storage>(p, bytes.size(), std::move(buf));
+  }
+
+  // ndarray BUILD state: (version, shape, dtype, is_fortran, raw bytes). The object node
+  // becomes a tensor node in place, so every reference to it sees the tensor.
+  Status numpy_array(Graph& g, uint32_t obj, uint32_t state) {
+    const Node& s = g.at(state);
+    if (s.kind != ValueKind::tuple || s.items.size() != 5) return {};
+    const auto it = s.items;
+    if (g.kind(it[4]) != ValueKind::bytes && g.kind(it[4]) != ValueKind::string) {
+      const uint32_t u = unsupported(g, "numpy array of Python objects");
+      g.nodes[obj] = g.at(u);
+      return {};
+    }
+    PTREAD_TRY(NumpyType nt, numpy_dtype(g, it[2]));
+    PTREAD_TRY(auto shape, int_tuple(g, it[1], "numpy shape"));
+    std::vector<int64_t> strides = Tensor::contiguous_strides(shape);
+    if (g.kind(it[3]) == ValueKind::boolean && g.at(it[3]).i != 0) {  // Fortran order
+      int64_t acc = 1;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        strides[d] = acc;
+        acc *= shape[d] > 0 ? shape[d] : 1;
+      }
+    }
+    std::string raw = g.text(it[4]);
+    if (g.kind(it[4]) == ValueKind::string) {  // protocol 2 from Python 2: latin-1 text
+      PTREAD_TRY(raw, utf8_to_latin1(raw));
+    }
+    PTREAD_TRY(auto storage, owned_copy(raw, nt.big_endian ? dtype_swap_unit(nt.dtype) : 1));
+    PTREAD_TRY(Tensor t, Tensor::view(std::move(storage), nt.dtype, std::move(shape), std::move(strides), 0));
+    m_.tensors.push_back(std::move(t));
+    Node& n = g.nodes[obj];
+    n.kind = ValueKind::tensor;
+    n.ref = static_cast<uint32_t>(m_.tensors.size() - 1);
+    n.items.clear();
+    return {};
+  }
+
+  // numpy.core.multiarray.scalar(dtype, raw bytes): a plain int, float or bool value.
+  Result<uint32_t> numpy_scalar(Graph& g, uint32_t callable, uint32_t args, const std::vector<uint32_t>& a) {
+    auto nt = numpy_dtype(g, a[0]);
+    if (!nt || (g.kind(a[1]) != ValueKind::bytes && g.kind(a[1]) != ValueKind::string)) return g.add_object(callable, args);
+    std::string raw = g.text(a[1]);
+    if (g.kind(a[1]) == ValueKind::string) {
+      PTREAD_TRY(raw, utf8_to_latin1(raw));
+    }
+    const DType t = nt->dtype;
+    if (raw.size() != dtype_size(t) || dtype_is_complex(t)) return g.add_object(callable, args);
+    if (nt->big_endian) std::reverse(raw.begin(), raw.end());
+    const Scalar v = load_scalar(reinterpret_cast<const uint8_t*>(raw.data()), t);
+    if (t == DType::BOOL) return v.i ? kTrueNode : kFalseNode;
+    if (v.kind == Scalar::kFloat) return g.add_float(v.f);
+    if (v.kind == Scalar::kUInt) {
+      if (v.u > static_cast<uint64_t>(INT64_MAX)) return g.add_object(callable, args);
+      return g.add_int(static_cast<int64_t>(v.u));
+    }
+    return g.add_int(v.i);
   }
 
   uint32_t unsupported(Graph& g, std::string reason) {

@@ -1,0 +1,80 @@
+// Shared helpers for ptread's tests.
+#pragma once
+
+#include <ptread/ptread.hpp>
+
+#include "json.hpp"
+#include "sha256.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <sys/stat.h>
+#include <vector>
+
+namespace ptread_test {
+
+inline std::string fixture_dir() {
+  const char* env = std::getenv("PTREAD_FIXTURES");
+  return env && *env ? std::string(env) : std::string(PTREAD_TEST_FIXTURES);
+}
+inline std::string corpus_dir() { return PTREAD_TEST_CORPUS; }
+
+inline bool path_exists(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+inline std::vector<unsigned char> read_file(const std::string& path) {
+  std::vector<unsigned char> out;
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return out;
+  unsigned char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.insert(out.end(), buf, buf + n);
+  std::fclose(f);
+  return out;
+}
+
+inline bool write_file(const std::string& path, const void* data, size_t n) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return false;
+  const bool ok = std::fwrite(data, 1, n, f) == n;
+  return std::fclose(f) == 0 && ok;
+}
+
+// sha256 of the tensor's logical values, C-contiguous, in its own dtype (what the fixture
+// generator and the corpus oracle record from torch).
+inline std::string tensor_sha256(const ptread::Tensor& t, std::string* err = nullptr) {
+  std::vector<unsigned char> buf(static_cast<size_t>(t.nbytes()));
+  auto st = t.copy_to(buf.data(), buf.size());
+  if (!st) {
+    if (err) *err = st.error().str();
+    return "copy_to failed";
+  }
+  return sha256_hex(buf.data(), buf.size());
+}
+
+inline std::string shape_str(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t k = 0; k < v.size(); ++k) s += (k ? ", " : "") + std::to_string(v[k]);
+  return s + "]";
+}
+inline std::string shape_str(const Json& j) {
+  std::string s = "[";
+  for (size_t k = 0; k < j.size(); ++k) s += (k ? ", " : "") + std::to_string(j[k].as_int());
+  return s + "]";
+}
+
+inline ptread::Result<ptread::Checkpoint> open_in_mode(const std::string& path, ptread::LoadMode mode,
+                                                       std::vector<unsigned char>* keep) {
+  if (mode == ptread::LoadMode::memory) {
+    *keep = read_file(path);
+    return ptread::Checkpoint::open_memory(keep->data(), keep->size());
+  }
+  ptread::Options o;
+  o.mode = mode;
+  return ptread::Checkpoint::open(path, o);
+}
+
+}  // namespace ptread_test

@@ -1,0 +1,96 @@
+// Real checkpoints written by other people (../shared/corpus, beside the checkout) against
+// what torch found in them (oracle.json). Skipped when the folder is absent: users of the
+// library do not have it.
+//
+// Zip-format files (state dicts, training checkpoints, whole models, TorchScript archives):
+// every tensor the oracle lists is read bit for bit under its name, except tensors that this
+// version reports as unsupported (quantized ones), which must be listed by unsupported(),
+// never dropped. Legacy and tar files must fail with unsupported_format until their readers
+// land.
+#include <catch2/catch.hpp>
+
+#include "support/helpers.hpp"
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+using namespace ptread_test;
+
+namespace {
+
+struct Source {
+  std::string file;
+  std::string container;
+};
+
+std::vector<Source> read_sources(const std::string& tsv) {
+  std::vector<Source> out;
+  std::ifstream in(tsv);
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::vector<std::string> cols;
+    std::stringstream ss(line);
+    std::string c;
+    while (std::getline(ss, c, '\t')) cols.push_back(c);
+    if (cols.size() >= 7) out.push_back({cols[0], cols[6]});
+  }
+  return out;
+}
+
+void check_corpus_file(const std::string& dir, const Source& src, const Json& o) {
+  auto ck = ptread::Checkpoint::open(dir + "/files/" + src.file);
+  INFO(src.file);
+  if (src.container == "legacy" || src.container == "tar") {
+    REQUIRE_FALSE(ck.ok());
+    CHECK(ck.error().code() == ptread::ErrorCode::unsupported_format);
+    return;
+  }
+  REQUIRE(ck.ok());
+  size_t tensors_unsupported = 0;
+  std::set<std::string> unsupported;
+  for (const auto& u : ck->unsupported()) unsupported.insert(u.name);
+  const Json& tensors = o["tensors"];
+  std::set<std::string> expected_names;
+  for (const auto& kv : tensors.as_object()) {
+    expected_names.insert(kv.first);
+    INFO("tensor " << kv.first);
+    const ptread::Tensor* t = ck->find(kv.first);
+    if (t == nullptr) {
+      CHECK(unsupported.count(kv.first) == 1);
+      ++tensors_unsupported;
+      continue;
+    }
+    CHECK(std::string(ptread::dtype_name(t->dtype())) == kv.second["dtype"].as_string());
+    CHECK(shape_str(t->shape()) == shape_str(kv.second["shape"]));
+    CHECK(tensor_sha256(*t) == kv.second["sha256"].as_string());
+  }
+  if (tensors_unsupported) WARN(src.file << ": " << tensors_unsupported << " tensors listed as unsupported");
+  // Nothing listed that torch does not list.
+  for (const auto& nt : ck->tensors()) {
+    INFO("extra tensor " << nt.name);
+    CHECK(expected_names.count(nt.name) == 1);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("real-world corpus matches torch's oracle", "[corpus]") {
+  const std::string dir = corpus_dir();
+  if (!path_exists(dir + "/oracle.json")) {
+    WARN("no corpus at " << dir << ": skipped");
+    return;
+  }
+  Json oracle;
+  std::string err;
+  REQUIRE(read_json_file(dir + "/oracle.json", oracle, &err));
+  const auto sources = read_sources(dir + "/SOURCES.tsv");
+  REQUIRE(sources.size() >= 20);
+  for (const auto& src : sources) {
+    const Json* o = oracle.find(src.file);
+    REQUIRE(o != nullptr);
+    SECTION(src.file) { check_corpus_file(dir, src, *o); }
+  }
+}

@@ -1,0 +1,846 @@
+// ptread — the command-line tool (DESIGN.md "Command line", contract).
+//
+//   ptread ls [--json] FILE              tensors: name, dtype, shape, stored device, bytes
+//   ptread tree FILE                     the object tree with metadata
+//   ptread export FILE OUT.safetensors   every tensor safetensors can hold
+//
+// Exit status: 0 done, 1 the file could not be read (or the output written), 2 wrong usage.
+// Output is built in one string and written once: listing 100,000 tensors must stay fast.
+#include "ptread/ptread.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#if PTREAD_POSIX
+#include <unistd.h>
+#endif
+
+namespace {
+
+constexpr int kExitOk = 0, kExitFailed = 1, kExitUsage = 2;
+
+const char kUsage[] =
+    "usage: ptread <command> [options] FILE...\n"
+    "\n"
+    "Reads PyTorch checkpoints (.pt, .pth, .bin, .ckpt) without Python or LibTorch.\n"
+    "\n"
+    "commands:\n"
+    "  ls FILE                      list the tensors: name, dtype, shape, device, bytes\n"
+    "  ls --json FILE               the same as JSON\n"
+    "  tree FILE                    the object tree with its metadata\n"
+    "  export FILE OUT.safetensors  write every tensor safetensors can hold\n"
+    "\n"
+    "options:\n"
+    "  --json                       (ls) print JSON\n"
+    "  --mode mmap|read             map the file (default) or read it into memory\n"
+    "  -h, --help                   print this help\n"
+    "  --version                    print the version\n"
+    "\n"
+    "exit status: 0 done, 1 the file could not be read or written, 2 wrong usage\n";
+
+// ---- output helpers ----
+
+bool write_out(std::FILE* f, const std::string& s) {
+  if (!s.empty() && std::fwrite(s.data(), 1, s.size(), f) != s.size()) return false;
+  return std::fflush(f) == 0;
+}
+
+int finish_stdout(const std::string& s) {
+  if (!write_out(stdout, s)) {
+    std::fprintf(stderr, "ptread: cannot write the output: %s\n", std::strerror(errno));
+    return kExitFailed;
+  }
+  return kExitOk;
+}
+
+void append_u64(std::string& out, uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(v));
+  out += buf;
+}
+
+void append_i64(std::string& out, int64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+  out += buf;
+}
+
+// "[4, 3]"; "[]" for a scalar.
+void append_dims(std::string& out, const std::vector<int64_t>& dims, const char* sep = ", ") {
+  out += '[';
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (d) out += sep;
+    append_i64(out, dims[d]);
+  }
+  out += ']';
+}
+
+std::string human_bytes(uint64_t n) {
+  static const char* const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (n < 1024) return std::to_string(n) + " B";
+  double v = static_cast<double>(n) / 1024.0;
+  size_t u = 0;
+  while (v >= 1023.95 && u + 1 < sizeof units / sizeof units[0]) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+// A name for a terminal line: control characters escaped, the empty name shown as "".
+std::string display(std::string_view s) {
+  if (s.empty()) return "\"\"";
+  std::string out;
+  out.reserve(s.size());
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      char e[8];
+      std::snprintf(e, sizeof e, "\\x%02x", c);
+      out += e;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+// Columns a UTF-8 string takes (code points; wide characters count as one).
+size_t columns(std::string_view s) {
+  size_t n = 0;
+  for (char ch : s) n += (static_cast<unsigned char>(ch) & 0xc0) != 0x80;
+  return n;
+}
+
+void pad_to(std::string& out, size_t have, size_t width) {
+  if (have < width) out.append(width - have, ' ');
+}
+
+// A JSON string. Valid UTF-8 passes through; an encoded lone surrogate (Python pickles
+// str with "surrogatepass") becomes its \uDXXX escape, so json.loads gives Python's str
+// back; any other invalid byte becomes U+FFFD.
+void append_json_string(std::string& out, std::string_view s) {
+  static const char hex[] = "0123456789abcdef";
+  out += '"';
+  const size_t n = s.size();
+  for (size_t i = 0; i < n;) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      switch (c) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\b': out += "\\b"; break;
+        case '\f': out += "\\f"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        default:
+          if (c < 0x20) {
+            out += "\\u00";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+          } else {
+            out += static_cast<char>(c);
+          }
+      }
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    uint32_t cp = 0, min = 0;
+    if ((c & 0xe0) == 0xc0) { len = 2; cp = c & 0x1fu; min = 0x80; }
+    else if ((c & 0xf0) == 0xe0) { len = 3; cp = c & 0x0fu; min = 0x800; }
+    else if ((c & 0xf8) == 0xf0) { len = 4; cp = c & 0x07u; min = 0x10000; }
+    bool ok = len != 0 && i + len <= n;
+    for (size_t k = 1; ok && k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) ok = false;
+      cp = (cp << 6) | (cc & 0x3fu);
+    }
+    if (ok && cp >= min && cp <= 0x10ffff) {
+      if (cp >= 0xd800 && cp <= 0xdfff) {
+        out += "\\u";
+        for (int shift = 12; shift >= 0; shift -= 4) out += hex[(cp >> shift) & 15];
+      } else {
+        out.append(s.data() + i, len);
+      }
+      i += len;
+    } else {
+      out += "\\ufffd";
+      ++i;
+    }
+  }
+  out += '"';
+}
+
+std::string tensor_label(const ptread::Tensor& t) {
+  std::string s = ptread::dtype_name(t.dtype());
+  append_dims(s, t.shape());
+  if (t.device() != "cpu") s += " " + t.device();
+  return s;
+}
+
+// ---- command line ----
+
+struct Args {
+  std::string command;
+  std::vector<std::string> files;
+  bool json = false;
+  ptread::LoadMode mode = ptread::LoadMode::mmap;
+};
+
+int usage_error(const std::string& why) {
+  if (!why.empty()) std::fprintf(stderr, "ptread: %s\n", why.c_str());
+  std::fputs(kUsage, stderr);
+  return kExitUsage;
+}
+
+// Returns -1 when the command should run, else the exit status.
+int parse_args(int argc, char** argv, Args* args) {
+  std::vector<std::string> positional;
+  std::string error;
+  bool help = false, version = false, options_done = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (options_done || a.size() < 2 || a[0] != '-') {
+      positional.push_back(a);
+    } else if (a == "--") {
+      options_done = true;
+    } else if (a == "-h" || a == "--help") {
+      help = true;
+    } else if (a == "--version") {
+      version = true;
+    } else if (a == "--json") {
+      args->json = true;
+    } else if (a == "--mode" || a.compare(0, 7, "--mode=") == 0) {
+      std::string m;
+      if (a == "--mode") {
+        if (i + 1 >= argc) {
+          if (error.empty()) error = "--mode needs a value: mmap or read";
+          continue;
+        }
+        m = argv[++i];
+      } else {
+        m = a.substr(7);
+      }
+      if (m == "mmap") {
+        args->mode = ptread::LoadMode::mmap;
+      } else if (m == "read") {
+        args->mode = ptread::LoadMode::read;
+      } else if (error.empty()) {
+        error = "unknown mode '" + m + "' (use mmap or read)";
+      }
+    } else if (error.empty()) {
+      error = "unknown option '" + a + "'";
+    }
+  }
+  if (help || (!positional.empty() && positional[0] == "help")) {
+    std::fputs(kUsage, stdout);
+    return kExitOk;
+  }
+  if (version) {
+    std::printf("ptread %s\n", PTREAD_VERSION_STRING);
+    return kExitOk;
+  }
+  if (!error.empty()) return usage_error(error);
+  if (positional.empty()) return usage_error("");
+  args->command = positional[0];
+  args->files.assign(positional.begin() + 1, positional.end());
+  size_t want = 0;
+  if (args->command == "ls" || args->command == "tree") {
+    want = 1;
+  } else if (args->command == "export") {
+    want = 2;
+  } else {
+    return usage_error("unknown command '" + args->command + "'");
+  }
+  if (args->json && args->command != "ls") return usage_error("--json is an option of ls");
+  if (args->files.size() != want) {
+    return usage_error(args->command + (want == 1 ? " takes one FILE" : " takes FILE and OUT.safetensors"));
+  }
+  return -1;
+}
+
+// ---- ls ----
+
+std::string ls_json(const ptread::Checkpoint& ck) {
+  std::string out;
+  const auto& tensors = ck.tensors();
+  out.reserve(128 + tensors.size() * 128);
+  out += "{\n  \"format\": ";
+  append_json_string(out, ck.format_name());
+  out += ",\n  \"tensors\": [";
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const ptread::Tensor& t = tensors[k].tensor;
+    out += k ? ",\n    {\"name\": " : "\n    {\"name\": ";
+    append_json_string(out, tensors[k].name);
+    out += ", \"dtype\": \"";
+    out += ptread::dtype_name(t.dtype());
+    out += "\", \"shape\": ";
+    append_dims(out, t.shape());
+    out += ", \"strides\": ";
+    append_dims(out, t.strides());
+    out += ", \"device\": ";
+    append_json_string(out, t.device());
+    out += ", \"nbytes\": ";
+    append_u64(out, t.nbytes());
+    out += '}';
+  }
+  out += tensors.empty() ? "],\n" : "\n  ],\n";
+  const auto& unsupported = ck.unsupported();
+  out += "  \"unsupported\": [";
+  for (size_t k = 0; k < unsupported.size(); ++k) {
+    out += k ? ",\n    {\"name\": " : "\n    {\"name\": ";
+    append_json_string(out, unsupported[k].name);
+    out += ", \"reason\": ";
+    append_json_string(out, unsupported[k].reason);
+    out += '}';
+  }
+  out += unsupported.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  return out;
+}
+
+std::string ls_table(const ptread::Checkpoint& ck) {
+  const auto& tensors = ck.tensors();
+  const size_t n = tensors.size();
+  std::vector<std::string> names(n), shapes(n), sizes(n);
+  size_t w_name = 4, w_dtype = 5, w_shape = 5, w_device = 6, w_bytes = 5;
+  uint64_t total = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const ptread::Tensor& t = tensors[k].tensor;
+    names[k] = display(tensors[k].name);
+    append_dims(shapes[k], t.shape());
+    sizes[k] = std::to_string(t.nbytes());
+    total += t.nbytes();
+    w_name = std::max(w_name, columns(names[k]));
+    w_dtype = std::max(w_dtype, std::strlen(ptread::dtype_name(t.dtype())));
+    w_shape = std::max(w_shape, shapes[k].size());
+    w_device = std::max(w_device, columns(t.device()));
+    w_bytes = std::max(w_bytes, sizes[k].size());
+  }
+  std::string out;
+  out.reserve((n + 4) * (w_name + w_dtype + w_shape + w_device + w_bytes + 10));
+  auto row = [&](const std::string& name, size_t name_cols, const char* dtype, const std::string& shape,
+                 const std::string& device, const std::string& bytes) {
+    out += name;
+    pad_to(out, name_cols, w_name + 2);
+    out += dtype;
+    pad_to(out, std::strlen(dtype), w_dtype + 2);
+    out += shape;
+    pad_to(out, shape.size(), w_shape + 2);
+    out += device;
+    pad_to(out, columns(device), w_device + 2);
+    pad_to(out, bytes.size(), w_bytes);
+    out += bytes;
+    out += '\n';
+  };
+  row("NAME", 4, "DTYPE", "SHAPE", "DEVICE", "BYTES");
+  for (size_t k = 0; k < n; ++k) {
+    const ptread::Tensor& t = tensors[k].tensor;
+    row(names[k], columns(names[k]), ptread::dtype_name(t.dtype()), shapes[k], t.device(), sizes[k]);
+  }
+  const auto& unsupported = ck.unsupported();
+  for (const auto& u : unsupported) {
+    const std::string name = display(u.name);
+    out += name;
+    pad_to(out, columns(name), w_name + 2);
+    out += "unsupported: " + display(u.reason) + "\n";
+  }
+  out += std::to_string(n) + (n == 1 ? " tensor, " : " tensors, ");
+  append_u64(out, total);
+  out += total == 1 ? " byte" : " bytes";
+  if (total >= 1024) out += " (" + human_bytes(total) + ")";
+  if (!unsupported.empty()) out += ", " + std::to_string(unsupported.size()) + " unsupported";
+  out += ", format ";
+  out += ck.format_name();
+  out += '\n';
+  return out;
+}
+
+// ---- tree ----
+
+class TreePrinter {
+ public:
+  std::string run(const ptread::Value& root) {
+    const ptread::ValueKind k = root.kind();
+    if (k == ptread::ValueKind::dict || is_sequence(k)) {
+      // The root container's entries start at the left margin.
+      if (root.size() == 0 || inline_sequence(root, nullptr)) {
+        entry(0, "", root, "", 0);
+      } else {
+        on_path_.insert(root.id());
+        shown_.emplace(root.id(), "<root>");
+        children(root, 0, "", 0);
+      }
+    } else {
+      entry(0, "", root, "", 0);
+    }
+    return std::move(out_);
+  }
+
+ private:
+  static constexpr size_t kMaxDepth = 64;
+  static constexpr size_t kMaxItems = 32;
+  static constexpr size_t kInlineWidth = 100;
+  static constexpr size_t kMaxScalarRepr = 200;
+
+  static bool is_sequence(ptread::ValueKind k) {
+    using K = ptread::ValueKind;
+    return k == K::list || k == K::tuple || k == K::set || k == K::frozenset;
+  }
+  static bool is_scalar(ptread::ValueKind k) {
+    using K = ptread::ValueKind;
+    return k == K::none || k == K::boolean || k == K::integer || k == K::big_integer || k == K::floating ||
+           k == K::string || k == K::bytes || k == K::global;
+  }
+  static bool is_container(ptread::ValueKind k) {
+    return k == ptread::ValueKind::dict || k == ptread::ValueKind::object || is_sequence(k);
+  }
+
+  static std::string join(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
+
+  // repr() of a scalar, cut when very long (a pickled vocabulary, a long text).
+  static std::string scalar_repr(const ptread::Value& v) {
+    std::string s = v.repr();
+    if (s.size() <= kMaxScalarRepr) return s;
+    size_t cut = kMaxScalarRepr;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;
+    const size_t full = s.size();
+    s.resize(cut);
+    s += "... (" + std::to_string(full) + " characters)";
+    return s;
+  }
+
+  // A dict key as Python's str() prints it, on one line.
+  static std::string key_text(const ptread::Value& k) {
+    if (auto s = k.as_string()) return display(*s);
+    return display(k.repr());
+  }
+
+  // A list/tuple/set of scalars on one line: "[0.9, 0.999]", "[1, 2, 3, ...] (500 items)".
+  // Returns false (and writes nothing) when an item is not a scalar.
+  static bool inline_sequence(const ptread::Value& v, std::string* out) {
+    using K = ptread::ValueKind;
+    const K k = v.kind();
+    if (!is_sequence(k)) return false;
+    const size_t n = v.size();
+    for (size_t i = 0; i < n && i <= kInlineWidth; ++i) {
+      if (!is_scalar(v[i].kind())) return false;
+    }
+    if (n > kInlineWidth) {  // only the head is shown; the rest must be scalars too to count as data
+      for (size_t i = kInlineWidth + 1; i < n; ++i) {
+        if (!is_scalar(v[i].kind())) return false;
+      }
+    }
+    if (out == nullptr) return true;
+    if (n == 0) {
+      *out = k == K::list ? "[]" : k == K::tuple ? "()" : k == K::set ? "set()" : "frozenset()";
+      return true;
+    }
+    std::string s = k == K::list ? "[" : k == K::tuple ? "(" : k == K::set ? "{" : "frozenset({";
+    size_t shown = 0;
+    for (; shown < n; ++shown) {
+      if (shown > 0 && s.size() > kInlineWidth) break;
+      if (shown) s += ", ";
+      s += scalar_repr(v[shown]);
+    }
+    if (shown < n) s += ", ...";
+    if (k == K::tuple && n == 1) s += ",";
+    s += k == K::list ? "]" : k == K::tuple ? ")" : k == K::set ? "}" : "})";
+    if (shown < n) s += " (" + std::to_string(n) + " items)";
+    *out = std::move(s);
+    return true;
+  }
+
+  static std::string count(size_t n) { return std::to_string(n) + (n == 1 ? " item" : " items"); }
+
+  // The state of an object as a dict (the dict half of a (dict, slots) state), or missing.
+  static ptread::Value state_dict_of(const ptread::Value& obj, ptread::Value* slots) {
+    ptread::Value st = obj.state();
+    if (st.is_tuple() && st.size() == 2 && (st[0].is_dict() || st[0].is_none()) && st[1].is_dict()) {
+      *slots = st[1];
+      return st[0];
+    }
+    return st;
+  }
+
+  static bool is_module_state(const ptread::Value& d) {
+    return d.is_dict() && (d["_parameters"].is_dict() || d["_modules"].is_dict());
+  }
+
+  void indent(size_t n) { out_.append(n, ' '); }
+
+  // One "label: value" line, and the value's children below it when it is a container.
+  void entry(size_t ind, const std::string& label, const ptread::Value& v, const std::string& path, size_t depth) {
+    using K = ptread::ValueKind;
+    indent(ind);
+    out_ += label;
+    const K k = v.kind();
+    if (k == K::tensor) {
+      out_ += tensor_label(*v.as_tensor().value());
+      out_ += '\n';
+      return;
+    }
+    if (k == K::unsupported) {
+      out_ += "<unsupported: " + display(v.unsupported_reason()) + ">\n";
+      return;
+    }
+    if (!is_container(k)) {
+      out_ += display(is_scalar(k) ? scalar_repr(v) : v.repr());
+      out_ += '\n';
+      return;
+    }
+    std::string inline_text;
+    if (k == K::dict && v.size() == 0) {
+      out_ += "{}\n";
+      return;
+    }
+    if (inline_sequence(v, &inline_text)) {
+      out_ += display(inline_text);
+      out_ += '\n';
+      return;
+    }
+    std::string header;
+    if (k == K::object) {
+      header = "<" + object_label(v) + ">";
+    } else {
+      header = std::string(ptread::value_kind_name(k)) + " (" + count(v.size()) + ")";
+    }
+    out_ += header;
+    if (on_path_.count(v.id())) {
+      out_ += " <cycle>\n";
+      return;
+    }
+    auto seen = shown_.find(v.id());
+    if (seen != shown_.end()) {
+      out_ += " (shown above at " + display(seen->second) + ")\n";
+      return;
+    }
+    if (depth >= kMaxDepth) {
+      out_ += " <nested too deep>\n";
+      return;
+    }
+    out_ += '\n';
+    shown_.emplace(v.id(), path);
+    on_path_.insert(v.id());
+    children(v, ind + 2, path, depth + 1);
+    on_path_.erase(v.id());
+  }
+
+  // "module.Class", with short scalar constructor arguments: "torch.device('cuda', 0)".
+  static std::string object_label(const ptread::Value& obj) {
+    std::string name = obj.class_name();
+    if (name.empty()) name = "object";
+    const ptread::Value args = obj.args();
+    if (obj.state().is_missing() && args.is_tuple() && args.size() > 0) {
+      std::string text;
+      if (inline_sequence(args, &text) && text.size() <= kInlineWidth) {
+        if (args.size() == 1 && text.size() >= 2 && text[text.size() - 2] == ',') text.erase(text.size() - 2, 1);
+        return name + text;
+      }
+    }
+    return name;
+  }
+
+  void children(const ptread::Value& v, size_t ind, const std::string& path, size_t depth) {
+    using K = ptread::ValueKind;
+    const K k = v.kind();
+    if (k == K::dict) {
+      for (size_t i = 0; i < v.size(); ++i) {
+        const std::string key = key_text(v.key(i));
+        entry(ind, key + ": ", v.value(i), join(path, key), depth);
+      }
+      return;
+    }
+    if (is_sequence(k)) {
+      const size_t n = v.size();
+      for (size_t i = 0; i < n && i < kMaxItems; ++i) {
+        entry(ind, "[" + std::to_string(i) + "]: ", v[i], join(path, std::to_string(i)), depth);
+      }
+      if (n > kMaxItems) {
+        indent(ind);
+        out_ += "... (" + std::to_string(n - kMaxItems) + " more)\n";
+      }
+      return;
+    }
+    // An object.
+    ptread::Value slots;
+    const ptread::Value st = state_dict_of(v, &slots);
+    if (is_module_state(st)) {
+      module_children(st, ind, path, depth);
+    } else if (st.is_dict()) {
+      children(st, ind, path, depth);
+    } else if (!st.is_missing() && !st.is_none()) {
+      entry(ind, "state: ", st, path, depth);
+    } else if (v.args().size() > 0 && object_label(v) == v.class_name()) {
+      entry(ind, "args: ", v.args(), path, depth);
+    }
+    if (slots.is_dict()) children(slots, ind, path, depth);
+  }
+
+  // An nn.Module: parameters, buffers (as state_dict() names them), its public attributes
+  // (hyperparameters such as in_features), then submodules; torch's hook tables and other
+  // private fields are left out.
+  void module_children(const ptread::Value& st, size_t ind, const std::string& path, size_t depth) {
+    const ptread::Value non_persistent = st["_non_persistent_buffers_set"];
+    auto is_non_persistent = [&](const ptread::Value& key) {
+      auto name = key.as_string();
+      if (!name) return false;
+      for (size_t i = 0; i < non_persistent.size(); ++i) {
+        auto e = non_persistent[i].as_string();
+        if (e && *e == *name) return true;
+      }
+      return false;
+    };
+    auto members = [&](const char* field, bool buffers) {
+      const ptread::Value d = st[field];
+      for (size_t i = 0; i < d.size(); ++i) {
+        const ptread::Value val = d.value(i);
+        if (val.is_none()) continue;
+        const std::string key = key_text(d.key(i));
+        const bool hidden = buffers && is_non_persistent(d.key(i));
+        entry(ind, key + (hidden ? " (non-persistent): " : ": "), val, join(path, key), depth);
+      }
+    };
+    members("_parameters", false);
+    members("_buffers", true);
+    for (size_t i = 0; i < st.size(); ++i) {
+      const ptread::Value key = st.key(i);
+      auto name = key.as_string();
+      if (name && (name->empty() || (*name)[0] == '_' || *name == "training")) continue;
+      const std::string text = key_text(key);
+      entry(ind, text + ": ", st.value(i), join(path, text), depth);
+    }
+    members("_modules", false);
+  }
+
+  std::string out_;
+  std::unordered_set<uint32_t> on_path_;
+  std::unordered_map<uint32_t, std::string> shown_;
+};
+
+// ---- export (safetensors) ----
+
+bool safetensors_dtype(ptread::DType t) {
+  using D = ptread::DType;
+  switch (t) {
+    case D::BOOL: case D::U8: case D::I8: case D::I16: case D::U16: case D::I32: case D::U32:
+    case D::I64: case D::U64: case D::F16: case D::BF16: case D::F32: case D::F64: case D::C64:
+    case D::F8_E4M3: case D::F8_E5M2: case D::F8_E8M0:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool host_is_little_endian() {
+  const uint16_t one = 1;
+  unsigned char b;
+  std::memcpy(&b, &one, 1);
+  return b == 1;
+}
+
+class SafetensorsWriter {
+ public:
+  explicit SafetensorsWriter(std::FILE* f) : f_(f), little_(host_is_little_endian()) {}
+
+  // Writes the tensor's values, C-contiguous and little-endian, holding at most kChunk
+  // bytes of copies at once. Returns false with *why set on failure.
+  bool write(const ptread::Tensor& t, std::string* why) {
+    if (t.nbytes() == 0) return true;
+    if (little_ && t.is_contiguous() && !t.is_conj() && !t.is_neg()) {
+      return put(t.data_ptr(), static_cast<size_t>(t.nbytes()), why);
+    }
+    return write_view(t, why);
+  }
+
+ private:
+  static constexpr uint64_t kChunk = uint64_t{64} << 20;
+
+  bool put(const void* p, size_t n, std::string* why) {
+    if (std::fwrite(p, 1, n, f_) != n) {
+      *why = std::strerror(errno);
+      return false;
+    }
+    return true;
+  }
+
+  // Copies a view in pieces: whole when small, else split along its first dimension.
+  bool write_view(const ptread::Tensor& t, std::string* why) {
+    const uint64_t nb = t.nbytes();
+    if (nb == 0) return true;
+    if (nb <= kChunk || t.dim() == 0) {
+      buf_.resize(static_cast<size_t>(nb));
+      auto st = t.copy_to(buf_.data(), buf_.size(), t.dtype());
+      if (!st) {
+        *why = st.error().what();
+        return false;
+      }
+      if (!little_) swap_bytes(buf_.data(), buf_.size(), ptread::dtype_swap_unit(t.dtype()));
+      return put(buf_.data(), buf_.size(), why);
+    }
+    std::vector<int64_t> shape = t.shape(), strides = t.strides();
+    const int64_t rows = shape[0], stride0 = strides[0];
+    if (rows == 1) {  // drop the leading dimension
+      shape.erase(shape.begin());
+      strides.erase(strides.begin());
+      return sub_view(t, std::move(shape), std::move(strides), t.storage_offset(), why);
+    }
+    const uint64_t row_bytes = nb / static_cast<uint64_t>(rows);
+    const int64_t per = static_cast<int64_t>(std::max<uint64_t>(1, kChunk / row_bytes));
+    for (int64_t r = 0; r < rows; r += per) {
+      shape[0] = std::min(per, rows - r);
+      if (!sub_view(t, shape, strides, t.storage_offset() + r * stride0, why)) return false;
+    }
+    return true;
+  }
+
+  bool sub_view(const ptread::Tensor& t, std::vector<int64_t> shape, std::vector<int64_t> strides,
+                int64_t offset, std::string* why) {
+    auto v = ptread::Tensor::view(t.storage(), t.dtype(), std::move(shape), std::move(strides), offset, t.device());
+    if (!v) {
+      *why = v.error().what();
+      return false;
+    }
+    v->set_math_bits(t.is_conj(), t.is_neg());
+    return write_view(*v, why);
+  }
+
+  static void swap_bytes(uint8_t* p, size_t n, size_t unit) {
+    if (unit <= 1) return;
+    for (size_t i = 0; i + unit <= n; i += unit) {
+      for (size_t a = i, b = i + unit - 1; a < b; ++a, --b) std::swap(p[a], p[b]);
+    }
+  }
+
+  std::FILE* f_;
+  bool little_;
+  std::vector<uint8_t> buf_;
+};
+
+int export_safetensors(const ptread::Checkpoint& ck, const std::string& out_path) {
+  struct Item {
+    const ptread::NamedTensor* nt;
+    uint64_t begin, end;
+  };
+  std::vector<Item> items;
+  std::unordered_set<std::string_view> names;
+  std::string header = "{\"__metadata__\":{\"format\":\"pt\"}";
+  uint64_t offset = 0;
+  for (const auto& nt : ck.tensors()) {
+    const ptread::DType dt = nt.tensor.dtype();
+    if (!safetensors_dtype(dt)) {
+      std::fprintf(stderr, "ptread: skipped %s: dtype %s has no safetensors equivalent\n", display(nt.name).c_str(),
+                   ptread::dtype_name(dt));
+      continue;
+    }
+    if (nt.name == "__metadata__") {
+      std::fprintf(stderr, "ptread: skipped __metadata__: the name is reserved in safetensors\n");
+      continue;
+    }
+    if (!names.insert(nt.name).second) {
+      std::fprintf(stderr, "ptread: skipped %s: an earlier tensor has the same name\n", display(nt.name).c_str());
+      continue;
+    }
+    const uint64_t nb = nt.tensor.nbytes();
+    items.push_back({&nt, offset, offset + nb});
+    header += ',';
+    append_json_string(header, nt.name);
+    header += ":{\"dtype\":\"";
+    header += ptread::dtype_name(dt);
+    header += "\",\"shape\":";
+    append_dims(header, nt.tensor.shape(), ",");
+    header += ",\"data_offsets\":[";
+    append_u64(header, offset);
+    header += ',';
+    append_u64(header, offset + nb);
+    header += "]}";
+    offset += nb;
+  }
+  for (const auto& u : ck.unsupported()) {
+    std::fprintf(stderr, "ptread: skipped %s: %s\n", display(u.name).c_str(), display(u.reason).c_str());
+  }
+  header += '}';
+  header.append((8 - header.size() % 8) % 8, ' ');  // tensor data starts 8-aligned
+
+  const std::string tmp = out_path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) {
+    std::fprintf(stderr, "ptread: cannot create '%s': %s\n", tmp.c_str(), std::strerror(errno));
+    return kExitFailed;
+  }
+  std::setvbuf(f, nullptr, _IOFBF, size_t{1} << 20);
+  std::string why;
+  bool ok = true;
+  unsigned char len[8];
+  for (int b = 0; b < 8; ++b) len[b] = static_cast<unsigned char>(static_cast<uint64_t>(header.size()) >> (8 * b));
+  if (std::fwrite(len, 1, 8, f) != 8 || std::fwrite(header.data(), 1, header.size(), f) != header.size()) {
+    ok = false;
+    why = std::strerror(errno);
+  }
+  SafetensorsWriter writer(f);
+  for (size_t k = 0; ok && k < items.size(); ++k) {
+    if (!writer.write(items[k].nt->tensor, &why)) {
+      why = "tensor " + display(items[k].nt->name) + ": " + why;
+      ok = false;
+    }
+  }
+  if (ok && std::fflush(f) != 0) {
+    ok = false;
+    why = std::strerror(errno);
+  }
+#if PTREAD_POSIX
+  if (ok && ::fsync(fileno(f)) != 0 && errno != EINVAL && errno != EROFS) {
+    ok = false;
+    why = std::strerror(errno);
+  }
+#endif
+  if (std::fclose(f) != 0 && ok) {
+    ok = false;
+    why = std::strerror(errno);
+  }
+  if (ok && std::rename(tmp.c_str(), out_path.c_str()) != 0) {
+    std::fprintf(stderr, "ptread: cannot rename '%s' to '%s': %s\n", tmp.c_str(), out_path.c_str(),
+                 std::strerror(errno));
+    std::remove(tmp.c_str());
+    return kExitFailed;
+  }
+  if (!ok) {
+    std::fprintf(stderr, "ptread: cannot write '%s': %s\n", tmp.c_str(), why.c_str());
+    std::remove(tmp.c_str());
+    return kExitFailed;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  const int parsed = parse_args(argc, argv, &args);
+  if (parsed >= 0) return parsed;
+
+  ptread::Options options;
+  options.mode = args.mode;
+  auto ck = ptread::Checkpoint::open(args.files[0], options);
+  if (!ck) {
+    std::fprintf(stderr, "ptread: %s\n", ck.error().what());
+    return kExitFailed;
+  }
+  if (args.command == "ls") return finish_stdout(args.json ? ls_json(*ck) : ls_table(*ck));
+  if (args.command == "tree") return finish_stdout(TreePrinter().run(ck->root()));
+  return export_safetensors(*ck, args.files[1]);
+}
