@@ -181,9 +181,12 @@ inline uint16_t float_to_f16(float f) noexcept {
   return static_cast<uint16_t>(sign | (v >> 13));
 }
 
-inline uint16_t float_to_bf16(float f) noexcept {
+// NaN has no single spelling in torch: its vectorized float/double -> bfloat16 kernels
+// (ATen's cvtfp32_bf16) write 0xffff, while its scalar path (c10::BFloat16, used for
+// half -> bfloat16) writes 0x7fc0. Callers pass the one torch's CPU path writes.
+inline uint16_t float_to_bf16(float f, uint16_t nan_bits = 0xffffu) noexcept {
   uint32_t x = float_to_bits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fc0u;  // torch's canonical NaN
+  if ((x & 0x7fffffffu) > 0x7f800000u) return nan_bits;
   x += 0x7fffu + ((x >> 16) & 1u);
   return static_cast<uint16_t>(x >> 16);
 }

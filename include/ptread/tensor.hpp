@@ -156,7 +156,12 @@ inline void convert_element(const uint8_t* p, DType from, uint8_t* out, DType to
     case DType::F32: { float v = scalar_as<float>(s); std::memcpy(out, &v, 4); return; }
     case DType::F64: { double v = scalar_as<double>(s); std::memcpy(out, &v, 8); return; }
     case DType::F16: { uint16_t v = float_to_f16(scalar_as<float>(s)); std::memcpy(out, &v, 2); return; }
-    case DType::BF16: { uint16_t v = float_to_bf16(scalar_as<float>(s)); std::memcpy(out, &v, 2); return; }
+    case DType::BF16: {
+      const uint16_t nan_bits = from == DType::F16 ? 0x7fc0u : 0xffffu;  // as torch's CPU copy
+      uint16_t v = float_to_bf16(scalar_as<float>(s), nan_bits);
+      std::memcpy(out, &v, 2);
+      return;
+    }
     default: return;  // excluded by conversion_defined
   }
 }

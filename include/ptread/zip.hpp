@@ -60,7 +60,7 @@ class ZipArchive {
     z.src_ = std::move(src);
     z.limits_ = limits;
     PTREAD_CHECK(z.read_directory());
-    return z;
+    return Result<ZipArchive>(std::move(z));
   }
 
   const std::vector<ZipEntry>& entries() const noexcept { return entries_; }

@@ -75,6 +75,16 @@ void check_file(const std::string& file, const Json& exp, ptread::LoadMode mode)
     std::string err;
     CHECK(tensor_sha256(nt.tensor, &err) == e["sha256"].as_string());
     CHECK(err.empty());
+    // torch's own dtype conversions of the same values (t.float(), t.half() ...).
+    for (const auto& conv : e["converted"].as_object()) {
+      ptread::DType to;
+      REQUIRE(ptread::dtype_from_name(conv.first, &to));
+      std::vector<unsigned char> buf(static_cast<size_t>(nt.tensor.numel()) * ptread::dtype_size(to));
+      auto st = nt.tensor.copy_to(buf.data(), buf.size(), to);
+      INFO("converted to " << conv.first);
+      REQUIRE(st.ok());
+      CHECK(sha256_hex(buf.data(), buf.size()) == conv.second.as_string());
+    }
     // Same storage group in torch <=> same Storage object here.
     const int64_t g = e["storage_group"].as_int();
     const ptread::Storage* s = nt.tensor.storage().get();

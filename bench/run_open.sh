@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Opening checkpoints: ptread against torch.load, side by side in one run.
+#   bash bench/run_open.sh [BUILD_DIR] [DATA_DIR]
+# Needs a Release build (cmake -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build)
+# and Debian's python3-torch. Writes the inputs with torch on first use (~1.1 GiB).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${1:-$root/build}
+data=${2:-/tmp/ptread-bench}
+py=${PTREAD_TORCH_PYTHON:-/usr/bin/python3}
+"$py" "$root/bench/make_inputs.py" "$data" >/dev/null
+
+ms_of_command() {  # median wall ms of a command over N runs (process start included)
+  local n=$1; shift
+  local ts=()
+  for ((i = 0; i < n; i++)); do
+    local t0=$(date +%s%N)
+    "$@" >/dev/null
+    local t1=$(date +%s%N)
+    ts+=($(( (t1 - t0) / 1000 )))
+  done
+  printf '%s\n' "${ts[@]}" | sort -n | awk '{a[NR]=$1} END {printf "%.3f", a[int((NR+1)/2)]/1000}'
+}
+
+echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "torch: $("$py" -c 'import torch; print(torch.__version__)')"
+printf '%-10s %14s %14s %16s %12s %12s\n' file ptread_open_ms "ptread_ls_ms" torch_load_ms "x(open)" "x(ls CLI)"
+for f in big.pt many.pt; do
+  cat "$data/$f" >/dev/null  # warm page cache for both readers
+  read -r _ _ open_ms _ count < <("$build/bench/open_bench" "$data/$f" 20)
+  ls_ms=$(ms_of_command 10 "$build/ptread" ls "$data/$f")
+  runs=3; [[ $f == big.pt ]] && runs=3
+  read -r _ _ torch_ms _ < <("$py" "$root/bench/torch_load.py" "$data/$f" $runs)
+  printf '%-10s %14s %14s %16s %12s %12s\n' "$f" "$open_ms" "$ls_ms" "$torch_ms" \
+    "$(awk -v a="$torch_ms" -v b="$open_ms" 'BEGIN{printf "%.0fx", a/b}')" \
+    "$(awk -v a="$torch_ms" -v b="$ls_ms" 'BEGIN{printf "%.0fx", a/b}')"
+done

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run calls this). On a fresh Debian machine:
+#   bash tools/test.sh
+# Stages: dependencies; g++ and clang++ builds with -Werror and all tests (ctest: unit,
+# fixtures, corpus, fresh torch-written fixtures); a -fno-exceptions build without zlib;
+# clang ASan+UBSan; Meson; the CUDA compile check when nvcc is present.
+# PTREAD_TEST_QUICK=1 runs only the first g++ stage.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+out=${PTREAD_TEST_BUILD:-$root/build-test}
+jobs=$(nproc 2>/dev/null || echo 2)
+stage() { printf '\n==== %s\n' "$*"; }
+
+stage "dependencies"
+bash tools/deps.sh
+
+cmake_stage() {  # name, then extra cmake arguments
+  local name=$1; shift
+  stage "$name"
+  cmake -S . -B "$out/$name" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+  cmake --build "$out/$name" -j "$jobs"
+  ctest --test-dir "$out/$name" --output-on-failure -j "$jobs"
+}
+
+cmake_stage gcc -DCMAKE_CXX_COMPILER=g++
+[[ ${PTREAD_TEST_QUICK:-0} == 1 ]] && exit 0
+cmake_stage clang -DCMAKE_CXX_COMPILER=clang++
+cmake_stage noexcept -DCMAKE_CXX_COMPILER=g++ -DPTREAD_NO_EXCEPTIONS=ON -DPTREAD_WITH_ZLIB=OFF \
+  -DPTREAD_BUILD_BENCH=OFF -DPTREAD_BUILD_EXAMPLES=OFF
+cmake_stage sanitize -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DPTREAD_SANITIZE=ON \
+  -DPTREAD_BUILD_BENCH=OFF -DPTREAD_BUILD_EXAMPLES=OFF
+
+stage "meson"
+rm -rf "$out/meson"
+meson setup "$out/meson" --buildtype=release >/dev/null
+meson test -C "$out/meson" --print-errorlogs
+
+nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
+if [[ -n $nvcc ]]; then
+  stage "nvcc compiles the core headers"
+  mkdir -p "$out/nvcc"
+  "$nvcc" -std=c++17 -Iinclude -c tests/cuda/core_in_cu.cu -o "$out/nvcc/core_in_cu.o"
+  echo "nvcc: ok"
+else
+  stage "nvcc not found: CUDA compile check not run"
+fi
+
+stage "all stages passed"
