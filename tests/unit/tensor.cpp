@@ -1,0 +1,172 @@
+// Tensor views: bounds checks, typed access, strided copies, math bits, conversions.
+// Values that torch defines are taken from torch-written fixtures elsewhere (fixtures.cpp);
+// these cases pin down the checks a hostile or unusual file must hit.
+#include <catch2/catch.hpp>
+
+#include "support/helpers.hpp"
+
+#include <cmath>
+#include <complex>
+#include <cstring>
+
+namespace {
+
+std::shared_ptr<const ptread::Storage> storage_of(const std::vector<float>& v) {
+  auto owner = std::make_shared<std::vector<float>>(v);
+  const auto* p = reinterpret_cast<const uint8_t*>(owner->data());
+  return std::make_shared<const ptread::Storage>(p, owner->size() * sizeof(float), owner);
+}
+
+}  // namespace
+
+TEST_CASE("views are checked against their storage", "[tensor]") {
+  auto st = storage_of({0, 1, 2, 3, 4, 5});
+  using ptread::DType;
+  using ptread::ErrorCode;
+  CHECK(ptread::Tensor::view(st, DType::F32, {2, 3}, {3, 1}, 0).ok());
+  CHECK(ptread::Tensor::view(st, DType::F32, {3}, {2}, 1).ok());          // last element 5
+  CHECK(ptread::Tensor::view(st, DType::F32, {4}, {2}, 0).code() == ErrorCode::view_out_of_bounds);
+  CHECK(ptread::Tensor::view(st, DType::F32, {6}, {1}, 1).code() == ErrorCode::view_out_of_bounds);
+  CHECK(ptread::Tensor::view(st, DType::F64, {4}, {1}, 0).code() == ErrorCode::view_out_of_bounds);
+  CHECK(ptread::Tensor::view(st, DType::F32, {2}, {1, 1}, 0).code() == ErrorCode::bad_tensor_args);
+  CHECK(ptread::Tensor::view(st, DType::F32, {-1}, {1}, 0).code() == ErrorCode::bad_tensor_args);
+  CHECK(ptread::Tensor::view(st, DType::F32, {2}, {-1}, 1).code() == ErrorCode::bad_tensor_args);
+  CHECK(ptread::Tensor::view(st, DType::F32, {2}, {1}, -1).code() == ErrorCode::bad_tensor_args);
+  // element counts and extents that overflow 64 bits
+  CHECK(ptread::Tensor::view(st, DType::F32, {int64_t{1} << 40, int64_t{1} << 40}, {1, 1}, 0).code() ==
+        ErrorCode::shape_overflow);
+  CHECK(ptread::Tensor::view(st, DType::F32, {2}, {int64_t{1} << 62}, 0).code() == ErrorCode::view_out_of_bounds);
+  CHECK(ptread::Tensor::view(st, DType::F32, {4}, {INT64_MAX}, 0).code() == ErrorCode::shape_overflow);
+  // empty tensors and stride 0 need no bytes beyond what they touch
+  CHECK(ptread::Tensor::view(st, DType::F32, {0, 5}, {5, 1}, 6).ok());
+  auto expanded = ptread::Tensor::view(st, DType::F32, {1000000}, {0}, 5);
+  REQUIRE(expanded.ok());
+  CHECK(expanded->numel() == 1000000);
+  CHECK(ptread::Tensor::view(st, DType::F32, {}, {}, 5).ok());  // scalar at the last element
+  CHECK(ptread::Tensor::view(st, DType::F32, {}, {}, 6).code() == ErrorCode::view_out_of_bounds);
+}
+
+TEST_CASE("data<T> checks dtype, contiguity and math bits", "[tensor]") {
+  auto st = storage_of({0, 1, 2, 3, 4, 5});
+  auto t = ptread::Tensor::view(st, ptread::DType::F32, {2, 3}, {3, 1}, 0).value();
+  auto p = t.data<float>();
+  REQUIRE(p.ok());
+  CHECK((*p)[4] == 4.0f);
+  CHECK(t.data<double>().code() == ptread::ErrorCode::dtype_mismatch);
+  CHECK(t.data<int32_t>().code() == ptread::ErrorCode::dtype_mismatch);
+  auto tr = ptread::Tensor::view(st, ptread::DType::F32, {3, 2}, {1, 3}, 0).value();
+  CHECK_FALSE(tr.is_contiguous());
+  CHECK(tr.data<float>().code() == ptread::ErrorCode::not_contiguous);
+  auto neg = t;
+  neg.set_math_bits(false, true);
+  CHECK(neg.data<float>().code() == ptread::ErrorCode::not_contiguous);
+  // size-1 dimensions do not break contiguity
+  CHECK(ptread::Tensor::view(st, ptread::DType::F32, {1, 3, 1}, {99, 1, 7}, 0).value().is_contiguous());
+}
+
+TEST_CASE("copy_to walks any strides in C order", "[tensor]") {
+  auto st = storage_of({0, 1, 2, 3, 4, 5});
+  auto tr = ptread::Tensor::view(st, ptread::DType::F32, {3, 2}, {1, 3}, 0).value();  // transpose
+  std::vector<float> out(6);
+  REQUIRE(tr.copy_to(out.data(), out.size() * 4).ok());
+  CHECK(out == std::vector<float>{0, 3, 1, 4, 2, 5});
+  auto ex = ptread::Tensor::view(st, ptread::DType::F32, {2, 3}, {0, 2}, 1).value();  // expand rows
+  REQUIRE(ex.copy_to(out.data(), out.size() * 4).ok());
+  CHECK(out == std::vector<float>{1, 3, 5, 1, 3, 5});
+  CHECK(ex.copy_to(out.data(), 5 * 4).code() == ptread::ErrorCode::invalid_argument);
+  auto c = ex.contiguous();
+  REQUIRE(c.ok());
+  CHECK(c->is_contiguous());
+  CHECK(c->storage() != ex.storage());
+  auto same = ptread::Tensor::view(st, ptread::DType::F32, {6}, {1}, 0).value();
+  CHECK(same.contiguous()->storage() == same.storage());  // no copy when not needed
+  CHECK(same.copy_to(out.data(), 24, ptread::DType::I32).code() == ptread::ErrorCode::unsupported_conversion);
+}
+
+TEST_CASE("neg and conj bits are applied when values are materialized", "[tensor]") {
+  std::vector<float> raw = {1.0f, 2.0f, -3.0f, 0.0f};  // two complex64: 1+2i, -3+0i
+  auto st = storage_of(raw);
+  auto z = ptread::Tensor::view(st, ptread::DType::C64, {2}, {1}, 0).value();
+  std::vector<std::complex<float>> out(2);
+  auto conj = z;
+  conj.set_math_bits(true, false);
+  REQUIRE(conj.copy_to(out.data(), 16).ok());
+  CHECK(out[0] == std::complex<float>(1.0f, -2.0f));
+  CHECK(out[1].real() == -3.0f);
+  CHECK(std::signbit(out[1].imag()));  // conj of +0 is -0, as torch's resolve_conj gives
+  auto neg = z;
+  neg.set_math_bits(false, true);
+  REQUIRE(neg.copy_to(out.data(), 16).ok());
+  CHECK(out[0] == std::complex<float>(-1.0f, -2.0f));
+  CHECK(out[1].real() == 3.0f);
+  auto i64 = ptread::Tensor::view(std::make_shared<const ptread::Storage>(
+                                      reinterpret_cast<const uint8_t*>("\x05\0\0\0\0\0\0\0\0\0\0\0\0\0\0\x80"), 16, nullptr),
+                                  ptread::DType::I64, {2}, {1}, 0)
+                 .value();
+  i64.set_math_bits(false, true);
+  std::vector<int64_t> iv(2);
+  REQUIRE(i64.copy_to(iv.data(), 16).ok());
+  CHECK(iv[0] == -5);
+  CHECK(iv[1] == INT64_MIN);  // wraps, as torch's neg does
+}
+
+TEST_CASE("half, bfloat16 and fp8 decode to float exactly", "[dtype]") {
+  using ptread::detail::f16_to_float;
+  using ptread::detail::bf16_to_float;
+  using ptread::detail::fp8_to_float;
+  using ptread::DType;
+  // Every half round-trips through float and back (float_to_f16 is the inverse on them).
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = f16_to_float(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    REQUIRE(ptread::detail::float_to_f16(f) == h);
+  }
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = bf16_to_float(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    REQUIRE(ptread::detail::float_to_bf16(f) == h);
+  }
+  // E5M2 is the top byte of a half.
+  for (uint32_t b = 0; b < 256; ++b) {
+    const float a = fp8_to_float(static_cast<uint8_t>(b), DType::F8_E5M2);
+    const float h = f16_to_float(static_cast<uint16_t>(b << 8));
+    CHECK((std::isnan(a) ? std::isnan(h) : a == h));
+  }
+  // OCP FP8 E4M3FN: no infinities, max 448, NaN only at S.1111.111.
+  CHECK(fp8_to_float(0x7e, DType::F8_E4M3) == 448.0f);
+  CHECK(std::isnan(fp8_to_float(0x7f, DType::F8_E4M3)));
+  CHECK(fp8_to_float(0x01, DType::F8_E4M3) == std::ldexp(1.0f, -9));
+  CHECK(fp8_to_float(0x38, DType::F8_E4M3) == 1.0f);
+  // FNUZ: 0x80 is the only NaN; bias 8 (E4M3) and 16 (E5M2).
+  CHECK(std::isnan(fp8_to_float(0x80, DType::F8_E4M3FNUZ)));
+  CHECK(fp8_to_float(0x7f, DType::F8_E4M3FNUZ) == 240.0f);
+  CHECK(fp8_to_float(0x40, DType::F8_E4M3FNUZ) == 1.0f);
+  CHECK(fp8_to_float(0x40, DType::F8_E5M2FNUZ) == 1.0f);
+  CHECK(fp8_to_float(0x7f, DType::F8_E5M2FNUZ) == 57344.0f);
+  // E8M0: a power of two.
+  CHECK(fp8_to_float(127, DType::F8_E8M0) == 1.0f);
+  CHECK(fp8_to_float(0, DType::F8_E8M0) == std::ldexp(1.0f, -127));
+  CHECK(std::isnan(fp8_to_float(255, DType::F8_E8M0)));
+}
+
+TEST_CASE("dtype names and storage classes", "[dtype]") {
+  ptread::DType t;
+  for (int i = 0; i < ptread::kDTypeCount; ++i) {
+    auto d = static_cast<ptread::DType>(i);
+    REQUIRE(ptread::dtype_from_name(ptread::dtype_name(d), &t));
+    CHECK(t == d);
+  }
+  CHECK_FALSE(ptread::dtype_from_name("F7", &t));
+  using ptread::detail::dtype_from_storage_class;
+  CHECK((dtype_from_storage_class("FloatStorage", &t) && t == ptread::DType::F32));
+  CHECK((dtype_from_storage_class("Float8_e4m3fnStorage", &t) && t == ptread::DType::F8_E4M3));
+  CHECK((dtype_from_storage_class("UInt16Storage", &t) && t == ptread::DType::U16));
+  CHECK((dtype_from_storage_class("ComplexHalfStorage", &t) && t == ptread::DType::C32));
+  CHECK(!dtype_from_storage_class("Float", &t));
+  CHECK(!dtype_from_storage_class("Storage", &t));
+  CHECK(!dtype_from_storage_class("Bits16Storage", &t));
+  using ptread::detail::dtype_from_torch_name;
+  CHECK((dtype_from_torch_name("float8_e5m2fnuz", &t) && t == ptread::DType::F8_E5M2FNUZ));
+  CHECK((dtype_from_torch_name("cfloat", &t) && t == ptread::DType::C64));
+  CHECK(!dtype_from_torch_name("float4_e2m1fn_x2", &t));
+}
