@@ -318,13 +318,16 @@ class PickleVM {
     stack_.clear();
     marks_.clear();
     while (true) {
-      if (p_ >= end_) return error(ErrorCode::pickle_truncated, "the pickle ends before STOP");
+      if (p_ >= end_) {
+        return make_error(ErrorCode::pickle_truncated, "pickle: the pickle ends before STOP, at byte " +
+                                                           std::to_string(p_ - begin_) + " of '" + where_ + "'");
+      }
       op_pos_ = static_cast<size_t>(p_ - begin_);
       op_ = *p_++;
       if (op_ == '.') {
-        if (stack_.size() != 1 || !marks_.empty()) {
-          return error(ErrorCode::pickle_malformed,
-                       "STOP with " + std::to_string(stack_.size()) + " values on the stack");
+        // Python's STOP returns the top value, whatever lies below it.
+        if (stack_.empty() || (!marks_.empty() && stack_.size() <= marks_.back())) {
+          return error(ErrorCode::pickle_malformed, "STOP with an empty stack");
         }
         if (consumed) *consumed = static_cast<size_t>(p_ - begin_);
         return stack_.back();

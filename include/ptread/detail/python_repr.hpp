@@ -94,8 +94,21 @@ inline std::string python_str(const Graph& g, uint32_t i, bool repr = false, int
     case ValueKind::string: return repr ? python_quote(g.text(i), false) : g.text(i);
     case ValueKind::bytes: return python_quote(g.text(i), true);
     case ValueKind::global: return g.global_module(i) + "." + g.global_name(i);
+    case ValueKind::dict: {
+      if (depth > 16) return "...";
+      std::string out = "{";
+      for (size_t k = 0; k + 1 < n.items.size(); k += 2) {
+        if (k) out += ", ";
+        out += python_str(g, n.items[k], true, depth + 1);
+        out += ": ";
+        out += python_str(g, n.items[k + 1], true, depth + 1);
+      }
+      return out + "}";
+    }
     case ValueKind::tuple: case ValueKind::list: case ValueKind::set: case ValueKind::frozenset: {
       if (depth > 16) return "...";
+      if (n.items.empty() && n.kind == ValueKind::set) return "set()";
+      if (n.items.empty() && n.kind == ValueKind::frozenset) return "frozenset()";
       const char* open = n.kind == ValueKind::tuple ? "(" : n.kind == ValueKind::list ? "[" : "{";
       const char* close = n.kind == ValueKind::tuple ? ")" : n.kind == ValueKind::list ? "]" : "}";
       std::string out = n.kind == ValueKind::frozenset ? "frozenset({" : open;

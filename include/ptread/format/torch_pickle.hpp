@@ -148,6 +148,9 @@ class TorchHooks final : public PickleHooks {
       if (!a.empty() && (g.kind(a[0]) == ValueKind::list || g.kind(a[0]) == ValueKind::tuple)) items = g.at(a[0]).items;
       return g.add_container(name == "set" ? ValueKind::set : ValueKind::frozenset, std::move(items));
     }
+    if ((mod == "builtins" || mod == "__builtin__") && name == "bytes" && a.empty()) {
+      return g.add_text(ValueKind::bytes, "");  // protocols 0-2 pickle b'' as bytes()
+    }
     if ((mod == "builtins" || mod == "__builtin__") && name == "bytearray") {
       if (a.empty()) return g.add_text(ValueKind::bytes, "");
       if (g.kind(a[0]) == ValueKind::bytes) return g.add_text(ValueKind::bytes, g.text(a[0]));

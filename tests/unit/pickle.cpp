@@ -1,0 +1,323 @@
+// The pickle VM (include/ptread/pickle.hpp) with torch's hooks, against Python's own pickle.
+//
+// tests/fixtures/pickles.json (written by tests/fixtures/gen_pickles.py) holds pickles of
+// builtin objects in protocols 0 to 5 with repr(pickle.loads(bytes)) as Python computes it,
+// and hand-written pickles that Python rejects, each with the ErrorCode ptread must give.
+// Each case is run through detail::PickleVM + detail::TorchHooks and the root printed with
+// detail::python_str(graph, root, /*repr=*/true), which must equal Python's repr exactly.
+//
+// Direct tests below cover the memo (MEMOIZE, BINPUT, LONG_BINPUT, PUT), pickles that
+// follow each other in one buffer, Limits, and 100000 nested lists (the VM is iterative).
+#include <catch2/catch.hpp>
+
+#include "support/helpers.hpp"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace ptread_test;
+
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+const Json& pickle_cases() {
+  static Json j;
+  static bool loaded = false;
+  if (!loaded) {
+    // PTREAD_FIXTURES may point at freshly generated checkpoints, which have no
+    // pickles.json; the checked-in one is the fallback.
+    std::string path = fixture_dir() + "/pickles.json";
+    if (!path_exists(path)) path = std::string(PTREAD_TEST_FIXTURES) + "/pickles.json";
+    std::string err;
+    if (!read_json_file(path, j, &err)) FAIL("cannot read " << path << ": " << err);
+    loaded = true;
+  }
+  return j;
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+bool from_hex(const std::string& h, Bytes* out) {
+  out->clear();
+  if (h.size() % 2 != 0) return false;
+  for (size_t k = 0; k < h.size(); k += 2) {
+    const int hi = hex_digit(h[k]), lo = hex_digit(h[k + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<uint8_t>(hi * 16 + lo));
+  }
+  return true;
+}
+
+Bytes& operator<<(Bytes& b, const std::string& s) {
+  b.insert(b.end(), s.begin(), s.end());
+  return b;
+}
+
+ptread::detail::StorageLoader no_storages() {
+  return [](const std::string& key, uint64_t, ptread::DType) -> ptread::Result<std::shared_ptr<const ptread::Storage>> {
+    return ptread::make_error(ptread::ErrorCode::record_missing, "no storage '" + key + "' in a pickle test");
+  };
+}
+
+// One pickle run as read_zip_checkpoint runs data.pkl: a Model, TorchHooks, PickleVM.
+struct Run {
+  ptread::detail::Model model;
+  ptread::Limits limits;
+  size_t consumed = 0;
+  ptread::Result<uint32_t> root = ptread::make_error(ptread::ErrorCode::ok, "not run");
+
+  const ptread::detail::Graph& graph() const { return model.graph; }
+  std::string repr() const {
+    return root.ok() ? ptread::detail::python_str(model.graph, *root, /*repr=*/true) : root.error().str();
+  }
+};
+
+std::unique_ptr<Run> run_pickle(const Bytes& data, const ptread::Limits& limits = ptread::Limits{}) {
+  auto r = std::make_unique<Run>();
+  r->limits = limits;
+  ptread::detail::TorchHooks hooks(r->model, no_storages(), r->limits);
+  ptread::detail::PickleVM vm(r->model.graph, hooks, r->limits, "test.pkl");
+  r->root = vm.run(data.data(), data.size(), &r->consumed);
+  return r;
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("pickle: builtin objects read as Python's pickle.loads reads them", "[pickle]") {
+  const Json& cases = pickle_cases()["cases"];
+  REQUIRE(cases.size() > 0);
+  bool protocol_seen[6] = {false, false, false, false, false, false};
+  size_t passed = 0, failed = 0;
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const Json& c = cases[k];
+    const std::string& name = c["name"].as_string();
+    const int64_t protocol = c["protocol"].as_int();
+    if (protocol >= 0 && protocol <= 5) protocol_seen[protocol] = true;
+    const std::string& hex = c["hex"].as_string();
+    INFO("case " << name << " (protocol " << protocol << "), pickle "
+                 << (hex.size() <= 512 ? hex : hex.substr(0, 512) + "... (" + std::to_string(hex.size() / 2) + " bytes)"));
+    Bytes data;
+    CHECK(from_hex(hex, &data));
+    auto r = run_pickle(data);
+    CHECK(r->root.ok());
+    const std::string got = r->repr();
+    CHECK(got == c["repr"].as_string());
+    CHECK(r->consumed == (r->root.ok() ? data.size() : 0));
+    if (r->root.ok() && got == c["repr"].as_string()) {
+      ++passed;
+    } else {
+      ++failed;
+    }
+  }
+  for (int p = 0; p <= 5; ++p) {
+    INFO("protocol " << p);
+    CHECK(protocol_seen[p]);
+  }
+  INFO(passed << " of " << cases.size() << " cases give Python's repr; " << failed << " do not");
+  CHECK(failed == 0);
+}
+
+TEST_CASE("pickle: malformed and unsupported pickles fail with their code, opcode and byte", "[pickle]") {
+  const Json& errors = pickle_cases()["errors"];
+  REQUIRE(errors.size() > 0);
+  for (size_t k = 0; k < errors.size(); ++k) {
+    const Json& e = errors[k];
+    INFO("error case " << e["name"].as_string() << ", pickle '" << e["hex"].as_string() << "'");
+    Bytes data;
+    CHECK(from_hex(e["hex"].as_string(), &data));
+    auto r = run_pickle(data);
+    CHECK_FALSE(r->root.ok());
+    if (r->root.ok()) continue;
+    const ptread::Error& err = r->root.error();
+    INFO("message: " << err.str());
+    CHECK(std::string(ptread::error_code_name(err.code())) == e["code"].as_string());
+    CHECK(contains(err.message(), "test.pkl"));
+    if (e["opcode"].is_null()) {
+      CHECK_FALSE(contains(err.message(), "opcode"));  // the input ended: no opcode is at fault
+    } else {
+      CHECK(contains(err.message(), "opcode " + e["opcode"].as_string()));
+    }
+    CHECK(contains(err.message(), "byte " + std::to_string(e["offset"].as_int()) + " of"));
+  }
+}
+
+TEST_CASE("pickle: memo keys from MEMOIZE, BINPUT, LONG_BINPUT and PUT share one table", "[pickle]") {
+  // Checked with Python: pickle.loads of these bytes is [7, 13, 9, 10, 11, 12, 12, 10].
+  Bytes p = {0x80, 0x04};
+  p << std::string("K\x07\x94" "0");                 // MEMOIZE: memo[0] = 7
+  p << std::string("K\x08q\x05" "0");                // BINPUT: memo[5] = 8
+  p << std::string("K\x09r\x10\x27\x00\x00" "0", 8); // LONG_BINPUT: memo[10000] = 9 (a far key)
+  p << std::string("K\x0ap42\n0");                   // PUT text: memo[42] = 10
+  p << std::string("K\x0b\x94" "0");                 // MEMOIZE: key len(memo) = 4, memo[4] = 11
+  p << std::string("K\x0cr\x64\x00\x00\x00" "0", 8); // LONG_BINPUT: memo[100] = 12
+  p << std::string("K\x0dq\x05" "0");                // BINPUT again: memo[5] = 13 replaces 8
+  p << std::string("]");
+  p << std::string("h\x00" "a", 3);                  // BINGET 0
+  p << std::string("h\x05" "a");                     // BINGET 5
+  p << std::string("j\x10\x27\x00\x00" "a", 6);      // LONG_BINGET 10000
+  p << std::string("g42\na");                        // GET text 42
+  p << std::string("h\x04" "a");                     // BINGET 4 (the second MEMOIZE)
+  p << std::string("j\x64\x00\x00\x00" "a", 6);      // LONG_BINGET 100
+  p << std::string("g100\na");                       // GET text 100
+  p << std::string("h\x2a" "a.");                    // BINGET 42 (put by PUT text)
+  auto r = run_pickle(p);
+  REQUIRE(r->root.ok());
+  CHECK(r->repr() == "[7, 13, 9, 10, 11, 12, 12, 10]");
+  CHECK(r->consumed == p.size());
+
+  SECTION("a memoized container is one node wherever it is fetched") {
+    // [a, a, a, a] with a = [1] appended, then fetched by BINGET, LONG_BINGET and GET text
+    Bytes q = {0x80, 0x02, ']', 'q', 0x00, ']', 'q', 0x01, 'K', 0x01, 'a', 'a',
+               'h', 0x01, 'a', 'j', 0x01, 0x00, 0x00, 0x00, 'a'};
+    q << std::string("g1\na.");
+    auto s = run_pickle(q);
+    REQUIRE(s->root.ok());
+    CHECK(s->repr() == "[[1], [1], [1], [1]]");
+    const auto& items = s->graph().at(*s->root).items;
+    REQUIRE(items.size() == 4);
+    CHECK(items[0] == items[1]);
+    CHECK(items[0] == items[2]);
+    CHECK(items[0] == items[3]);
+  }
+}
+
+TEST_CASE("pickle: consumed tells where the next pickle in the buffer starts", "[pickle]") {
+  // Two pickles back to back, as pickle.dump writes them twice to one file. The second
+  // refers to the first's memo, as Python's Unpickler.load() allows (its memo persists
+  // across load() calls on one stream).
+  const Bytes first = {0x80, 0x02, ']', 'q', 0x00, 'K', 0x01, 'a', '.'};
+  const Bytes second = {0x80, 0x02, 'K', 0x02, 'h', 0x00, 0x86, '.'};
+  Bytes buf = first;
+  buf.insert(buf.end(), second.begin(), second.end());
+  buf.push_back('!');  // trailing garbage is not the VM's business once STOP is reached
+
+  ptread::detail::Model model;
+  ptread::Limits limits;
+  ptread::detail::TorchHooks hooks(model, no_storages(), limits);
+  ptread::detail::PickleVM vm(model.graph, hooks, limits, "two.pkl");
+  size_t used1 = 0, used2 = 0;
+  auto r1 = vm.run(buf.data(), buf.size(), &used1);
+  REQUIRE(r1.ok());
+  CHECK(used1 == first.size());
+  CHECK(ptread::detail::python_str(model.graph, *r1, true) == "[1]");
+  auto r2 = vm.run(buf.data() + used1, buf.size() - used1, &used2);
+  REQUIRE(r2.ok());
+  CHECK(used2 == second.size());
+  CHECK(ptread::detail::python_str(model.graph, *r2, true) == "(2, [1])");
+  CHECK(model.graph.at(*r2).items[1] == *r1);
+  // What is left is not a pickle.
+  size_t used3 = 12345;
+  auto r3 = vm.run(buf.data() + used1 + used2, 1, &used3);
+  CHECK(r3.code() == ptread::ErrorCode::pickle_unknown_opcode);
+  CHECK(used3 == 12345);
+}
+
+TEST_CASE("pickle: Limits bound the memo, the stack and containers", "[pickle]") {
+  ptread::Limits small;
+  small.max_memo_entries = 16;
+
+  // EMPTY_LIST MEMOIZE MARK (K i MEMOIZE) x n APPENDS STOP: n + 1 memo entries.
+  auto memoized_list = [](int n) {
+    Bytes p = {0x80, 0x04, ']', 0x94, '('};
+    for (int i = 0; i < n; ++i) {
+      p.push_back('K');
+      p.push_back(static_cast<uint8_t>(i));
+      p.push_back(0x94);
+    }
+    p.push_back('e');
+    p.push_back('.');
+    return p;
+  };
+  {
+    auto r = run_pickle(memoized_list(15), small);  // 16 entries: at the limit
+    REQUIRE(r->root.ok());
+    CHECK(r->graph().at(*r->root).items.size() == 15);
+  }
+  {
+    auto r = run_pickle(memoized_list(16), small);  // 17 entries
+    REQUIRE_FALSE(r->root.ok());
+    CHECK(r->root.code() == ptread::ErrorCode::limit_exceeded);
+    CHECK(contains(r->root.error().message(), "max_memo_entries"));
+    CHECK(contains(r->root.error().message(), "MEMOIZE"));
+    CHECK(contains(r->root.error().message(), "byte " + std::to_string(4 + 1 + 16 * 3 - 1) + " of"));
+  }
+  {
+    // Storing one key again and again is one entry.
+    Bytes p = {0x80, 0x02};
+    for (int i = 0; i < 100; ++i) p << std::string("K\x01q\x07" "0");
+    p << std::string("h\x07.");
+    auto r = run_pickle(p, small);
+    REQUIRE(r->root.ok());
+    CHECK(r->repr() == "1");
+  }
+  {
+    ptread::Limits shallow;
+    shallow.max_stack_depth = 8;
+    Bytes p = {0x80, 0x02, '('};
+    for (int i = 0; i < 8; ++i) p << std::string("N");
+    p << std::string("t.");
+    auto r = run_pickle(p, shallow);
+    REQUIRE(r->root.ok());  // MARK takes no stack slot: 8 values fit
+    p = {0x80, 0x02, '('};
+    for (int i = 0; i < 9; ++i) p << std::string("N");
+    p << std::string("t.");
+    r = run_pickle(p, shallow);
+    REQUIRE_FALSE(r->root.ok());
+    CHECK(r->root.code() == ptread::ErrorCode::limit_exceeded);
+    CHECK(contains(r->root.error().message(), "max_stack_depth"));
+  }
+  {
+    ptread::Limits narrow;
+    narrow.max_container_items = 10;
+    // 6 + 4 items in two APPENDS: at the limit; one more APPEND goes past it.
+    Bytes p = {0x80, 0x02, ']', '(', 'N', 'N', 'N', 'N', 'N', 'N', 'e', '(', 'N', 'N', 'N', 'N', 'e'};
+    Bytes ok = p;
+    ok.push_back('.');
+    auto r = run_pickle(ok, narrow);
+    REQUIRE(r->root.ok());
+    CHECK(r->graph().at(*r->root).items.size() == 10);
+    p << std::string("Na.");
+    r = run_pickle(p, narrow);
+    REQUIRE_FALSE(r->root.ok());
+    CHECK(r->root.code() == ptread::ErrorCode::limit_exceeded);
+    CHECK(contains(r->root.error().message(), "max_container_items"));
+    CHECK(contains(r->root.error().message(), "APPEND"));
+  }
+}
+
+TEST_CASE("pickle: 100000 nested lists run without deep recursion", "[pickle]") {
+  // ]]]...] (100000 lists) then 99999 APPENDs, each putting a list into the one below it.
+  const size_t depth = 100000;
+  Bytes p = {0x80, 0x02};
+  p.insert(p.end(), depth, static_cast<uint8_t>(']'));
+  p.insert(p.end(), depth - 1, static_cast<uint8_t>('a'));
+  p.push_back('.');
+  auto r = run_pickle(p);
+  REQUIRE(r->root.ok());
+  CHECK(r->consumed == p.size());
+  const ptread::detail::Graph& g = r->graph();
+  uint32_t node = *r->root;
+  size_t levels = 1;
+  while (g.kind(node) == ptread::ValueKind::list && g.at(node).items.size() == 1) {
+    node = g.at(node).items[0];
+    ++levels;
+  }
+  CHECK(g.kind(*r->root) == ptread::ValueKind::list);
+  CHECK(g.at(*r->root).items.size() == 1);
+  CHECK(levels == depth);
+  CHECK(g.kind(node) == ptread::ValueKind::list);
+  CHECK(g.at(node).items.empty());
+  // python_str stops at a fixed depth instead of recursing 100000 times.
+  CHECK(ptread::detail::python_str(g, *r->root, true).size() < 200);
+}
