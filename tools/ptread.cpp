@@ -98,29 +98,92 @@ std::string human_bytes(uint64_t n) {
   return buf;
 }
 
-// A name for a terminal line: control characters escaped, the empty name shown as "".
+// Decodes the UTF-8 sequence at s[i]: its code point and length, or 0 when the bytes there
+// are no valid sequence (overlong forms and values past U+10FFFF are invalid; encoded
+// surrogates are decoded, and callers decide what they mean).
+size_t utf8_next(std::string_view s, size_t i, uint32_t* cp) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  if (c < 0x80) {
+    *cp = c;
+    return 1;
+  }
+  size_t len = 0;
+  uint32_t v = 0, min = 0;
+  if ((c & 0xe0) == 0xc0) { len = 2; v = c & 0x1fu; min = 0x80; }
+  else if ((c & 0xf0) == 0xe0) { len = 3; v = c & 0x0fu; min = 0x800; }
+  else if ((c & 0xf8) == 0xf0) { len = 4; v = c & 0x07u; min = 0x10000; }
+  if (len == 0 || i + len > s.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    const auto cc = static_cast<unsigned char>(s[i + k]);
+    if ((cc & 0xc0) != 0x80) return 0;
+    v = (v << 6) | (cc & 0x3fu);
+  }
+  if (v < min || v > 0x10ffff) return 0;
+  *cp = v;
+  return len;
+}
+
+bool is_surrogate(uint32_t cp) { return cp >= 0xd800 && cp <= 0xdfff; }
+
+// Terminal columns of a code point: 0 for combining marks, 2 for East Asian wide and
+// emoji, else 1 (a small wcwidth, enough to keep the ls table aligned).
+size_t cp_columns(uint32_t cp) {
+  if ((cp >= 0x300 && cp <= 0x36f) || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0xfe00 && cp <= 0xfe0f)) return 0;
+  if ((cp >= 0x1100 && cp <= 0x115f) || (cp >= 0x2e80 && cp <= 0x303e) || (cp >= 0x3041 && cp <= 0xa4cf) ||
+      (cp >= 0xac00 && cp <= 0xd7a3) || (cp >= 0xf900 && cp <= 0xfaff) || (cp >= 0xfe30 && cp <= 0xfe4f) ||
+      (cp >= 0xff00 && cp <= 0xff60) || (cp >= 0xffe0 && cp <= 0xffe6) || (cp >= 0x1f300 && cp <= 0x1f64f) ||
+      (cp >= 0x1f900 && cp <= 0x1f9ff) || (cp >= 0x20000 && cp <= 0x3fffd)) {
+    return 2;
+  }
+  return 1;
+}
+
+// Text for a terminal line: control characters and bytes that are no valid UTF-8 escaped
+// as \xNN (as Python's backslashreplace does); the empty name shown as "".
 std::string display(std::string_view s) {
   if (s.empty()) return "\"\"";
   std::string out;
   out.reserve(s.size());
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f) {
-      char e[8];
-      std::snprintf(e, sizeof e, "\\x%02x", c);
-      out += e;
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    const size_t len = utf8_next(s, i, &cp);
+    if (len == 0 || cp < 0x20 || cp == 0x7f || is_surrogate(cp)) {
+      const size_t n = len == 0 ? 1 : len;
+      for (size_t k = 0; k < n; ++k) {
+        char e[8];
+        std::snprintf(e, sizeof e, "\\x%02x", static_cast<unsigned char>(s[i + k]));
+        out += e;
+      }
+      i += n;
     } else {
-      out += ch;
+      out.append(s.data() + i, len);
+      i += len;
     }
   }
   return out;
 }
 
-// Columns a UTF-8 string takes (code points; wide characters count as one).
+// Columns a display()ed string takes on a terminal.
 size_t columns(std::string_view s) {
   size_t n = 0;
-  for (char ch : s) n += (static_cast<unsigned char>(ch) & 0xc0) != 0x80;
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    const size_t len = utf8_next(s, i, &cp);
+    n += len == 0 ? 1 : cp_columns(cp);
+    i += len == 0 ? 1 : len;
+  }
   return n;
+}
+
+// Strict UTF-8 (no encoded surrogates), as safetensors readers (serde_json) require.
+bool valid_utf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    const size_t len = utf8_next(s, i, &cp);
+    if (len == 0 || is_surrogate(cp)) return false;
+    i += len;
+  }
+  return true;
 }
 
 void pad_to(std::string& out, size_t have, size_t width) {
@@ -133,53 +196,31 @@ void pad_to(std::string& out, size_t have, size_t width) {
 void append_json_string(std::string& out, std::string_view s) {
   static const char hex[] = "0123456789abcdef";
   out += '"';
-  const size_t n = s.size();
-  for (size_t i = 0; i < n;) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        default:
-          if (c < 0x20) {
-            out += "\\u00";
-            out += hex[c >> 4];
-            out += hex[c & 15];
-          } else {
-            out += static_cast<char>(c);
-          }
-      }
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    const size_t len = utf8_next(s, i, &cp);
+    if (len == 0) {
+      out += "\\ufffd";
       ++i;
       continue;
     }
-    size_t len = 0;
-    uint32_t cp = 0, min = 0;
-    if ((c & 0xe0) == 0xc0) { len = 2; cp = c & 0x1fu; min = 0x80; }
-    else if ((c & 0xf0) == 0xe0) { len = 3; cp = c & 0x0fu; min = 0x800; }
-    else if ((c & 0xf8) == 0xf0) { len = 4; cp = c & 0x07u; min = 0x10000; }
-    bool ok = len != 0 && i + len <= n;
-    for (size_t k = 1; ok && k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xc0) != 0x80) ok = false;
-      cp = (cp << 6) | (cc & 0x3fu);
+    if (cp >= 0x20 && cp != '"' && cp != '\\' && !is_surrogate(cp)) {
+      out.append(s.data() + i, len);
+    } else if (cp == '"') {
+      out += "\\\"";
+    } else if (cp == '\\') {
+      out += "\\\\";
+    } else if (cp == '\n') {
+      out += "\\n";
+    } else if (cp == '\r') {
+      out += "\\r";
+    } else if (cp == '\t') {
+      out += "\\t";
+    } else {  // other control characters and surrogates
+      out += "\\u";
+      for (int shift = 12; shift >= 0; shift -= 4) out += hex[(cp >> shift) & 15];
     }
-    if (ok && cp >= min && cp <= 0x10ffff) {
-      if (cp >= 0xd800 && cp <= 0xdfff) {
-        out += "\\u";
-        for (int shift = 12; shift >= 0; shift -= 4) out += hex[(cp >> shift) & 15];
-      } else {
-        out.append(s.data() + i, len);
-      }
-      i += len;
-    } else {
-      out += "\\ufffd";
-      ++i;
-    }
+    i += len;
   }
   out += '"';
 }
@@ -370,6 +411,17 @@ std::string ls_table(const ptread::Checkpoint& ck) {
 
 // ---- tree ----
 
+// The items of an object that subclasses list or dict (pickled with APPENDS/SETITEMS).
+// Value::list_items()/dict_items() are used when the library has them, else nothing shows.
+template <class V>
+auto list_items_of(const V& v, int) -> decltype(v.list_items()) { return v.list_items(); }
+template <class V>
+V list_items_of(const V&, long) { return V(); }
+template <class V>
+auto dict_items_of(const V& v, int) -> decltype(v.dict_items()) { return v.dict_items(); }
+template <class V>
+V dict_items_of(const V&, long) { return V(); }
+
 class TreePrinter {
  public:
   std::string run(const ptread::Value& root) {
@@ -437,13 +489,8 @@ class TreePrinter {
     const K k = v.kind();
     if (!is_sequence(k)) return false;
     const size_t n = v.size();
-    for (size_t i = 0; i < n && i <= kInlineWidth; ++i) {
+    for (size_t i = 0; i < n; ++i) {  // all of them: a tensor past the shown head must not hide
       if (!is_scalar(v[i].kind())) return false;
-    }
-    if (n > kInlineWidth) {  // only the head is shown; the rest must be scalars too to count as data
-      for (size_t i = kInlineWidth + 1; i < n; ++i) {
-        if (!is_scalar(v[i].kind())) return false;
-      }
     }
     if (out == nullptr) return true;
     if (n == 0) {
@@ -516,6 +563,11 @@ class TreePrinter {
     std::string header;
     if (k == K::object) {
       header = "<" + object_label(v) + ">";
+      if (!has_members(v)) {  // everything is in the label: torch.device('cuda', 0), enums
+        out_ += header;
+        out_ += '\n';
+        return;
+      }
     } else {
       header = std::string(ptread::value_kind_name(k)) + " (" + count(v.size()) + ")";
     }
@@ -555,6 +607,21 @@ class TreePrinter {
     return name;
   }
 
+  // Whether an object has anything to show below its label.
+  static bool has_members(const ptread::Value& obj) {
+    ptread::Value slots;
+    const ptread::Value st = state_dict_of(obj, &slots);
+    if (st.is_dict() ? st.size() > 0 : !st.is_missing() && !st.is_none()) return true;
+    if (slots.size() > 0 || list_items_of(obj, 0).size() > 0 || dict_items_of(obj, 0).size() > 0) return true;
+    return obj.args().size() > 0 && object_label(obj) == obj.class_name();
+  }
+
+  // TorchScript modules keep every attribute in their state; these two say nothing.
+  static bool torchscript_noise(const ptread::Value& obj, std::string_view key, const ptread::Value& val) {
+    if (obj.class_name().compare(0, 10, "__torch__.") != 0) return false;
+    return key == "training" || (key == "_is_full_backward_hook" && val.is_none());
+  }
+
   void children(const ptread::Value& v, size_t ind, const std::string& path, size_t depth) {
     using K = ptread::ValueKind;
     const K k = v.kind();
@@ -582,13 +649,22 @@ class TreePrinter {
     if (is_module_state(st)) {
       module_children(st, ind, path, depth);
     } else if (st.is_dict()) {
-      children(st, ind, path, depth);
+      for (size_t i = 0; i < st.size(); ++i) {
+        const ptread::Value key = st.key(i), val = st.value(i);
+        auto name = key.as_string();
+        if (name && torchscript_noise(v, *name, val)) continue;
+        const std::string text = key_text(key);
+        entry(ind, text + ": ", val, join(path, text), depth);
+      }
     } else if (!st.is_missing() && !st.is_none()) {
       entry(ind, "state: ", st, path, depth);
     } else if (v.args().size() > 0 && object_label(v) == v.class_name()) {
       entry(ind, "args: ", v.args(), path, depth);
     }
     if (slots.is_dict()) children(slots, ind, path, depth);
+    const ptread::Value list_items = list_items_of(v, 0), dict_items = dict_items_of(v, 0);
+    if (list_items.size() > 0) children(list_items, ind, path, depth);
+    if (dict_items.size() > 0) children(dict_items, ind, path, depth);
   }
 
   // An nn.Module: parameters, buffers (as state_dict() names them), its public attributes
@@ -749,6 +825,10 @@ int export_safetensors(const ptread::Checkpoint& ck, const std::string& out_path
     }
     if (nt.name == "__metadata__") {
       std::fprintf(stderr, "ptread: skipped __metadata__: the name is reserved in safetensors\n");
+      continue;
+    }
+    if (!valid_utf8(nt.name)) {
+      std::fprintf(stderr, "ptread: skipped %s: the name is not valid UTF-8\n", display(nt.name).c_str());
       continue;
     }
     if (!names.insert(nt.name).second) {

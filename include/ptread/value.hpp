@@ -128,6 +128,9 @@ class Value {
   }
   // An object's constructor arguments and its BUILD state (missing when it had none).
   Value args() const { return object_slot(detail::kObjArgs); }
+  // Items appended to an object that subclasses list or dict (APPENDS/SETITEMS), or missing.
+  Value list_items() const { return object_slot(detail::kObjListItems); }
+  Value dict_items() const { return object_slot(detail::kObjDictItems); }
   Value state() const { return object_slot(detail::kObjState); }
 
   // Python's repr() of scalars and small containers; "<tensor>" style for the rest.
