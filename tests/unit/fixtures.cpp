@@ -77,7 +77,7 @@ void check_file(const std::string& file, const Json& exp, ptread::LoadMode mode)
     CHECK(err.empty());
     // torch's own dtype conversions of the same values (t.float(), t.half() ...).
     for (const auto& conv : e["converted"].as_object()) {
-      ptread::DType to;
+      ptread::DType to = ptread::DType::U8;
       REQUIRE(ptread::dtype_from_name(conv.first, &to));
       std::vector<unsigned char> buf(static_cast<size_t>(nt.tensor.numel()) * ptread::dtype_size(to));
       auto st = nt.tensor.copy_to(buf.data(), buf.size(), to);

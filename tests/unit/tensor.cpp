@@ -150,7 +150,7 @@ TEST_CASE("half, bfloat16 and fp8 decode to float exactly", "[dtype]") {
 }
 
 TEST_CASE("dtype names and storage classes", "[dtype]") {
-  ptread::DType t;
+  ptread::DType t = ptread::DType::U8;
   for (int i = 0; i < ptread::kDTypeCount; ++i) {
     auto d = static_cast<ptread::DType>(i);
     REQUIRE(ptread::dtype_from_name(ptread::dtype_name(d), &t));
