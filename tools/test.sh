@@ -10,7 +10,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 out=${PTREAD_TEST_BUILD:-$root/build-test}
 jobs=$(nproc 2>/dev/null || echo 2)
-stage() { printf '\n==== %s\n' "$*"; }
+stage() { printf '\n==== %s (at %ds)\n' "$*" "$SECONDS"; }
 
 stage "dependencies"
 bash tools/deps.sh

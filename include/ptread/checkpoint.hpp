@@ -17,7 +17,6 @@
 
 #include <string>
 #include <string_view>
-#include <unordered_map>
 
 namespace ptread {
 
@@ -66,11 +65,8 @@ class Checkpoint {
   // Tensor-like entries that cannot be read (quantized, sparse ...), with the reason.
   const std::vector<UnsupportedEntry>& unsupported() const noexcept { return model_->named_unsupported; }
 
-  // The tensor with this name, or nullptr.
-  const Tensor* find(std::string_view name) const {
-    auto it = index_.find(name);
-    return it == index_.end() ? nullptr : &model_->named[it->second].tensor;
-  }
+  // The tensor with this name, or nullptr. (The first call indexes the names.)
+  const Tensor* find(std::string_view name) const { return model_ ? model_->find(name) : nullptr; }
   // The tensor with this name, or a not_found error naming it.
   Result<Tensor> get(std::string_view name) const {
     if (const Tensor* t = find(name)) return *t;
@@ -104,10 +100,6 @@ class Checkpoint {
     ck.model_ = std::move(*model);
     ck.mode_ = options.mode;
     ck.path_ = src->name();
-    ck.index_.reserve(ck.model_->named.size());
-    for (size_t k = 0; k < ck.model_->named.size(); ++k) {
-      ck.index_.emplace(std::string_view(ck.model_->named[k].name), k);  // first name wins
-    }
     return ck;
   }
 
@@ -119,7 +111,6 @@ class Checkpoint {
   std::shared_ptr<detail::Model> model_;
   LoadMode mode_ = LoadMode::mmap;
   std::string path_;
-  std::unordered_map<std::string_view, size_t> index_;  // views into model_->named
 };
 
 #if PTREAD_EXCEPTIONS

@@ -23,7 +23,9 @@ struct Limits {
   // Zip
   size_t max_zip_entries = size_t{1} << 24;
   uint64_t max_inflated_bytes = uint64_t{1} << 36;  // one deflated record, decompressed (64 GiB)
-  uint64_t max_inflate_ratio = 1024;                // decompressed / compressed size
+  // Decompressed / compressed size. Deflate cannot exceed about 1032:1, so a record that
+  // claims more is lying about its size; checked before the output buffer is allocated.
+  uint64_t max_inflate_ratio = 1100;
 };
 
 namespace detail {

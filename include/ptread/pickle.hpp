@@ -18,6 +18,7 @@
 // items are bounded by the values on the stack, all checked against Limits.
 #pragma once
 
+#include "detail/arena.hpp"
 #include "error.hpp"
 #include "limits.hpp"
 
@@ -27,7 +28,6 @@
 #include <limits>
 #include <cstdint>
 #include <cstring>
-#include <deque>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -78,88 +78,240 @@ inline constexpr uint32_t kNoneNode = 0, kTrueNode = 1, kFalseNode = 2;
 // Object nodes keep these in items[]; kNoNode when absent.
 enum ObjectSlot : uint32_t { kObjClass = 0, kObjArgs = 1, kObjState = 2, kObjListItems = 3, kObjDictItems = 4 };
 
-struct Node {
-  ValueKind kind = ValueKind::none;
-  uint32_t ref = 0;  // string/bytes/big_integer/global module: strings[]; tensor/storage: table index
-  int64_t i = 0;     // integer, boolean; global: name in strings[]; storage: DType
-  double f = 0;      // floating
-  std::vector<uint32_t> items;  // list/tuple/set: values; dict: key, value, ...; object: slots
+// The items of a container or object node (list/tuple/set: values; dict: key, value,
+// ...; object: slots), as Graph::at() shows them: a view into the graph's arena.
+struct Items {
+  uint32_t* ptr = nullptr;
+  uint32_t n = 0;
+
+  size_t size() const noexcept { return n; }
+  bool empty() const noexcept { return n == 0; }
+  uint32_t& operator[](size_t k) noexcept { return ptr[k]; }
+  const uint32_t& operator[](size_t k) const noexcept { return ptr[k]; }
+  const uint32_t* data() const noexcept { return ptr; }
+  const uint32_t* begin() const noexcept { return ptr; }
+  const uint32_t* end() const noexcept { return ptr + n; }
 };
 
-// Nodes and strings live in deques: references stay valid while the graph grows.
+inline bool has_items(ValueKind k) noexcept {
+  return k == ValueKind::list || k == ValueKind::tuple || k == ValueKind::dict || k == ValueKind::set ||
+         k == ValueKind::frozenset || k == ValueKind::object;
+}
+
+// A node as stored: 16 bytes. Graph::at() gives a NodeView of it.
+struct Node {
+  ValueKind kind = ValueKind::none;
+  uint8_t tag = 0;   // global: the hooks' classification, cached (0: not classified yet)
+  uint8_t tag2 = 0;  // global: second and third caches for the hooks
+  uint8_t tag3 = 0;
+  uint32_t ref = 0;  // text: its length (kLongText: see text); containers, objects: item
+                     // count; tensor/storage/unsupported: table index
+  union {
+    int64_t i = 0;                    // integer, boolean
+    double f;                         // floating
+    const char* text;                 // string, bytes, big_integer (kLongText: a std::string_view*)
+    uint32_t* items;                  // containers, objects
+    const std::string_view* names;    // global: module, name
+  };
+};
+inline constexpr uint32_t kLongText = 0xffffffffu;
+
+// What Graph::at() returns: a node's fields, its items as a view.
+struct NodeView {
+  ValueKind kind = ValueKind::none;
+  uint32_t ref = 0;  // tensor/storage/unsupported: table index
+  union {
+    int64_t i = 0;   // integer, boolean
+    double f;        // floating
+  };
+  Items items;       // containers and objects; empty otherwise
+};
+
+// Nodes, items and texts never move while the graph grows, so pointers into them stay
+// valid. Texts are copied into the graph's arena: the graph does not refer to the pickle.
 struct Graph {
-  std::deque<Node> nodes;
-  std::deque<std::string> strings;
+  SegmentedVector<Node> nodes;
+  Arena arena;
 
   Graph() {
-    nodes.resize(3);
-    nodes[kTrueNode].kind = nodes[kFalseNode].kind = ValueKind::boolean;
-    nodes[kTrueNode].i = 1;
+    for (uint32_t& s : small_ints_) s = kNoNode;
+    Node n;
+    nodes.push_back(n);  // kNoneNode
+    n.kind = ValueKind::boolean;
+    n.i = 1;
+    nodes.push_back(n);  // kTrueNode
+    n.i = 0;
+    nodes.push_back(n);  // kFalseNode
   }
-  uint32_t add(Node n) {
-    nodes.push_back(std::move(n));
+  Graph(Graph&&) = default;
+  Graph& operator=(Graph&&) = default;
+
+  PTREAD_ALWAYS_INLINE uint32_t add(const Node& n) {
+    nodes.push_back(n);
     return static_cast<uint32_t>(nodes.size() - 1);
   }
-  uint32_t add_int(int64_t v) {
-    Node n;
-    n.kind = ValueKind::integer;
-    n.i = v;
-    return add(std::move(n));
+  // A new node, written in place (no temporary Node to copy).
+  PTREAD_ALWAYS_INLINE uint32_t emit(ValueKind kind, uint32_t ref) {
+    Node* n = nodes.grow();
+    n->kind = kind;
+    n->tag = n->tag2 = n->tag3 = 0;
+    n->ref = ref;
+    return static_cast<uint32_t>(nodes.size() - 1);
+  }
+  PTREAD_ALWAYS_INLINE uint32_t emit_int(ValueKind kind, uint32_t ref, int64_t i) {
+    Node* n = nodes.grow();
+    n->kind = kind;
+    n->tag = n->tag2 = n->tag3 = 0;
+    n->ref = ref;
+    n->i = i;
+    return static_cast<uint32_t>(nodes.size() - 1);
+  }
+  PTREAD_ALWAYS_INLINE uint32_t emit_items(ValueKind kind, uint32_t count, uint32_t* items) {
+    Node* n = nodes.grow();
+    n->kind = kind;
+    n->tag = n->tag2 = n->tag3 = 0;
+    n->ref = count;
+    n->items = items;
+    return static_cast<uint32_t>(nodes.size() - 1);
+  }
+  PTREAD_ALWAYS_INLINE uint32_t emit_text(ValueKind kind, uint32_t ref, const char* text) {
+    Node* n = nodes.grow();
+    n->kind = kind;
+    n->tag = n->tag2 = n->tag3 = 0;
+    n->ref = ref;
+    n->text = text;
+    return static_cast<uint32_t>(nodes.size() - 1);
+  }
+  // Small ints are one node each, as they are one object each in Python.
+  PTREAD_ALWAYS_INLINE uint32_t add_int(int64_t v) {
+    const bool small = v >= 0 && v < 256;
+    if (small && small_ints_[v] != kNoNode) return small_ints_[v];
+    const uint32_t id = emit_int(ValueKind::integer, 0, v);
+    if (small) small_ints_[v] = id;
+    return id;
   }
   uint32_t add_float(double v) {
     Node n;
     n.kind = ValueKind::floating;
     n.f = v;
-    return add(std::move(n));
+    return add(n);
   }
-  uint32_t add_text(ValueKind kind, std::string s) {
-    strings.push_back(std::move(s));
-    Node n;
-    n.kind = kind;
-    n.ref = static_cast<uint32_t>(strings.size() - 1);
-    return add(std::move(n));
+  // A copy of s kept by the graph.
+  PTREAD_ALWAYS_INLINE std::string_view intern(std::string_view s) {
+    return std::string_view(arena.copy(s.data(), s.size()), s.size());
   }
-  uint32_t add_container(ValueKind kind, std::vector<uint32_t> items = {}) {
-    Node n;
-    n.kind = kind;
-    n.items = std::move(items);
-    return add(std::move(n));
+  // A text node; copies s.
+  PTREAD_ALWAYS_INLINE uint32_t add_text(ValueKind kind, std::string_view s) { return add_interned_text(kind, intern(s)); }
+  // A text node for a text the graph already holds (a view returned by text() or intern()).
+  PTREAD_ALWAYS_INLINE uint32_t add_interned_text(ValueKind kind, std::string_view s) {
+    if (PTREAD_LIKELY(s.size() < kLongText)) return emit_text(kind, static_cast<uint32_t>(s.size()), s.data());
+    auto* v = static_cast<std::string_view*>(arena.allocate(sizeof(std::string_view), alignof(std::string_view)));
+    ::new (static_cast<void*>(v)) std::string_view(s);
+    return emit_text(kind, kLongText, reinterpret_cast<const char*>(v));
   }
-  uint32_t add_global(std::string module, std::string name) {
-    strings.push_back(std::move(module));
-    strings.push_back(std::move(name));
+  uint32_t add_container(ValueKind kind) { return add_container(kind, nullptr, 0); }
+  PTREAD_ALWAYS_INLINE uint32_t add_container(ValueKind kind, const uint32_t* items, size_t count) {
+    if (kind == ValueKind::tuple && count == 0) return empty_tuple();  // () is one object, as in Python
+    return emit_items(kind, static_cast<uint32_t>(count), new_items(items, count, capacity(kind, count)));
+  }
+  uint32_t add_global(std::string_view module, std::string_view name) {
+    return add_interned_global(intern(module), intern(name));
+  }
+  uint32_t add_interned_global(std::string_view module, std::string_view name) {
+    auto* v = static_cast<std::string_view*>(arena.allocate(2 * sizeof(std::string_view), alignof(std::string_view)));
+    ::new (static_cast<void*>(v)) std::string_view(module);
+    ::new (static_cast<void*>(v + 1)) std::string_view(name);
     Node n;
     n.kind = ValueKind::global;
-    n.ref = static_cast<uint32_t>(strings.size() - 2);
-    n.i = static_cast<int64_t>(strings.size() - 1);
-    return add(std::move(n));
+    n.names = v;
+    return add(n);
   }
   uint32_t add_object(uint32_t cls, uint32_t args) {
-    Node n;
-    n.kind = ValueKind::object;
-    n.items = {cls, args, kNoNode, kNoNode, kNoNode};
-    return add(std::move(n));
+    const uint32_t slots[5] = {cls, args, kNoNode, kNoNode, kNoNode};
+    return emit_items(ValueKind::object, 5, new_items(slots, 5, 5));
+  }
+  // Appends to a list, dict or set node.
+  void append(uint32_t node, const uint32_t* items, size_t count) {
+    Node& n = nodes[node];
+    const size_t have = n.ref, want = have + count;
+    if (want > capacity(n.kind, have)) n.items = new_items(n.items, have, capacity(n.kind, want));
+    if (count) std::memcpy(n.items + have, items, count * sizeof(uint32_t));
+    n.ref = static_cast<uint32_t>(want);
+  }
+  // Makes a node a leaf (tensor, unsupported ...) in place.
+  void set_leaf(uint32_t node, ValueKind kind, uint32_t ref) {
+    Node& n = nodes[node];
+    n.kind = kind;
+    n.ref = ref;
+    n.i = 0;
   }
 
-  const Node& at(uint32_t i) const { return nodes[i]; }
-  ValueKind kind(uint32_t i) const { return nodes[i].kind; }
-  const std::string& text(uint32_t i) const { return strings[nodes[i].ref]; }
-  const std::string& global_module(uint32_t i) const { return strings[nodes[i].ref]; }
-  const std::string& global_name(uint32_t i) const { return strings[static_cast<size_t>(nodes[i].i)]; }
+  PTREAD_ALWAYS_INLINE NodeView at(uint32_t i) const {
+    const Node& n = nodes[i];
+    NodeView v;
+    v.kind = n.kind;
+    if (has_items(n.kind)) {
+      v.items.ptr = n.items;
+      v.items.n = n.ref;
+    } else {
+      v.ref = n.ref;
+      v.i = n.i;  // or f: the same bits
+    }
+    return v;
+  }
+  PTREAD_ALWAYS_INLINE ValueKind kind(uint32_t i) const { return nodes[i].kind; }
+  // The text of a string, bytes or big_integer node.
+  PTREAD_ALWAYS_INLINE std::string_view text(uint32_t i) const {
+    const Node& n = nodes[i];
+    if (PTREAD_LIKELY(n.ref != kLongText)) return std::string_view(n.text, n.ref);
+    return *reinterpret_cast<const std::string_view*>(n.text);
+  }
+  std::string_view global_module(uint32_t i) const { return nodes[i].names[0]; }
+  std::string_view global_name(uint32_t i) const { return nodes[i].names[1]; }
   bool is_global(uint32_t i, std::string_view module, std::string_view name) const {
     return nodes[i].kind == ValueKind::global && global_module(i) == module && global_name(i) == name;
   }
   bool is_string(uint32_t i, std::string_view s) const {
     return nodes[i].kind == ValueKind::string && text(i) == s;
   }
+  // The number of items of a container or object node.
+  size_t count(uint32_t i) const { return has_items(nodes[i].kind) ? nodes[i].ref : 0; }
   // For dicts: the value under a string key, or kNoNode.
   uint32_t dict_get(uint32_t d, std::string_view key) const {
-    const auto& it = nodes[d].items;
+    const Items it = at(d).items;
     for (size_t k = 0; k + 1 < it.size(); k += 2) {
       if (is_string(it[k], key)) return it[k + 1];
     }
     return kNoNode;
   }
+
+ private:
+  // The items block of a node holding `count` items: lists, dicts and sets grow (powers of
+  // two from 4), the others never do.
+  static size_t capacity(ValueKind kind, size_t count) {
+    if (count == 0) return 0;
+    if (kind != ValueKind::list && kind != ValueKind::dict && kind != ValueKind::set) return count;
+    size_t c = 4;
+    while (c < count) c *= 2;
+    return c;
+  }
+  PTREAD_ALWAYS_INLINE uint32_t* new_items(const uint32_t* items, size_t count, size_t cap) {
+    if (cap == 0) return nullptr;
+    uint32_t* b = static_cast<uint32_t*>(arena.allocate(cap * sizeof(uint32_t), alignof(uint32_t)));
+    if (count) std::memcpy(b, items, count * sizeof(uint32_t));
+    return b;
+  }
+  uint32_t empty_tuple() {
+    if (empty_tuple_ == kNoNode) {
+      Node n;
+      n.kind = ValueKind::tuple;
+      empty_tuple_ = add(n);
+    }
+    return empty_tuple_;
+  }
+
+  uint32_t small_ints_[256];
+  uint32_t empty_tuple_ = kNoNode;
 };
 
 // ---- big integers (two's complement, little-endian bytes, as LONG1/LONG4 store them) ----
@@ -307,110 +459,313 @@ inline const char* opcode_name(uint8_t op) {
 class PickleVM {
  public:
   PickleVM(Graph& g, PickleHooks& hooks, const Limits& limits, std::string where)
-      : g_(g), hooks_(hooks), limits_(limits), where_(std::move(where)) {}
+      : g_(g), hooks_(hooks), limits_(limits), where_(std::move(where)), max_stack_(limits.max_stack_depth) {}
 
   // Runs the pickle in [data, data + n) up to STOP; returns the root node and, through
   // *consumed, how many bytes the pickle took (several pickles can follow each other).
   Result<uint32_t> run(const uint8_t* data, size_t n, size_t* consumed = nullptr) {
-    p_ = data;
-    end_ = data + n;
     begin_ = data;
+    end_ = data + n;
     stack_.clear();
     marks_.clear();
-    while (true) {
-      if (p_ >= end_) {
+    floor_ = 0;
+    // The opcodes torch.save writes are handled here, the read position in a local; the
+    // others by step(), through p_.
+    const uint8_t* p = data;
+    const uint8_t* const end = end_;
+    for (;;) {
+      if (PTREAD_UNLIKELY(p >= end)) {
         return make_error(ErrorCode::pickle_truncated, "pickle: the pickle ends before STOP, at byte " +
-                                                           std::to_string(p_ - begin_) + " of '" + where_ + "'");
+                                                           std::to_string(p - begin_) + " of '" + where_ + "'");
       }
-      op_pos_ = static_cast<size_t>(p_ - begin_);
-      op_ = *p_++;
-      if (op_ == '.') {
-        // Python's STOP returns the top value, whatever lies below it.
-        if (stack_.empty() || (!marks_.empty() && stack_.size() <= marks_.back())) {
-          return error(ErrorCode::pickle_malformed, "STOP with an empty stack");
+      op_ptr_ = p;
+      bool ok;
+      switch (*p++) {
+        case '.': {
+          // Python's STOP returns the top value, whatever lies below it.
+          if (stack_.size() <= floor_) return error(ErrorCode::pickle_malformed, "STOP with an empty stack");
+          if (consumed) *consumed = static_cast<size_t>(p - begin_);
+          return stack_.back();
         }
-        if (consumed) *consumed = static_cast<size_t>(p_ - begin_);
-        return stack_.back();
+        case 'q':  // BINPUT
+          if (PTREAD_UNLIKELY(p == end)) {
+            ok = truncated();
+            break;
+          }
+          ok = memo_put_top(*p++);
+          break;
+        case 'h':  // BINGET
+          if (PTREAD_UNLIKELY(p == end)) {
+            ok = truncated();
+            break;
+          }
+          ok = memo_get(*p++);
+          break;
+        case 'r':  // LONG_BINPUT
+          if (PTREAD_UNLIKELY(end - p < 4)) {
+            ok = truncated();
+            break;
+          }
+          ok = memo_put_top(load_u32(p));
+          p += 4;
+          break;
+        case 'j':  // LONG_BINGET
+          if (PTREAD_UNLIKELY(end - p < 4)) {
+            ok = truncated();
+            break;
+          }
+          ok = memo_get(load_u32(p));
+          p += 4;
+          break;
+        case 0x94: ok = memo_put_top(memo_count_); break;  // MEMOIZE
+        case '(': push_mark(); ok = true; break;
+        case 'K':  // BININT1
+          if (PTREAD_UNLIKELY(p == end)) {
+            ok = truncated();
+            break;
+          }
+          ok = push(g_.add_int(*p++));
+          break;
+        case 'M':  // BININT2
+          if (PTREAD_UNLIKELY(end - p < 2)) {
+            ok = truncated();
+            break;
+          }
+          ok = push(g_.add_int(p[0] | (p[1] << 8)));
+          p += 2;
+          break;
+        case 'J': {  // BININT
+          if (PTREAD_UNLIKELY(end - p < 4)) {
+            ok = truncated();
+            break;
+          }
+          const uint32_t u = load_u32(p);
+          p += 4;
+          int32_t v;
+          std::memcpy(&v, &u, 4);
+          ok = push(g_.add_int(v));
+          break;
+        }
+        case 0x8c: {  // SHORT_BINUNICODE
+          if (PTREAD_UNLIKELY(p == end)) {
+            ok = truncated();
+            break;
+          }
+          const size_t len = *p++;
+          if (PTREAD_UNLIKELY(static_cast<size_t>(end - p) < len)) {
+            ok = truncated();
+            break;
+          }
+          ok = push(g_.add_text(ValueKind::string, std::string_view(reinterpret_cast<const char*>(p), len)));
+          p += len;
+          break;
+        }
+        case 'X': {  // BINUNICODE
+          if (PTREAD_UNLIKELY(end - p < 4)) {
+            ok = truncated();
+            break;
+          }
+          const size_t len = load_u32(p);
+          p += 4;
+          if (PTREAD_UNLIKELY(static_cast<size_t>(end - p) < len)) {
+            ok = truncated();
+            break;
+          }
+          ok = push(g_.add_text(ValueKind::string, std::string_view(reinterpret_cast<const char*>(p), len)));
+          p += len;
+          break;
+        }
+        case 'N': ok = push(kNoneNode); break;
+        case 0x88: ok = push(kTrueNode); break;
+        case 0x89: ok = push(kFalseNode); break;
+        case ')': ok = push(g_.add_container(ValueKind::tuple)); break;
+        case '}': ok = push(g_.add_container(ValueKind::dict)); break;
+        case ']': ok = push(g_.add_container(ValueKind::list)); break;
+        case 't': ok = container_from_mark(ValueKind::tuple); break;
+        case 0x85: case 0x86: case 0x87: {  // TUPLE1..3
+          const size_t k = static_cast<size_t>(p[-1] - 0x84);
+          if (PTREAD_UNLIKELY(stack_.size() - floor_ < k)) {
+            ok = underflow();
+            break;
+          }
+          const size_t m = stack_.size() - k;
+          const uint32_t c = g_.add_container(ValueKind::tuple, items_from(m), k);
+          drop_from(m);
+          ok = push(c);
+          break;
+        }
+        case 'R': case 0x81: {  // REDUCE, NEWOBJ
+          uint32_t args = 0, callable = 0;
+          ok = pop(&args) && pop(&callable);
+          if (!ok) break;
+          if (PTREAD_UNLIKELY(g_.kind(args) != ValueKind::tuple)) {
+            ok = fail(ErrorCode::pickle_malformed, "arguments are not a tuple");
+            break;
+          }
+          ok = call(callable, args);
+          break;
+        }
+        case 'Q': {  // BINPERSID
+          uint32_t pid = 0;
+          ok = pop(&pid) && persistent_load(pid);
+          break;
+        }
+        case 'u': ok = append_from_mark(true); break;  // SETITEMS
+        case 0x95:  // FRAME: the whole pickle is in memory; the frame length is only a hint
+          if (PTREAD_UNLIKELY(end - p < 8)) {
+            ok = truncated();
+            break;
+          }
+          p += 8;
+          ok = true;
+          break;
+        default:
+          p_ = p;
+          ok = step();
+          p = p_;
+          break;
       }
-      Status st = step();
-      if (!st) return std::move(st).error();
+      if (PTREAD_UNLIKELY(!ok)) return std::move(err_);
+      // Protocols 1 to 3 memoize nearly every value right after making it: BINPUT or
+      // LONG_BINPUT is run here, without going round the dispatch.
+      if (p < end && (*p == 'q' || *p == 'r')) {
+        op_ptr_ = p;
+        if (*p == 'q' && end - p >= 2) {
+          ok = memo_put_top(p[1]);
+          p += 2;
+        } else if (*p == 'r' && end - p >= 5) {
+          ok = memo_put_top(load_u32(p + 1));
+          p += 5;
+        } else {
+          continue;  // truncated: the dispatch reports it
+        }
+        if (PTREAD_UNLIKELY(!ok)) return std::move(err_);
+      }
     }
   }
 
  private:
-  Error error(ErrorCode code, const std::string& what) const {
-    const char* name = opcode_name(op_);
+  // Items in one container, whatever the limits say: item counts are 32-bit.
+  static constexpr size_t kMaxItems = size_t{1} << 30;
+
+  // The opcode being run, and where.
+  uint8_t op() const { return *op_ptr_; }
+  size_t op_pos() const { return static_cast<size_t>(op_ptr_ - begin_); }
+  static uint32_t load_u32(const uint8_t* p) {
+    return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
+           (static_cast<uint32_t>(p[3]) << 24);
+  }
+
+  PTREAD_NOINLINE Error error(ErrorCode code, const std::string& what) const {
+    const char* name = opcode_name(op());
     char opbuf[48];
     if (name) {
-      std::snprintf(opbuf, sizeof opbuf, "%s (0x%02x)", name, op_);
+      std::snprintf(opbuf, sizeof opbuf, "%s (0x%02x)", name, op());
     } else {
-      std::snprintf(opbuf, sizeof opbuf, "0x%02x", op_);
+      std::snprintf(opbuf, sizeof opbuf, "0x%02x", op());
     }
     return make_error(code, "pickle: " + what + " at opcode " + opbuf + ", byte " +
-                                std::to_string(op_pos_) + " of '" + where_ + "'");
+                                std::to_string(op_pos()) + " of '" + where_ + "'");
   }
-  Status fail(ErrorCode code, const std::string& what) const { return error(code, what); }
+  // Records the error for run() and returns false: step() and its helpers return true
+  // on success.
+  PTREAD_NOINLINE bool fail(ErrorCode code, const std::string& what) {
+    err_ = error(code, what);
+    return false;
+  }
+  PTREAD_NOINLINE bool fail(Error e) {
+    err_ = std::move(e);
+    return false;
+  }
 
   // ---- reading operands ----
-  bool need(size_t k) const { return static_cast<size_t>(end_ - p_) >= k; }
-  Status truncated() const { return fail(ErrorCode::pickle_truncated, "operand runs past the end"); }
-  Result<std::string_view> take(uint64_t k) {
-    if (static_cast<uint64_t>(end_ - p_) < k) return error(ErrorCode::pickle_truncated, "operand runs past the end");
-    std::string_view s(reinterpret_cast<const char*>(p_), static_cast<size_t>(k));
+  PTREAD_ALWAYS_INLINE bool need(size_t k) const { return static_cast<size_t>(end_ - p_) >= k; }
+  PTREAD_NOINLINE bool truncated() { return fail(ErrorCode::pickle_truncated, "operand runs past the end"); }
+  PTREAD_ALWAYS_INLINE bool take(uint64_t k, std::string_view* out) {
+    if (static_cast<uint64_t>(end_ - p_) < k) return truncated();
+    *out = std::string_view(reinterpret_cast<const char*>(p_), static_cast<size_t>(k));
     p_ += k;
-    return s;
+    return true;
   }
-  Result<std::string_view> line() {
+  bool line(std::string_view* out) {
     const uint8_t* nl = static_cast<const uint8_t*>(std::memchr(p_, '\n', static_cast<size_t>(end_ - p_)));
-    if (!nl) return error(ErrorCode::pickle_truncated, "no newline after a text operand");
+    if (!nl) return fail(ErrorCode::pickle_truncated, "no newline after a text operand");
     std::string_view s(reinterpret_cast<const char*>(p_), static_cast<size_t>(nl - p_));
     p_ = nl + 1;
     if (!s.empty() && s.back() == '\r') s.remove_suffix(1);
-    return s;
+    *out = s;
+    return true;
+  }
+  PTREAD_ALWAYS_INLINE uint32_t u32() {  // 4 bytes little-endian; need(4) checked by the caller
+    const uint32_t u = static_cast<uint32_t>(p_[0]) | (static_cast<uint32_t>(p_[1]) << 8) |
+                       (static_cast<uint32_t>(p_[2]) << 16) | (static_cast<uint32_t>(p_[3]) << 24);
+    p_ += 4;
+    return u;
   }
 
   // ---- stack ----
-  Status push(uint32_t v) {
-    if (stack_.size() >= limits_.max_stack_depth) {
-      return fail(ErrorCode::limit_exceeded, "stack deeper than Limits::max_stack_depth");
-    }
+  PTREAD_ALWAYS_INLINE bool push(uint32_t v) {
+    if (stack_.size() >= max_stack_) return too_deep();
     stack_.push_back(v);
-    return {};
+    return true;
   }
-  Result<uint32_t> pop() {
-    if (stack_.empty() || (!marks_.empty() && stack_.size() <= marks_.back())) {
-      return error(ErrorCode::pickle_malformed, "stack underflow");
-    }
-    uint32_t v = stack_.back();
+  PTREAD_NOINLINE bool too_deep() { return fail(ErrorCode::limit_exceeded, "stack deeper than Limits::max_stack_depth"); }
+  PTREAD_NOINLINE bool underflow() { return fail(ErrorCode::pickle_malformed, "stack underflow"); }
+  PTREAD_ALWAYS_INLINE bool pop(uint32_t* v) {
+    if (stack_.size() <= floor_) return underflow();
+    *v = stack_.back();
     stack_.pop_back();
-    return v;
+    return true;
   }
-  Result<uint32_t> top() const {
-    if (stack_.empty() || (!marks_.empty() && stack_.size() <= marks_.back())) {
-      return error(ErrorCode::pickle_malformed, "stack underflow");
-    }
-    return stack_.back();
+  PTREAD_ALWAYS_INLINE bool top(uint32_t* v) {
+    if (stack_.size() <= floor_) return underflow();
+    *v = stack_.back();
+    return true;
   }
-  Result<std::vector<uint32_t>> pop_mark() {
-    if (marks_.empty()) return error(ErrorCode::pickle_malformed, "no MARK on the stack");
-    const size_t m = marks_.back();
+  PTREAD_ALWAYS_INLINE void push_mark() {
+    marks_.push_back(stack_.size());
+    floor_ = stack_.size();
+  }
+  // Pops the topmost MARK; the items above it are stack_[*m, size()), still on the stack.
+  PTREAD_ALWAYS_INLINE bool pop_mark(size_t* m) {
+    if (marks_.empty()) return fail(ErrorCode::pickle_malformed, "no MARK on the stack");
+    *m = marks_.back();
     marks_.pop_back();
-    if (stack_.size() - m > limits_.max_container_items) {
-      return error(ErrorCode::limit_exceeded, "more items than Limits::max_container_items");
+    floor_ = marks_.empty() ? 0 : marks_.back();
+    const size_t n = stack_.size() - *m;
+    if (n > limits_.max_container_items || n > kMaxItems) {
+      return fail(ErrorCode::limit_exceeded, "more items than Limits::max_container_items");
     }
-    std::vector<uint32_t> items(stack_.begin() + static_cast<std::ptrdiff_t>(m), stack_.end());
-    stack_.resize(m);
-    return items;
+    return true;
+  }
+  const uint32_t* items_from(size_t m) const { return stack_.data() + m; }
+  size_t count_from(size_t m) const { return stack_.size() - m; }
+  void drop_from(size_t m) { stack_.resize(m); }
+  // A container from the items above the topmost MARK, pushed in their place.
+  PTREAD_ALWAYS_INLINE bool container_from_mark(ValueKind kind) {
+    size_t m = 0;
+    if (!pop_mark(&m)) return false;
+    if (kind == ValueKind::dict && count_from(m) % 2) {
+      return fail(ErrorCode::pickle_malformed, "odd number of items for DICT");
+    }
+    const uint32_t c = g_.add_container(kind, items_from(m), count_from(m));
+    drop_from(m);
+    return push(c);
   }
 
   // ---- memo ----
-  Status memo_put(uint64_t key, uint32_t v) {
+  PTREAD_ALWAYS_INLINE bool memo_put(uint64_t key, uint32_t v) {
+    if (key == memo_.size() && memo_count_ < limits_.max_memo_entries) {  // the usual case: the next key
+      memo_.push_back(v);
+      ++memo_count_;
+      return true;
+    }
     if (key < memo_.size()) {
       if (memo_[static_cast<size_t>(key)] == kNoNode) ++memo_count_;
       memo_[static_cast<size_t>(key)] = v;
     } else if (key < memo_.size() + 4096) {
-      memo_.resize(static_cast<size_t>(key) + 1, kNoNode);
-      memo_[static_cast<size_t>(key)] = v;
+      while (memo_.size() < key) memo_.push_back(kNoNode);
+      memo_.push_back(v);
       ++memo_count_;
     } else {
       auto r = memo_far_.emplace(key, v);
@@ -419,27 +774,31 @@ class PickleVM {
     if (memo_count_ > limits_.max_memo_entries) {
       return fail(ErrorCode::limit_exceeded, "more memo entries than Limits::max_memo_entries");
     }
-    return {};
+    return true;
   }
-  Status memo_get(uint64_t key) {
+  PTREAD_ALWAYS_INLINE bool memo_get(uint64_t key) {
     uint32_t v = kNoNode;
     if (key < memo_.size()) {
       v = memo_[static_cast<size_t>(key)];
-    } else {
+    } else if (!memo_far_.empty()) {
       auto it = memo_far_.find(key);
       if (it != memo_far_.end()) v = it->second;
     }
     if (v == kNoNode) return fail(ErrorCode::pickle_malformed, "memo key " + std::to_string(key) + " was never stored");
     return push(v);
   }
+  PTREAD_ALWAYS_INLINE bool memo_put_top(uint64_t key) {
+    uint32_t v = 0;
+    return top(&v) && memo_put(key, v);
+  }
 
   // ---- helpers for values ----
-  Status push_long(std::string_view le) {
+  bool push_long(std::string_view le) {
     int64_t v;
     if (fits_int64(reinterpret_cast<const uint8_t*>(le.data()), le.size(), &v)) return push(g_.add_int(v));
-    return push(g_.add_text(ValueKind::big_integer, std::string(le)));
+    return push(g_.add_text(ValueKind::big_integer, le));
   }
-  Status push_decimal(std::string_view s) {
+  bool push_decimal(std::string_view s) {
     int64_t v = 0;
     auto r = std::from_chars(s.data(), s.data() + s.size(), v);
     if (r.ec == std::errc() && r.ptr == s.data() + s.size()) return push(g_.add_int(v));
@@ -447,46 +806,61 @@ class PickleVM {
     if (!decimal_to_big(s, &big)) return fail(ErrorCode::pickle_malformed, "bad integer text '" + std::string(s.substr(0, 40)) + "'");
     return push_long(big);
   }
-  Status append_items(uint32_t target, const std::vector<uint32_t>& items, bool pairs) {
-    Node* t = &g_.nodes[target];
-    if (pairs && items.size() % 2 != 0) return fail(ErrorCode::pickle_malformed, "odd number of items for a dict");
-    if (t->kind == ValueKind::object) {
+  bool append_items(uint32_t target, const uint32_t* items, size_t count, bool pairs) {
+    if (pairs && count % 2 != 0) return fail(ErrorCode::pickle_malformed, "odd number of items for a dict");
+    if (g_.kind(target) == ValueKind::object) {
       // list.append / dict.__setitem__ on an instance of a subclass: keep the items.
       const uint32_t slot = pairs ? kObjDictItems : kObjListItems;
-      if (t->items[slot] == kNoNode) {
-        uint32_t c = g_.add_container(pairs ? ValueKind::dict : ValueKind::list);
-        t = &g_.nodes[target];
-        t->items[slot] = c;
+      if (g_.nodes[target].items[slot] == kNoNode) {
+        const uint32_t c = g_.add_container(pairs ? ValueKind::dict : ValueKind::list);
+        g_.nodes[target].items[slot] = c;
       }
-      target = t->items[slot];
-      t = &g_.nodes[target];
+      target = g_.nodes[target].items[slot];
     }
+    const ValueKind have = g_.kind(target);
     const ValueKind want = pairs ? ValueKind::dict : ValueKind::list;
-    if (t->kind != want && !(!pairs && t->kind == ValueKind::set && op_ == 0x90)) {
-      return fail(ErrorCode::pickle_malformed, std::string("cannot add items to a ") + value_kind_name(t->kind));
+    if (have != want && !(!pairs && have == ValueKind::set && op() == 0x90)) {
+      return fail(ErrorCode::pickle_malformed, std::string("cannot add items to a ") + value_kind_name(have));
     }
-    if (t->items.size() + items.size() > limits_.max_container_items * (pairs ? 2 : 1)) {
+    const size_t n = g_.count(target);
+    if (n + count > limits_.max_container_items * (pairs ? 2 : 1) || n + count > kMaxItems) {
       return fail(ErrorCode::limit_exceeded, "more items than Limits::max_container_items");
     }
-    t->items.insert(t->items.end(), items.begin(), items.end());
-    return {};
+    g_.append(target, items, count);
+    return true;
   }
-  Status call(uint32_t callable, uint32_t args) {
+  // APPENDS, ADDITEMS, SETITEMS: the items above the MARK go into the value below it.
+  bool append_from_mark(bool pairs) {
+    size_t m = 0;
+    if (!pop_mark(&m)) return false;
+    if (m <= floor_) return underflow();
+    const uint32_t target = stack_[m - 1];
+    if (op() == 0x90 && g_.kind(target) != ValueKind::set) return fail(ErrorCode::pickle_malformed, "ADDITEMS on a non-set");
+    if (!append_items(target, items_from(m), count_from(m), pairs)) return false;
+    drop_from(m);
+    return true;
+  }
+  bool call(uint32_t callable, uint32_t args) {
     auto r = hooks_.call(g_, callable, args);
-    if (!r) return with_where(std::move(r).error());
+    if (!r) return fail(with_where(std::move(r).error()));
     return push(*r);
   }
-  Error with_where(Error e) const {
+  bool persistent_load(uint32_t pid) {
+    auto r = hooks_.persistent_load(g_, pid);
+    if (!r) return fail(with_where(std::move(r).error()));
+    return push(*r);
+  }
+  PTREAD_NOINLINE Error with_where(Error e) const {
     if (e.message().find(where_) == std::string::npos) {
-      e.add_context("(opcode " + std::string(opcode_name(op_) ? opcode_name(op_) : "?") +
-                    " at byte " + std::to_string(op_pos_) + " of '" + where_ + "')");
+      e.add_context("(opcode " + std::string(opcode_name(op()) ? opcode_name(op()) : "?") +
+                    " at byte " + std::to_string(op_pos()) + " of '" + where_ + "')");
     }
     return e;
   }
   Result<std::string> python_string_literal(std::string_view s);
   Result<std::string> raw_unicode_escape(std::string_view s);
 
-  Status step();
+  bool step();
 
   Graph& g_;
   PickleHooks& hooks_;
@@ -495,13 +869,15 @@ class PickleVM {
   const uint8_t* p_ = nullptr;
   const uint8_t* end_ = nullptr;
   const uint8_t* begin_ = nullptr;
-  size_t op_pos_ = 0;
-  uint8_t op_ = 0;
-  std::vector<uint32_t> stack_;
+  const uint8_t* op_ptr_ = nullptr;  // the opcode being run
+  U32Stack stack_;
   std::vector<size_t> marks_;
-  std::vector<uint32_t> memo_;
+  size_t floor_ = 0;  // marks_.back(), or 0: pops may not go below it
+  SegmentedVector<uint32_t> memo_;  // node by memo key; kNoNode where none
   std::unordered_map<uint64_t, uint32_t> memo_far_;
   size_t memo_count_ = 0;
+  Error err_;
+  size_t max_stack_;  // limits_.max_stack_depth
 };
 
 // STRING operand: a Python repr, 'text' or "text", with backslash escapes.
@@ -578,32 +954,36 @@ inline Result<std::string> PickleVM::raw_unicode_escape(std::string_view s) {
   return out;
 }
 
-inline Status PickleVM::step() {
+inline bool PickleVM::step() {
+  const uint8_t op_ = op();
   switch (op_) {
     case 0x80: {  // PROTO
       if (!need(1)) return truncated();
       const uint8_t v = *p_++;
       if (v > 5) return fail(ErrorCode::pickle_malformed, "unsupported pickle protocol " + std::to_string(v));
-      return {};
+      return true;
     }
     case 0x95:  // FRAME: the whole pickle is in memory; the frame length is only a hint
       if (!need(8)) return truncated();
       p_ += 8;
-      return {};
-    case '(': marks_.push_back(stack_.size()); return {};
-    case '0': { PTREAD_TRY(uint32_t v, pop()); (void)v; return {}; }
-    case '1': { PTREAD_TRY(auto items, pop_mark()); (void)items; return {}; }
-    case '2': { PTREAD_TRY(uint32_t v, top()); return push(v); }
+      return true;
+    case '(': push_mark(); return true;
+    case '0': { uint32_t v = 0; return pop(&v); }
+    case '1': {
+      size_t m = 0;
+      if (!pop_mark(&m)) return false;
+      drop_from(m);
+      return true;
+    }
+    case '2': { uint32_t v = 0; return top(&v) && push(v); }
     case 'N': return push(kNoneNode);
     case 0x88: return push(kTrueNode);
     case 0x89: return push(kFalseNode);
     case 'J': {
       if (!need(4)) return truncated();
+      const uint32_t u = u32();
       int32_t v;
-      uint32_t u = static_cast<uint32_t>(p_[0]) | (static_cast<uint32_t>(p_[1]) << 8) |
-                   (static_cast<uint32_t>(p_[2]) << 16) | (static_cast<uint32_t>(p_[3]) << 24);
       std::memcpy(&v, &u, 4);
-      p_ += 4;
       return push(g_.add_int(v));
     }
     case 'K': if (!need(1)) return truncated(); return push(g_.add_int(*p_++));
@@ -616,8 +996,8 @@ inline Status PickleVM::step() {
     case 0x8a: {  // LONG1
       if (!need(1)) return truncated();
       const uint8_t n = *p_++;
-      PTREAD_TRY(auto s, take(n));
-      return push_long(s);
+      std::string_view s;
+      return take(n, &s) && push_long(s);
     }
     case 0x8b: {  // LONG4
       if (!need(4)) return truncated();
@@ -625,22 +1005,25 @@ inline Status PickleVM::step() {
       std::memcpy(&n, p_, 4);
       p_ += 4;
       if (n < 0) return fail(ErrorCode::pickle_malformed, "negative LONG4 length");
-      PTREAD_TRY(auto s, take(static_cast<uint64_t>(n)));
-      return push_long(s);
+      std::string_view s;
+      return take(static_cast<uint64_t>(n), &s) && push_long(s);
     }
     case 'I': {  // INT: "01"/"00" are True/False in protocol 0
-      PTREAD_TRY(auto s, line());
+      std::string_view s;
+      if (!line(&s)) return false;
       if (s == "01") return push(kTrueNode);
       if (s == "00") return push(kFalseNode);
       return push_decimal(s);
     }
     case 'L': {
-      PTREAD_TRY(auto s, line());
+      std::string_view s;
+      if (!line(&s)) return false;
       if (!s.empty() && s.back() == 'L') s.remove_suffix(1);
       return push_decimal(s);
     }
     case 'F': {
-      PTREAD_TRY(auto s, line());
+      std::string_view s;
+      if (!line(&s)) return false;
       double v = 0;
       auto r = std::from_chars(s.data(), s.data() + s.size(), v);
       if (r.ec != std::errc() || r.ptr != s.data() + s.size()) {
@@ -661,98 +1044,83 @@ inline Status PickleVM::step() {
       return push(g_.add_float(v));
     }
     case 'S': {
-      PTREAD_TRY(auto s, line());
-      PTREAD_TRY(auto str, python_string_literal(s));
-      return push(g_.add_text(ValueKind::string, std::move(str)));
+      std::string_view s;
+      if (!line(&s)) return false;
+      auto str = python_string_literal(s);
+      if (!str) return fail(std::move(str).error());
+      return push(g_.add_text(ValueKind::string, *str));
     }
     case 'T': case 'X': case 'B': {  // 4-byte length: BINSTRING, BINUNICODE, BINBYTES
       if (!need(4)) return truncated();
-      uint32_t n = static_cast<uint32_t>(p_[0]) | (static_cast<uint32_t>(p_[1]) << 8) |
-                   (static_cast<uint32_t>(p_[2]) << 16) | (static_cast<uint32_t>(p_[3]) << 24);
-      p_ += 4;
+      const uint32_t n = u32();
       if (op_ == 'T' && n > 0x7fffffffu) return fail(ErrorCode::pickle_malformed, "negative BINSTRING length");
-      PTREAD_TRY(auto s, take(n));
-      return push(g_.add_text(op_ == 'B' ? ValueKind::bytes : ValueKind::string, std::string(s)));
+      std::string_view s;
+      return take(n, &s) && push(g_.add_text(op_ == 'B' ? ValueKind::bytes : ValueKind::string, s));
     }
     case 'U': case 'C': case 0x8c: {  // 1-byte length: SHORT_BINSTRING, SHORT_BINBYTES, SHORT_BINUNICODE
       if (!need(1)) return truncated();
       const uint8_t n = *p_++;
-      PTREAD_TRY(auto s, take(n));
-      return push(g_.add_text(op_ == 'C' ? ValueKind::bytes : ValueKind::string, std::string(s)));
+      std::string_view s;
+      return take(n, &s) && push(g_.add_text(op_ == 'C' ? ValueKind::bytes : ValueKind::string, s));
     }
     case 0x8d: case 0x8e: case 0x96: {  // 8-byte length: BINUNICODE8, BINBYTES8, BYTEARRAY8
       if (!need(8)) return truncated();
       uint64_t n = 0;
       for (int k = 7; k >= 0; --k) n = (n << 8) | p_[k];
       p_ += 8;
-      PTREAD_TRY(auto s, take(n));
-      return push(g_.add_text(op_ == 0x8d ? ValueKind::string : ValueKind::bytes, std::string(s)));
+      std::string_view s;
+      return take(n, &s) && push(g_.add_text(op_ == 0x8d ? ValueKind::string : ValueKind::bytes, s));
     }
     case 'V': {
-      PTREAD_TRY(auto s, line());
-      PTREAD_TRY(auto str, raw_unicode_escape(s));
-      return push(g_.add_text(ValueKind::string, std::move(str)));
+      std::string_view s;
+      if (!line(&s)) return false;
+      auto str = raw_unicode_escape(s);
+      if (!str) return fail(std::move(str).error());
+      return push(g_.add_text(ValueKind::string, *str));
     }
     case ')': return push(g_.add_container(ValueKind::tuple));
     case ']': return push(g_.add_container(ValueKind::list));
     case '}': return push(g_.add_container(ValueKind::dict));
     case 0x8f: return push(g_.add_container(ValueKind::set));
-    case 't': { PTREAD_TRY(auto items, pop_mark()); return push(g_.add_container(ValueKind::tuple, std::move(items))); }
-    case 'l': { PTREAD_TRY(auto items, pop_mark()); return push(g_.add_container(ValueKind::list, std::move(items))); }
-    case 0x91: { PTREAD_TRY(auto items, pop_mark()); return push(g_.add_container(ValueKind::frozenset, std::move(items))); }
-    case 'd': {
-      PTREAD_TRY(auto items, pop_mark());
-      if (items.size() % 2) return fail(ErrorCode::pickle_malformed, "odd number of items for DICT");
-      return push(g_.add_container(ValueKind::dict, std::move(items)));
-    }
+    case 't': return container_from_mark(ValueKind::tuple);
+    case 'l': return container_from_mark(ValueKind::list);
+    case 0x91: return container_from_mark(ValueKind::frozenset);
+    case 'd': return container_from_mark(ValueKind::dict);
     case 0x85: case 0x86: case 0x87: {  // TUPLE1..3
       const size_t n = static_cast<size_t>(op_ - 0x84);
-      std::vector<uint32_t> items(n);
-      for (size_t k = n; k-- > 0;) { PTREAD_TRY(items[k], pop()); }
-      return push(g_.add_container(ValueKind::tuple, std::move(items)));
+      if (stack_.size() - floor_ < n) return underflow();
+      const size_t m = stack_.size() - n;
+      const uint32_t c = g_.add_container(ValueKind::tuple, items_from(m), n);
+      drop_from(m);
+      return push(c);
     }
     case 'a': {
-      PTREAD_TRY(uint32_t v, pop());
-      PTREAD_TRY(uint32_t target, top());
-      return append_items(target, {v}, false);
+      uint32_t v = 0, target = 0;
+      return pop(&v) && top(&target) && append_items(target, &v, 1, false);
     }
-    case 'e': case 0x90: {  // APPENDS, ADDITEMS
-      PTREAD_TRY(auto items, pop_mark());
-      PTREAD_TRY(uint32_t target, top());
-      if (op_ == 0x90 && g_.kind(target) != ValueKind::set) return fail(ErrorCode::pickle_malformed, "ADDITEMS on a non-set");
-      return append_items(target, items, false);
-    }
+    case 'e': case 0x90: return append_from_mark(false);  // APPENDS, ADDITEMS
     case 's': {
-      PTREAD_TRY(uint32_t v, pop());
-      PTREAD_TRY(uint32_t k, pop());
-      PTREAD_TRY(uint32_t target, top());
-      return append_items(target, {k, v}, true);
+      uint32_t kv[2] = {0, 0}, target = 0;
+      return pop(&kv[1]) && pop(&kv[0]) && top(&target) && append_items(target, kv, 2, true);
     }
-    case 'u': {
-      PTREAD_TRY(auto items, pop_mark());
-      PTREAD_TRY(uint32_t target, top());
-      return append_items(target, items, true);
-    }
+    case 'u': return append_from_mark(true);
     case 'p': {
-      PTREAD_TRY(auto s, line());
+      std::string_view s;
+      if (!line(&s)) return false;
       uint64_t key = 0;
       auto r = std::from_chars(s.data(), s.data() + s.size(), key);
       if (r.ec != std::errc() || r.ptr != s.data() + s.size()) return fail(ErrorCode::pickle_malformed, "bad PUT key");
-      PTREAD_TRY(uint32_t v, top());
-      return memo_put(key, v);
+      return memo_put_top(key);
     }
-    case 'q': { if (!need(1)) return truncated(); const uint8_t k = *p_++; PTREAD_TRY(uint32_t v, top()); return memo_put(k, v); }
+    case 'q': { if (!need(1)) return truncated(); const uint8_t k = *p_++; return memo_put_top(k); }
     case 'r': {
       if (!need(4)) return truncated();
-      uint32_t k = static_cast<uint32_t>(p_[0]) | (static_cast<uint32_t>(p_[1]) << 8) |
-                   (static_cast<uint32_t>(p_[2]) << 16) | (static_cast<uint32_t>(p_[3]) << 24);
-      p_ += 4;
-      PTREAD_TRY(uint32_t v, top());
-      return memo_put(k, v);
+      return memo_put_top(u32());
     }
-    case 0x94: { PTREAD_TRY(uint32_t v, top()); return memo_put(memo_count_, v); }
+    case 0x94: return memo_put_top(memo_count_);
     case 'g': {
-      PTREAD_TRY(auto s, line());
+      std::string_view s;
+      if (!line(&s)) return false;
       uint64_t key = 0;
       auto r = std::from_chars(s.data(), s.data() + s.size(), key);
       if (r.ec != std::errc() || r.ptr != s.data() + s.size()) return fail(ErrorCode::pickle_malformed, "bad GET key");
@@ -761,71 +1129,70 @@ inline Status PickleVM::step() {
     case 'h': { if (!need(1)) return truncated(); return memo_get(*p_++); }
     case 'j': {
       if (!need(4)) return truncated();
-      uint32_t k = static_cast<uint32_t>(p_[0]) | (static_cast<uint32_t>(p_[1]) << 8) |
-                   (static_cast<uint32_t>(p_[2]) << 16) | (static_cast<uint32_t>(p_[3]) << 24);
-      p_ += 4;
-      return memo_get(k);
+      return memo_get(u32());
     }
     case 'c': {
-      PTREAD_TRY(auto module, line());
-      PTREAD_TRY(auto name, line());
-      return push(g_.add_global(std::string(module), std::string(name)));
+      std::string_view module, name;
+      if (!line(&module) || !line(&name)) return false;
+      return push(g_.add_global(module, name));
     }
     case 0x93: {  // STACK_GLOBAL
-      PTREAD_TRY(uint32_t name, pop());
-      PTREAD_TRY(uint32_t module, pop());
+      uint32_t name = 0, module = 0;
+      if (!pop(&name) || !pop(&module)) return false;
       if (g_.kind(name) != ValueKind::string || g_.kind(module) != ValueKind::string) {
         return fail(ErrorCode::pickle_malformed, "STACK_GLOBAL needs two strings");
       }
-      return push(g_.add_global(g_.text(module), g_.text(name)));
+      return push(g_.add_interned_global(g_.text(module), g_.text(name)));
     }
     case 'R': case 0x81: {  // REDUCE, NEWOBJ
-      PTREAD_TRY(uint32_t args, pop());
-      PTREAD_TRY(uint32_t callable, pop());
+      uint32_t args = 0, callable = 0;
+      if (!pop(&args) || !pop(&callable)) return false;
       if (g_.kind(args) != ValueKind::tuple) return fail(ErrorCode::pickle_malformed, "arguments are not a tuple");
       return call(callable, args);
     }
     case 0x92: {  // NEWOBJ_EX: cls, args, kwargs (keyword arguments to __new__ are dropped)
-      PTREAD_TRY(uint32_t kwargs, pop());
-      (void)kwargs;
-      PTREAD_TRY(uint32_t args, pop());
-      PTREAD_TRY(uint32_t cls, pop());
+      uint32_t kwargs = 0, args = 0, cls = 0;
+      if (!pop(&kwargs) || !pop(&args) || !pop(&cls)) return false;
       if (g_.kind(args) != ValueKind::tuple) return fail(ErrorCode::pickle_malformed, "arguments are not a tuple");
       return call(cls, args);
     }
     case 'i': {  // INST module\nname\n, args from MARK
-      PTREAD_TRY(auto module, line());
-      PTREAD_TRY(auto name, line());
-      PTREAD_TRY(auto items, pop_mark());
-      uint32_t cls = g_.add_global(std::string(module), std::string(name));
-      uint32_t args = g_.add_container(ValueKind::tuple, std::move(items));
+      std::string_view module, name;
+      if (!line(&module) || !line(&name)) return false;
+      size_t m = 0;
+      if (!pop_mark(&m)) return false;
+      const uint32_t cls = g_.add_global(module, name);
+      const uint32_t args = g_.add_container(ValueKind::tuple, items_from(m), count_from(m));
+      drop_from(m);
       return call(cls, args);
     }
     case 'o': {  // OBJ: MARK cls args...
-      PTREAD_TRY(auto items, pop_mark());
-      if (items.empty()) return fail(ErrorCode::pickle_malformed, "OBJ without a class");
-      uint32_t cls = items[0];
-      items.erase(items.begin());
-      uint32_t args = g_.add_container(ValueKind::tuple, std::move(items));
+      size_t m = 0;
+      if (!pop_mark(&m)) return false;
+      if (count_from(m) == 0) return fail(ErrorCode::pickle_malformed, "OBJ without a class");
+      const uint32_t cls = stack_[m];
+      const uint32_t args = g_.add_container(ValueKind::tuple, items_from(m + 1), count_from(m + 1));
+      drop_from(m);
       return call(cls, args);
     }
     case 'b': {
-      PTREAD_TRY(uint32_t state, pop());
-      PTREAD_TRY(uint32_t obj, top());
+      uint32_t state = 0, obj = 0;
+      if (!pop(&state) || !top(&obj)) return false;
       Status st = hooks_.build(g_, obj, state);
-      if (!st) return with_where(std::move(st).error());
-      return {};
+      if (!st) return fail(with_where(std::move(st).error()));
+      return true;
     }
     case 'Q': case 'P': {
-      uint32_t pid;
+      uint32_t pid = 0;
       if (op_ == 'Q') {
-        PTREAD_TRY(pid, pop());
+        if (!pop(&pid)) return false;
       } else {
-        PTREAD_TRY(auto s, line());
-        pid = g_.add_text(ValueKind::string, std::string(s));
+        std::string_view s;
+        if (!line(&s)) return false;
+        pid = g_.add_text(ValueKind::string, s);
       }
       auto r = hooks_.persistent_load(g_, pid);
-      if (!r) return with_where(std::move(r).error());
+      if (!r) return fail(with_where(std::move(r).error()));
       return push(*r);
     }
     case 0x82: case 0x83: case 0x84:

@@ -166,6 +166,50 @@ inline void convert_element(const uint8_t* p, DType from, uint8_t* out, DType to
   }
 }
 
+// Whether a view (shape, strides in elements, element offset) of a storage holding
+// `have` bytes of `dtype` lies inside it; *numel receives the element count.
+inline Status check_view(const int64_t* shape, size_t rank, const int64_t* strides, size_t stride_rank,
+                         int64_t offset, DType dtype, uint64_t have, int64_t* numel_out) {
+  if (stride_rank != rank) {
+    return make_error(ErrorCode::bad_tensor_args,
+                      "shape has " + std::to_string(rank) + " dimensions but strides have " +
+                          std::to_string(stride_rank));
+  }
+  if (offset < 0) return make_error(ErrorCode::bad_tensor_args, "negative storage offset " + std::to_string(offset));
+  uint64_t numel = 1, last = 0;  // last: index of the farthest element
+  for (size_t d = 0; d < rank; ++d) {
+    if (shape[d] < 0 || strides[d] < 0) {
+      return make_error(ErrorCode::bad_tensor_args,
+                        "negative size or stride in dimension " + std::to_string(d));
+    }
+    if (mul_overflow(numel, static_cast<uint64_t>(shape[d]), &numel)) {
+      return make_error(ErrorCode::shape_overflow, "element count overflows 64 bits");
+    }
+  }
+  if (numel > (uint64_t{1} << 62)) return make_error(ErrorCode::shape_overflow, "element count overflows");
+  *numel_out = static_cast<int64_t>(numel);
+  if (numel == 0) return {};
+  for (size_t d = 0; d < rank; ++d) {
+    uint64_t span;
+    if (mul_overflow(static_cast<uint64_t>(shape[d] - 1), static_cast<uint64_t>(strides[d]), &span) ||
+        add_overflow(last, span, &last)) {
+      return make_error(ErrorCode::shape_overflow, "view extent overflows 64 bits");
+    }
+  }
+  uint64_t end_elem, end_byte;
+  const size_t esize = dtype_size(dtype);
+  if (add_overflow(last, static_cast<uint64_t>(offset) + 1, &end_elem) ||
+      mul_overflow(end_elem, esize, &end_byte) || end_byte > have) {
+    return make_error(ErrorCode::view_out_of_bounds,
+                      "view reaches element " + std::to_string(last) + " past offset " +
+                          std::to_string(offset) + " of a storage holding " +
+                          std::to_string(have / esize) + " elements of " + dtype_name(dtype));
+  }
+  return {};
+}
+
+struct TensorAccess;  // the format readers' way to fill a Tensor they already checked
+
 }  // namespace detail
 
 class Tensor {
@@ -338,47 +382,14 @@ class Tensor {
   }
 
   // Set by the format readers.
+  friend struct detail::TensorAccess;
   void set_requires_grad(bool v) noexcept { requires_grad_ = v; }
   void set_math_bits(bool conj, bool neg) noexcept { conj_ = conj; neg_ = neg; }
 
  private:
   Status check_bounds() {
-    if (strides_.size() != shape_.size()) {
-      return make_error(ErrorCode::bad_tensor_args,
-                        "shape has " + std::to_string(shape_.size()) + " dimensions but strides have " +
-                            std::to_string(strides_.size()));
-    }
-    if (offset_ < 0) return make_error(ErrorCode::bad_tensor_args, "negative storage offset " + std::to_string(offset_));
-    uint64_t numel = 1, last = 0;  // last: index of the farthest element
-    for (size_t d = 0; d < shape_.size(); ++d) {
-      if (shape_[d] < 0 || strides_[d] < 0) {
-        return make_error(ErrorCode::bad_tensor_args,
-                          "negative size or stride in dimension " + std::to_string(d));
-      }
-      if (detail::mul_overflow(numel, static_cast<uint64_t>(shape_[d]), &numel)) {
-        return make_error(ErrorCode::shape_overflow, "element count overflows 64 bits");
-      }
-    }
-    if (numel > (uint64_t{1} << 62)) return make_error(ErrorCode::shape_overflow, "element count overflows");
-    numel_ = static_cast<int64_t>(numel);
-    if (numel == 0) return {};
-    for (size_t d = 0; d < shape_.size(); ++d) {
-      uint64_t span;
-      if (detail::mul_overflow(static_cast<uint64_t>(shape_[d] - 1), static_cast<uint64_t>(strides_[d]), &span) ||
-          detail::add_overflow(last, span, &last)) {
-        return make_error(ErrorCode::shape_overflow, "view extent overflows 64 bits");
-      }
-    }
-    uint64_t end_elem, end_byte;
-    const uint64_t have = storage_ ? storage_->nbytes() : 0;
-    if (detail::add_overflow(last, static_cast<uint64_t>(offset_) + 1, &end_elem) ||
-        detail::mul_overflow(end_elem, element_size(), &end_byte) || end_byte > have) {
-      return make_error(ErrorCode::view_out_of_bounds,
-                        "view reaches element " + std::to_string(last) + " past offset " +
-                            std::to_string(offset_) + " of a storage holding " +
-                            std::to_string(have / element_size()) + " elements of " + dtype_name(dtype_));
-    }
-    return {};
+    return detail::check_view(shape_.data(), shape_.size(), strides_.data(), strides_.size(), offset_, dtype_,
+                              storage_ ? storage_->nbytes() : 0, &numel_);
   }
 
   std::shared_ptr<const Storage> storage_;

@@ -63,7 +63,7 @@ class Value {
     return mismatch("bytes");
   }
   Result<const Tensor*> as_tensor() const {
-    if (is_tensor()) return &m_->tensors[node().ref];
+    if (is_tensor()) return &m_->tensor(node().ref);
     return mismatch("tensor");
   }
   // Decimal text of any int, however large.
@@ -140,7 +140,7 @@ class Value {
 
  private:
   bool valid() const noexcept { return m_ != nullptr && node_ != detail::kNoNode; }
-  const detail::Node& node() const { return m_->graph.at(node_); }
+  detail::NodeView node() const { return m_->graph.at(node_); }
   Error mismatch(const char* want) const {
     return make_error(is_missing() ? ErrorCode::not_found : ErrorCode::invalid_argument,
                       is_missing() ? std::string("no such value (expected ") + want + ")"

@@ -18,10 +18,11 @@
 // records (method 8, from re-zipping tools) are read through zlib when PTREAD_WITH_ZLIB=1.
 #pragma once
 
+#include "detail/arena.hpp"
+#include "detail/flat_map.hpp"
 #include "io.hpp"
 
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #if PTREAD_WITH_ZLIB
@@ -41,7 +42,7 @@ inline uint64_t le64(const uint8_t* p) {
 }
 
 struct ZipEntry {
-  std::string name;
+  std::string_view name;  // in the central directory, which the archive keeps
   uint64_t local_header_offset = 0;
   uint64_t compressed_size = 0;
   uint64_t uncompressed_size = 0;
@@ -53,7 +54,7 @@ class ZipArchive {
  public:
   ZipArchive(ZipArchive&&) noexcept = default;
   ZipArchive& operator=(ZipArchive&&) noexcept = default;
-  ZipArchive(const ZipArchive&) = delete;  // index_ views into entries_
+  ZipArchive(const ZipArchive&) = delete;
   ZipArchive& operator=(const ZipArchive&) = delete;
   static Result<ZipArchive> open(std::shared_ptr<const Source> src, const Limits& limits) {
     ZipArchive z;
@@ -66,9 +67,29 @@ class ZipArchive {
   const std::vector<ZipEntry>& entries() const noexcept { return entries_; }
   const Source& source() const noexcept { return *src_; }
 
+  // The first record named `name`, or nullptr. The name index is built on the first call
+  // (torch checkpoints find their storages by number, without it): like the rest of a
+  // ZipArchive, find() is for one thread at a time.
   const ZipEntry* find(std::string_view name) const {
-    auto it = index_.find(name);
-    return it == index_.end() ? nullptr : &entries_[it->second];
+    if (!indexed_) {
+      index_.insert_all(static_cast<uint32_t>(entries_.size()), [this](uint32_t i) { return entries_[i].name; });
+      indexed_ = true;
+    }
+    const uint32_t k = index_.find(name, [this](uint32_t i) { return entries_[i].name; });
+    return k == StringIndex::npos ? nullptr : &entries_[k];
+  }
+
+  // The record's data offset when its local header is as expected (what data_offset()
+  // returns without error), for a source held in memory; false otherwise.
+  bool try_data_offset(const ZipEntry& e, uint64_t* out) const {
+    const uint8_t* base = src_->base();
+    if (base == nullptr || !range_inside(e.local_header_offset, 30, src_->size())) return false;
+    const uint8_t* h = base + e.local_header_offset;
+    if (le32(h) != 0x04034b50u) return false;
+    const uint64_t off = e.local_header_offset + 30 + le16(h + 26) + le16(h + 28);
+    if (!range_inside(off, e.compressed_size, directory_offset_)) return false;
+    *out = off;
+    return true;
   }
 
   // Offset of the record's first data byte, from its local header.
@@ -78,12 +99,12 @@ class ZipArchive {
     if (le32(h) != 0x04034b50u) {
       return make_error(ErrorCode::zip_corrupt, "zip: no local header signature at byte " +
                                                     std::to_string(e.local_header_offset) +
-                                                    " for record '" + e.name + "'");
+                                                    " for record '" + std::string(e.name) + "'");
     }
     const uint64_t off = e.local_header_offset + 30 + le16(h + 26) + le16(h + 28);
     if (!range_inside(off, e.compressed_size, directory_offset_)) {
       return make_error(ErrorCode::zip_record_out_of_bounds,
-                        "zip: record '" + e.name + "' (" + std::to_string(e.compressed_size) +
+                        "zip: record '" + std::string(e.name) + "' (" + std::to_string(e.compressed_size) +
                             " bytes at byte " + std::to_string(off) +
                             ") runs past the start of the central directory at byte " +
                             std::to_string(directory_offset_));
@@ -95,26 +116,40 @@ class ZipArchive {
   Result<Bytes> read(const ZipEntry& e) const {
     PTREAD_TRY(uint64_t off, data_offset(e));
     if (e.method == 0) {
-      if (e.compressed_size != e.uncompressed_size) {
-        return make_error(ErrorCode::zip_corrupt,
-                          "zip: stored record '" + e.name + "' has compressed size " +
-                              std::to_string(e.compressed_size) + " but uncompressed size " +
-                              std::to_string(e.uncompressed_size));
-      }
+      PTREAD_CHECK(check_stored(e));
       return src_->bytes(off, e.compressed_size);
     }
     if (e.method == 8) return inflate(e, off);
     return make_error(ErrorCode::zip_unsupported_compression,
-                      "zip: record '" + e.name + "' uses compression method " +
+                      "zip: record '" + std::string(e.name) + "' uses compression method " +
                           std::to_string(e.method) + "; only stored (0) and deflate (8) occur");
+  }
+
+  // A stored record's bytes in place, for a source held in memory (mapped, or the
+  // caller's): as read() gives them, without a Bytes. nullptr when the record is deflated
+  // or the source is read piecewise: use read().
+  Result<const uint8_t*> view(const ZipEntry& e) const {
+    if (e.method != 0 || src_->base() == nullptr) return static_cast<const uint8_t*>(nullptr);
+    PTREAD_TRY(uint64_t off, data_offset(e));  // inside the file: before the directory
+    PTREAD_CHECK(check_stored(e));
+    return src_->base() + off;
   }
 
  private:
   ZipArchive() = default;
-  Status read_checked(uint64_t off, void* dst, size_t n, const std::string& what) const {
+  Status check_stored(const ZipEntry& e) const {
+    if (e.compressed_size != e.uncompressed_size) {
+      return make_error(ErrorCode::zip_corrupt,
+                        "zip: stored record '" + std::string(e.name) + "' has compressed size " +
+                            std::to_string(e.compressed_size) + " but uncompressed size " +
+                            std::to_string(e.uncompressed_size));
+    }
+    return {};
+  }
+  Status read_checked(uint64_t off, void* dst, size_t n, std::string_view what) const {
     if (!range_inside(off, n, src_->size())) {
       return make_error(ErrorCode::zip_record_out_of_bounds,
-                        "zip: " + what + " at byte " + std::to_string(off) +
+                        "zip: " + std::string(what) + " at byte " + std::to_string(off) +
                             " lies past the end of the file (" + std::to_string(src_->size()) +
                             " bytes)");
     }
@@ -152,8 +187,9 @@ class ZipArchive {
       if (le32(loc) == 0x07064b50u) {
         const uint64_t z64 = le64(loc + 8);
         uint8_t r[56];
-        PTREAD_CHECK(read_checked(z64, r, sizeof r, "ZIP64 end-of-central-directory record"));
-        if (le32(r) != 0x06064b50u || z64 + 56 > eocd_pos - 20) {
+        const bool fits = range_inside(z64, sizeof r, eocd_pos - 20);
+        if (fits) PTREAD_CHECK(src_->read_at(z64, r, sizeof r));
+        if (!fits || le32(r) != 0x06064b50u) {
           return make_error(ErrorCode::zip_corrupt,
                             "zip: ZIP64 locator points at byte " + std::to_string(z64) +
                                 ", which holds no ZIP64 end-of-central-directory record");
@@ -177,9 +213,9 @@ class ZipArchive {
                             std::to_string(cd_size) + "-byte central directory");
     }
     directory_offset_ = cd_offset;
-    PTREAD_TRY(Bytes cd, src_->bytes(cd_offset, cd_size));
-    entries_.reserve(static_cast<size_t>(count));
-    index_.reserve(static_cast<size_t>(count));
+    PTREAD_TRY(cd_, src_->bytes(cd_offset, cd_size));
+    const Bytes& cd = cd_;
+    reserve_huge(entries_, static_cast<size_t>(count));
     size_t pos = 0;
     for (uint64_t i = 0; i < count; ++i) {
       if (cd.size - pos < 46 || le32(cd.data + pos) != 0x02014b50u) {
@@ -200,19 +236,16 @@ class ZipArchive {
       z.compressed_size = le32(h + 20);
       z.uncompressed_size = le32(h + 24);
       z.local_header_offset = le32(h + 42);
-      z.name.assign(reinterpret_cast<const char*>(h + 46), name_len);
+      z.name = std::string_view(reinterpret_cast<const char*>(h + 46), name_len);
       PTREAD_CHECK(apply_zip64_extra(h + 46 + name_len, extra_len, &z));
       if (z.local_header_offset >= cd_offset) {
         return make_error(ErrorCode::zip_record_out_of_bounds,
-                          "zip: record '" + z.name + "' has its header at byte " +
+                          "zip: record '" + std::string(z.name) + "' has its header at byte " +
                               std::to_string(z.local_header_offset) +
                               ", inside or after the central directory");
       }
-      entries_.push_back(std::move(z));
+      entries_.push_back(z);
       pos += 46 + name_len + extra_len + comment_len;
-    }
-    for (size_t i = 0; i < entries_.size(); ++i) {
-      index_.emplace(std::string_view(entries_[i].name), static_cast<uint32_t>(i));
     }
     return {};
   }
@@ -245,7 +278,7 @@ class ZipArchive {
       n -= 4 + size_t{len};
     }
     return make_error(ErrorCode::zip_corrupt,
-                      "zip: record '" + z->name +
+                      "zip: record '" + std::string(z->name) +
                           "' needs a ZIP64 extra field for its sizes or offset and has none");
   }
 
@@ -253,10 +286,10 @@ class ZipArchive {
 #if PTREAD_WITH_ZLIB
     const uint64_t out_size = e.uncompressed_size;
     if (out_size > limits_.max_inflated_bytes ||
-        (e.compressed_size > 0 && out_size / e.compressed_size > limits_.max_inflate_ratio &&
-         out_size > (uint64_t{1} << 20))) {
+        (out_size > (uint64_t{1} << 20) &&
+         (e.compressed_size == 0 || out_size / e.compressed_size > limits_.max_inflate_ratio))) {
       return make_error(ErrorCode::limit_exceeded,
-                        "zip: deflated record '" + e.name + "' claims " +
+                        "zip: deflated record '" + std::string(e.name) + "' claims " +
                             std::to_string(out_size) + " bytes from " +
                             std::to_string(e.compressed_size) +
                             " (Limits::max_inflated_bytes / max_inflate_ratio)");
@@ -290,7 +323,7 @@ class ZipArchive {
     inflateEnd(&zs);
     if (rc != Z_STREAM_END || out_left != 0) {
       return make_error(ErrorCode::zip_inflate_failed,
-                        "zip: cannot inflate record '" + e.name + "': " +
+                        "zip: cannot inflate record '" + std::string(e.name) + "': " +
                             (rc == Z_STREAM_END ? std::string("size differs from the directory")
                                                 : "zlib error " + std::to_string(rc)));
     }
@@ -299,7 +332,7 @@ class ZipArchive {
 #else
     (void)off;
     return make_error(ErrorCode::zip_unsupported_compression,
-                      "zip: record '" + e.name +
+                      "zip: record '" + std::string(e.name) +
                           "' is deflated; build with PTREAD_WITH_ZLIB=1 (CMake option "
                           "PTREAD_WITH_ZLIB, link zlib) to read it");
 #endif
@@ -307,8 +340,10 @@ class ZipArchive {
 
   std::shared_ptr<const Source> src_;
   Limits limits_;
+  Bytes cd_;  // the central directory: entry names view into it
   std::vector<ZipEntry> entries_;
-  std::unordered_map<std::string_view, uint32_t> index_;
+  mutable StringIndex index_;  // built by the first find()
+  mutable bool indexed_ = false;
   uint64_t directory_offset_ = 0;
 };
 

@@ -61,8 +61,8 @@ Bytes& operator<<(Bytes& b, const std::string& s) {
 }
 
 ptread::detail::StorageLoader no_storages() {
-  return [](const std::string& key, uint64_t, ptread::DType) -> ptread::Result<std::shared_ptr<const ptread::Storage>> {
-    return ptread::make_error(ptread::ErrorCode::record_missing, "no storage '" + key + "' in a pickle test");
+  return [](std::string_view key, uint64_t, ptread::DType) -> ptread::Result<std::shared_ptr<const ptread::Storage>> {
+    return ptread::make_error(ptread::ErrorCode::record_missing, "no storage '" + std::string(key) + "' in a pickle test");
   };
 }
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 namespace ptread {
 namespace detail {
@@ -54,8 +55,8 @@ inline std::string python_float_repr(double v) {
   return sign + out;
 }
 
-inline std::string python_quote(const std::string& s, bool bytes) {
-  const bool dq = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
+inline std::string python_quote(std::string_view s, bool bytes) {
+  const bool dq = s.find('\'') != std::string_view::npos && s.find('"') == std::string_view::npos;
   const char q = dq ? '"' : '\'';
   std::string out = bytes ? "b" : "";
   out.push_back(q);
@@ -84,16 +85,21 @@ inline std::string python_quote(const std::string& s, bool bytes) {
 
 // str(value) for scalars and tuples, as Python prints a dict key; `repr` quotes strings.
 inline std::string python_str(const Graph& g, uint32_t i, bool repr = false, int depth = 0) {
-  const Node& n = g.at(i);
+  const NodeView n = g.at(i);
   switch (n.kind) {
     case ValueKind::none: return "None";
     case ValueKind::boolean: return n.i ? "True" : "False";
     case ValueKind::integer: return std::to_string(n.i);
     case ValueKind::big_integer: return big_to_decimal(g.text(i));
     case ValueKind::floating: return python_float_repr(n.f);
-    case ValueKind::string: return repr ? python_quote(g.text(i), false) : g.text(i);
+    case ValueKind::string: return repr ? python_quote(g.text(i), false) : std::string(g.text(i));
     case ValueKind::bytes: return python_quote(g.text(i), true);
-    case ValueKind::global: return g.global_module(i) + "." + g.global_name(i);
+    case ValueKind::global: {
+      std::string out(g.global_module(i));
+      out += '.';
+      out += g.global_name(i);
+      return out;
+    }
     case ValueKind::dict: {
       if (depth > 16) return "...";
       std::string out = "{";

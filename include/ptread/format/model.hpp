@@ -1,10 +1,13 @@
 // ptread — what a format reader produces: the object graph, its tensors, and names.
 #pragma once
 
+#include "../detail/flat_map.hpp"
 #include "../pickle.hpp"
 #include "../tensor.hpp"
 
+#include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ptread {
@@ -34,11 +37,19 @@ struct UnsupportedEntry {
 
 namespace detail {
 
-// A storage as the pickle references it: the shared bytes and the dtype they were saved as.
-struct StorageRef {
-  std::shared_ptr<const Storage> storage;
-  DType dtype = DType::U8;
-  std::string location;
+// A tensor as the pickle describes it, already checked against its storage. Tensor
+// objects are made from these when names are known (name_tensors), each in its place in
+// the tensor list, once.
+struct TensorSpec {
+  const int64_t* dims = nullptr;     // rank sizes, then rank strides: in the graph's arena
+  int64_t offset = 0;
+  uint32_t storage = 0;              // Model::storage_table
+  uint32_t location = kNoNode;       // the device text node; kNoNode: "cpu"
+  uint32_t rank = 0;
+  DType dtype = DType::F32;
+  bool requires_grad = false;
+  bool conj = false;
+  bool neg = false;
 };
 
 struct Model {
@@ -47,12 +58,63 @@ struct Model {
   bool big_endian = false;
   Graph graph;
   uint32_t root = kNoneNode;
-  std::vector<Tensor> tensors;          // graph tensor nodes index this
+  SegmentedVector<TensorSpec> specs;    // graph tensor nodes index this
   std::vector<std::string> unsupported; // graph unsupported nodes index this (the reason)
-  std::vector<StorageRef> storages;     // graph storage nodes index this
+  // The distinct storages. A graph storage node (a persistent id) holds its index in
+  // ref, and in i the dtype it was saved as and the node of its location text.
+  std::vector<std::shared_ptr<const Storage>> storage_table;
   std::vector<NamedTensor> named;       // the tensor list, in file order
   std::vector<UnsupportedEntry> named_unsupported;
+  std::vector<Tensor> tensors;          // tensors listed under no name
+  // Per spec, once named: its first position in `named`, or kUnnamed | its position in
+  // `tensors`.
+  static constexpr uint32_t kUnnamed = 0x80000000u;
+  std::vector<uint32_t> tensor_home;
+
+  // The first tensor named `name`, or nullptr. Its index is built by the first call
+  // (opening and listing need none); safe to call from several threads.
+  const Tensor* find(std::string_view name) const {
+    std::call_once(name_index_once_, [this] {
+      const size_t count = named.size() < StringIndex::npos ? named.size() : StringIndex::npos;
+      name_index_.insert_all(static_cast<uint32_t>(count), [this](uint32_t i) { return std::string_view(named[i].name); });  // first name wins
+    });
+    const uint32_t k = name_index_.find(name, [this](uint32_t i) { return std::string_view(named[i].name); });
+    return k == StringIndex::npos ? nullptr : &named[k].tensor;
+  }
+
+  // The tensor of a graph tensor node (its ref), once the tensors are named.
+  const Tensor& tensor(uint32_t ref) const {
+    const uint32_t h = tensor_home[ref];
+    return (h & kUnnamed) ? tensors[h & ~kUnnamed] : named[h].tensor;
+  }
+
+  // Fills a default-constructed Tensor from spec k.
+  void make_tensor(uint32_t k, Tensor* t) const;
+
+ private:
+  mutable std::once_flag name_index_once_;
+  mutable StringIndex name_index_;
 };
+
+struct TensorAccess {
+  // The spec was checked against its storage (check_view) when it was made.
+  static void assign(Tensor* t, const Model& m, const TensorSpec& s) {
+    t->storage_ = m.storage_table[s.storage];
+    t->dtype_ = s.dtype;
+    t->shape_.assign(s.dims, s.dims + s.rank);
+    t->strides_.assign(s.dims + s.rank, s.dims + 2 * s.rank);
+    t->offset_ = s.offset;
+    int64_t numel = 1;  // no overflow: checked
+    for (uint32_t d = 0; d < s.rank; ++d) numel *= s.dims[d];
+    t->numel_ = numel;
+    if (s.location != kNoNode) t->device_.assign(m.graph.text(s.location));  // else the default, "cpu"
+    t->requires_grad_ = s.requires_grad;
+    t->conj_ = s.conj;
+    t->neg_ = s.neg;
+  }
+};
+
+inline void Model::make_tensor(uint32_t k, Tensor* t) const { TensorAccess::assign(t, *this, specs[k]); }
 
 }  // namespace detail
 }  // namespace ptread

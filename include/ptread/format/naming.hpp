@@ -15,6 +15,10 @@
 #include "../detail/python_repr.hpp"
 #include "model.hpp"
 
+#include <charconv>
+#include <string>
+#include <vector>
+
 namespace ptread {
 namespace detail {
 
@@ -24,55 +28,95 @@ class Namer {
 
   Status run() {
     on_path_.assign(g_.nodes.size(), 0);
-    const uint64_t max_steps = uint64_t{16} * g_.nodes.size() + (uint64_t{1} << 20);
-    work_.push_back({m_.root, std::string(), false, 0});
-    uint64_t steps = 0;
-    while (!work_.empty()) {
-      Item item = std::move(work_.back());
-      work_.pop_back();
-      if (item.exit) {
-        on_path_[item.node] = 0;
+    m_.tensor_home.assign(m_.specs.size(), kNoNode);
+    reserve_huge(m_.named, m_.specs.size());
+    max_steps_ = uint64_t{16} * g_.nodes.size() + (uint64_t{1} << 20);
+    PTREAD_CHECK(visit(m_.root, 0, kKeyNone, 0));
+    while (!frames_.empty()) {
+      Frame& f = frames_.back();
+      if (f.next == f.end) {  // all children named: leave the container
+        on_path_[f.node] = 0;
+        children_.resize(f.child_base);
+        frames_.pop_back();
         continue;
       }
-      if (++steps > max_steps) {
-        return make_error(ErrorCode::limit_exceeded,
-                          "naming walk exceeded " + std::to_string(max_steps) +
-                              " steps (a graph with heavy sharing?)");
+      const uint32_t depth = f.depth + 1;
+      const uint32_t k = f.next++;
+      switch (f.mode) {
+        case kByIndex:
+          PTREAD_CHECK(visit(f.items[k], k, kKeyIndex, depth));
+          break;
+        case kByKey:
+          PTREAD_CHECK(visit(f.items[2 * k + 1], f.items[2 * k], kKeyNode, depth));
+          break;
+        default: {
+          const Child c = children_[f.child_base + k];
+          PTREAD_CHECK(visit(c.node, c.key, c.key_kind, depth));
+          break;
+        }
       }
-      PTREAD_CHECK(visit(item));
+    }
+    // Tensors no name reaches (in sets, behind cycles) are made too: Value::as_tensor.
+    for (size_t k = 0; k < m_.specs.size(); ++k) {
+      if (m_.tensor_home[k] != kNoNode) continue;
+      m_.tensor_home[k] = Model::kUnnamed | static_cast<uint32_t>(m_.tensors.size());
+      m_.tensors.emplace_back();
+      m_.make_tensor(static_cast<uint32_t>(k), &m_.tensors.back());
     }
     return {};
   }
 
  private:
-  struct Item {
-    uint32_t node;
-    std::string path;
-    bool exit;
-    size_t depth;
-  };
+  // How an item is named inside its parent: not at all, by index, or by a dict key node.
+  enum KeyKind : uint8_t { kKeyNone, kKeyIndex, kKeyNode };
   struct Child {
     uint32_t node;
-    std::string name;
+    uint32_t key;  // the index, or the key node
+    KeyKind key_kind;
+  };
+  // A container being walked: lists and tuples by index, dicts by key, objects through
+  // the children collected for them (children_[child_base ...]).
+  enum Mode : uint8_t { kByIndex, kByKey, kByChildren };
+  struct Frame {
+    const uint32_t* items;
+    size_t child_base;
+    uint32_t node;
+    uint32_t next;
+    uint32_t end;
+    uint32_t depth;
+    Mode mode;
   };
 
-  static std::string join(const std::string& path, const std::string& key) {
-    if (key.empty()) return path;
-    return path.empty() ? key : path + "." + key;
-  }
-
-  Status visit(const Item& item) {
-    const uint32_t i = item.node;
-    const Node& n = g_.at(i);
+  // Visits node i, named `key` inside the container on top of frames_ (at `depth`).
+  Status visit(uint32_t i, uint32_t key, KeyKind key_kind, uint32_t depth) {
+    if (++steps_ > max_steps_) {
+      return make_error(ErrorCode::limit_exceeded,
+                        "naming walk exceeded " + std::to_string(max_steps_) +
+                            " steps (a graph with heavy sharing?)");
+    }
+    const NodeView n = g_.at(i);
     switch (n.kind) {
-      case ValueKind::tensor:
+      case ValueKind::tensor: {
         if (m_.named.size() >= limits_.max_tensors) {
           return make_error(ErrorCode::limit_exceeded, "more tensors than Limits::max_tensors");
         }
-        m_.named.push_back({item.path, m_.tensors[n.ref]});
+        enter(key, key_kind, depth);
+        // The tensor is made where it is first listed; later names of it copy that one.
+        uint32_t& home = m_.tensor_home[n.ref];
+        m_.named.emplace_back();
+        NamedTensor& nt = m_.named.back();
+        nt.name.assign(path_);
+        if (home != kNoNode) {
+          nt.tensor = m_.tensor(n.ref);
+        } else {
+          m_.make_tensor(n.ref, &nt.tensor);
+          if (m_.named.size() - 1 < Model::kUnnamed) home = static_cast<uint32_t>(m_.named.size() - 1);
+        }
         return {};
+      }
       case ValueKind::unsupported:
-        m_.named_unsupported.push_back({item.path, m_.unsupported[n.ref]});
+        enter(key, key_kind, depth);
+        m_.named_unsupported.push_back({path_, m_.unsupported[n.ref]});
         return {};
       case ValueKind::list: case ValueKind::tuple: case ValueKind::dict: case ValueKind::object:
         break;
@@ -80,27 +124,82 @@ class Namer {
         return {};  // scalars, strings, sets, globals: metadata, not tensors
     }
     if (on_path_[i]) return {};  // a cycle back into the path
-    if (item.depth >= limits_.max_nesting_depth) {
+    enter(key, key_kind, depth);
+    if (depth >= limits_.max_nesting_depth) {
       return make_error(ErrorCode::limit_exceeded,
-                        "objects nested deeper than Limits::max_nesting_depth at '" + item.path + "'");
+                        "objects nested deeper than Limits::max_nesting_depth at '" + path_ + "'");
     }
-    children_.clear();
-    collect(i, &children_);
+    Frame f;
+    f.node = i;
+    f.next = 0;
+    f.depth = depth;
+    f.child_base = children_.size();
+    if (n.kind == ValueKind::list || n.kind == ValueKind::tuple) {
+      f.mode = kByIndex;
+      f.items = n.items.data();
+      f.end = static_cast<uint32_t>(n.items.size());
+    } else if (n.kind == ValueKind::dict) {
+      f.mode = kByKey;
+      f.items = n.items.data();
+      f.end = static_cast<uint32_t>(n.items.size() / 2);
+    } else {
+      f.mode = kByChildren;
+      f.items = nullptr;
+      collect_object(n);
+      f.end = static_cast<uint32_t>(children_.size() - f.child_base);
+    }
     on_path_[i] = 1;
-    work_.push_back({i, std::string(), true, item.depth});
-    for (size_t k = children_.size(); k-- > 0;) {
-      work_.push_back({children_[k].node, join(item.path, children_[k].name), false, item.depth + 1});
-    }
+    frames_.push_back(f);
     return {};
   }
 
-  void add_dict(uint32_t d, std::vector<Child>* out, uint32_t skip_set = kNoNode) {
+  // path_ becomes the item's name: its parent's name (the first path_len_[depth - 1]
+  // bytes: the walk is depth-first), a dot, its key.
+  void enter(uint32_t key, KeyKind key_kind, uint32_t depth) {
+    if (depth == 0) {
+      path_.clear();
+    } else {
+      path_.resize(path_len_[depth - 1]);
+      const size_t base = path_.size();
+      if (base) path_.push_back('.');
+      append_key(key, key_kind);
+      if (base && path_.size() == base + 1) path_.resize(base);  // an empty key adds nothing
+    }
+    if (path_len_.size() <= depth) path_len_.resize(depth + 1);
+    path_len_[depth] = path_.size();
+  }
+  void append_key(uint32_t key, KeyKind key_kind) {
+    char digits[24];
+    if (key_kind == kKeyIndex) {
+      const auto r = std::to_chars(digits, digits + sizeof digits, key);
+      path_.append(digits, static_cast<size_t>(r.ptr - digits));
+    } else if (key_kind == kKeyNode) {
+      const ValueKind k = g_.kind(key);
+      if (k == ValueKind::string) {
+        path_ += g_.text(key);
+      } else if (k == ValueKind::integer) {
+        const auto r = std::to_chars(digits, digits + sizeof digits, g_.at(key).i);
+        path_.append(digits, static_cast<size_t>(r.ptr - digits));
+      } else {
+        path_ += python_str(g_, key);
+      }
+    }
+  }
+
+  void add_indexed(const Items& items) {
+    for (size_t k = 0; k < items.size(); ++k) children_.push_back({items[k], static_cast<uint32_t>(k), kKeyIndex});
+  }
+  void add_pairs(const Items& it) {
+    for (size_t k = 0; k + 1 < it.size(); k += 2) children_.push_back({it[k + 1], it[k], kKeyNode});
+  }
+
+  void add_dict(uint32_t d, uint32_t skip_set = kNoNode) {
     if (d == kNoNode || g_.kind(d) != ValueKind::dict) return;
-    const auto& it = g_.at(d).items;
+    const Items it = g_.at(d).items;
     for (size_t k = 0; k + 1 < it.size(); k += 2) {
       if (g_.kind(it[k + 1]) == ValueKind::none) continue;
       if (skip_set != kNoNode && in_set(skip_set, it[k])) continue;
-      out->push_back({it[k + 1], python_str(g_, it[k])});
+      children_.push_back({it[k + 1], it[k], kKeyNode});
     }
   }
 
@@ -113,20 +212,10 @@ class Namer {
     return false;
   }
 
-  void collect(uint32_t i, std::vector<Child>* out) {
-    const Node& n = g_.at(i);
-    if (n.kind == ValueKind::list || n.kind == ValueKind::tuple) {
-      for (size_t k = 0; k < n.items.size(); ++k) out->push_back({n.items[k], std::to_string(k)});
-      return;
-    }
-    if (n.kind == ValueKind::dict) {
-      const auto& it = n.items;
-      for (size_t k = 0; k + 1 < it.size(); k += 2) out->push_back({it[k + 1], python_str(g_, it[k])});
-      return;
-    }
-    // object
+  // An object's children, named as state_dict() names module state.
+  void collect_object(const NodeView& n) {
     uint32_t state = n.items[kObjState];
-    if (state != kNoNode && g_.kind(state) == ValueKind::tuple && g_.at(state).items.size() == 2 &&
+    if (state != kNoNode && g_.kind(state) == ValueKind::tuple && g_.count(state) == 2 &&
         g_.kind(g_.at(state).items[0]) == ValueKind::dict) {
       state = g_.at(state).items[0];  // (dict state, slot state)
     }
@@ -134,35 +223,31 @@ class Namer {
       const uint32_t params = g_.dict_get(state, "_parameters");
       const uint32_t modules = g_.dict_get(state, "_modules");
       if (params != kNoNode || modules != kNoNode) {
-        add_dict(params, out);
-        add_dict(g_.dict_get(state, "_buffers"), out, g_.dict_get(state, "_non_persistent_buffers_set"));
-        add_dict(modules, out);
+        add_dict(params);
+        add_dict(g_.dict_get(state, "_buffers"), g_.dict_get(state, "_non_persistent_buffers_set"));
+        add_dict(modules);
         return;
       }
-      const auto& it = g_.at(state).items;
-      for (size_t k = 0; k + 1 < it.size(); k += 2) out->push_back({it[k + 1], python_str(g_, it[k])});
+      add_pairs(g_.at(state).items);
     } else if (state != kNoNode) {
-      out->push_back({state, std::string()});
+      children_.push_back({state, 0, kKeyNone});
     } else if (n.items[kObjArgs] != kNoNode) {
-      const auto& a = g_.at(n.items[kObjArgs]).items;
-      for (size_t k = 0; k < a.size(); ++k) out->push_back({a[k], std::to_string(k)});
+      add_indexed(g_.at(n.items[kObjArgs]).items);
     }
-    if (n.items[kObjListItems] != kNoNode) {
-      const auto& a = g_.at(n.items[kObjListItems]).items;
-      for (size_t k = 0; k < a.size(); ++k) out->push_back({a[k], std::to_string(k)});
-    }
-    if (n.items[kObjDictItems] != kNoNode) {
-      const auto& it = g_.at(n.items[kObjDictItems]).items;
-      for (size_t k = 0; k + 1 < it.size(); k += 2) out->push_back({it[k + 1], python_str(g_, it[k])});
-    }
+    if (n.items[kObjListItems] != kNoNode) add_indexed(g_.at(n.items[kObjListItems]).items);
+    if (n.items[kObjDictItems] != kNoNode) add_pairs(g_.at(n.items[kObjDictItems]).items);
   }
 
   Model& m_;
   const Graph& g_;
   const Limits& limits_;
-  std::vector<Item> work_;
-  std::vector<Child> children_;
+  std::vector<Frame> frames_;      // the containers on the path, innermost last
+  std::vector<Child> children_;    // the children of the objects on the path
   std::vector<uint8_t> on_path_;
+  std::string path_;               // the name of the item being visited
+  std::vector<size_t> path_len_;   // path_len_[d]: length of the name of the last item visited at depth d
+  uint64_t steps_ = 0;
+  uint64_t max_steps_ = 0;
 };
 
 inline Status name_tensors(Model& m, const Limits& limits) { return Namer(m, limits).run(); }

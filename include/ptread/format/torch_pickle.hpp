@@ -24,14 +24,41 @@
 
 #include "model.hpp"
 
+#include "../detail/flat_map.hpp"
+
+#include <charconv>
 #include <functional>
-#include <unordered_map>
+#include <string_view>
 
 namespace ptread {
 namespace detail {
 
 // Loads the bytes of storage `key` holding at least `nbytes` bytes.
-using StorageLoader = std::function<Result<std::shared_ptr<const Storage>>(const std::string& key, uint64_t nbytes, DType dtype)>;
+using StorageLoader = std::function<Result<std::shared_ptr<const Storage>>(std::string_view key, uint64_t nbytes, DType dtype)>;
+
+// What TorchHooks::call does with a global; cached in the global's node (Node::tag).
+enum GlobalTag : uint8_t {
+  kGlobalUnclassified = 0,
+  kGlobalOther,
+  kRebuildTensorV2,
+  kRebuildTensorV3,
+  kRebuildTensorV1,
+  kRebuildParameter,           // _rebuild_parameter, _rebuild_parameter_with_state
+  kRebuildDeviceFromCpu,       // _rebuild_device_tensor_from_cpu_tensor
+  kRebuildUnsupported,         // torch._utils rebuilds of tensors ptread cannot hand out
+  kRebuildFromTypeV2,          // torch._tensor._rebuild_from_type_v2
+  kOrderedDict,
+  kDictLike,                   // collections.defaultdict, collections.Counter
+  kBuiltinSet,
+  kBuiltinFrozenset,
+  kBuiltinBytes,
+  kBuiltinBytearray,
+  kTorchSize,
+  kCodecsEncode,
+  kNumpyReconstruct,
+  kNumpyScalar,
+  kCopyregReconstructor,
+};
 
 class TorchHooks final : public PickleHooks {
  public:
@@ -39,137 +66,149 @@ class TorchHooks final : public PickleHooks {
       : m_(m), loader_(std::move(loader)), limits_(limits) {}
 
   Result<uint32_t> persistent_load(Graph& g, uint32_t pid) override {
-    const Node& n = g.at(pid);
+    const NodeView n = g.at(pid);
     if (n.kind != ValueKind::tuple || n.items.empty()) {
       return make_error(ErrorCode::bad_tensor_args, "persistent id is not a tuple");
     }
-    const std::vector<uint32_t> it = n.items;
-    PTREAD_TRY(std::string tag, text_of(g, it[0], "persistent id tag"));
+    const Items it = n.items;  // a tuple: its items never move
+    PTREAD_TRY(std::string_view tag, text_of(g, it[0], "persistent id tag"));
     if (tag == "module" && it.size() >= 2) return it[1];  // legacy full-model files
     if (tag != "storage" || (it.size() != 5 && it.size() != 6)) {
       return make_error(ErrorCode::bad_tensor_args,
-                        "unknown persistent id ('" + tag + "' with " + std::to_string(it.size()) +
+                        "unknown persistent id ('" + std::string(tag) + "' with " + std::to_string(it.size()) +
                             " items); expected ('storage', class, key, location, numel[, view])");
     }
-    std::string cls;
-    if (g.kind(it[1]) == ValueKind::global) {
-      cls = g.global_name(it[1]);
-    } else {
-      PTREAD_TRY(cls, text_of(g, it[1], "storage class"));
-    }
     DType dtype;
-    if (!dtype_from_storage_class(cls, &dtype)) {
-      std::string full = g.kind(it[1]) == ValueKind::global ? g.global_module(it[1]) + "." + cls : cls;
-      return make_error(ErrorCode::unknown_storage_class, "unknown storage class '" + full + "'");
+    if (g.kind(it[1]) == ValueKind::global) {
+      Node& cls = g.nodes[it[1]];  // tag2: 0 unknown yet, 0xff no storage class, else dtype + 1
+      if (cls.tag2 == 0) {
+        cls.tag2 = dtype_from_storage_class(g.global_name(it[1]), &dtype) ? static_cast<uint8_t>(static_cast<uint8_t>(dtype) + 1) : 0xff;
+      }
+      if (cls.tag2 == 0xff) {
+        std::string full(g.global_module(it[1]));
+        full += '.';
+        full += g.global_name(it[1]);
+        return make_error(ErrorCode::unknown_storage_class, "unknown storage class '" + full + "'");
+      }
+      dtype = static_cast<DType>(cls.tag2 - 1);
+    } else {
+      PTREAD_TRY(std::string_view cls, text_of(g, it[1], "storage class"));
+      if (!dtype_from_storage_class(cls, &dtype)) {
+        return make_error(ErrorCode::unknown_storage_class, "unknown storage class '" + std::string(cls) + "'");
+      }
     }
-    std::string key;
+    std::string_view key;
+    char digits[24];
     if (g.kind(it[2]) == ValueKind::integer) {
-      key = std::to_string(g.at(it[2]).i);
+      const auto r = std::to_chars(digits, digits + sizeof digits, g.at(it[2]).i);
+      key = std::string_view(digits, static_cast<size_t>(r.ptr - digits));
     } else {
       PTREAD_TRY(key, text_of(g, it[2], "storage key"));
     }
-    PTREAD_TRY(std::string location, text_of(g, it[3], "storage location"));
+    PTREAD_TRY(std::string_view location, text_of(g, it[3], "storage location"));
+    (void)location;  // kept as the node it[3]
     if (g.kind(it[4]) != ValueKind::integer || g.at(it[4]).i < 0) {
-      return make_error(ErrorCode::bad_tensor_args, "storage '" + key + "' has no valid element count");
+      return make_error(ErrorCode::bad_tensor_args, "storage '" + std::string(key) + "' has no valid element count");
     }
     const uint64_t numel = static_cast<uint64_t>(g.at(it[4]).i);
     uint64_t nbytes;
     if (mul_overflow(numel, dtype_size(dtype), &nbytes)) {
-      return make_error(ErrorCode::shape_overflow, "storage '" + key + "' byte size overflows");
+      return make_error(ErrorCode::shape_overflow, "storage '" + std::string(key) + "' byte size overflows");
     }
     if (it.size() == 6 && g.kind(it[5]) != ValueKind::none) {
       return make_error(ErrorCode::bad_tensor_args,
-                        "storage '" + key + "' has view metadata, which only legacy files use");
+                        "storage '" + std::string(key) + "' has view metadata, which only legacy files use");
     }
-    std::shared_ptr<const Storage> st;
-    auto found = cache_.find(key);
-    if (found != cache_.end()) {
-      st = found->second;
-      if (st->nbytes() < nbytes) {
+    uint32_t number = 0;
+    const bool numbered = decimal_key(key, &number);
+    uint32_t index = find_storage(key, numbered, number);
+    if (index != StringIndex::npos) {
+      const Storage& st = *m_.storage_table[index];
+      if (st.nbytes() < nbytes) {
         return make_error(ErrorCode::storage_too_small,
-                          "storage '" + key + "' is referenced with " + std::to_string(nbytes) +
-                              " bytes but was first referenced with " + std::to_string(st->nbytes()));
+                          "storage '" + std::string(key) + "' is referenced with " + std::to_string(nbytes) +
+                              " bytes but was first referenced with " + std::to_string(st.nbytes()));
       }
     } else {
-      PTREAD_TRY(st, loader_(key, nbytes, dtype));
-      cache_.emplace(key, st);
+      PTREAD_TRY(auto st, loader_(key, nbytes, dtype));
+      if (key.data() == digits) key = g.intern(key);  // the index keeps views
+      index = add_storage(key, numbered, number, std::move(st));
     }
-    m_.storages.push_back(StorageRef{std::move(st), dtype, std::move(location)});
-    Node s;
-    s.kind = ValueKind::storage;
-    s.ref = static_cast<uint32_t>(m_.storages.size() - 1);
-    return g.add(std::move(s));
+    return g.emit_int(ValueKind::storage, index, static_cast<int64_t>((uint64_t{it[3]} << 8) | static_cast<uint8_t>(dtype)));
   }
 
   Result<uint32_t> call(Graph& g, uint32_t callable, uint32_t args) override {
     if (g.kind(callable) != ValueKind::global) return g.add_object(callable, args);
-    const std::string& mod = g.global_module(callable);
-    const std::string& name = g.global_name(callable);
-    const std::vector<uint32_t>& a = g.at(args).items;
-    if (mod == "torch._utils") {
-      if (name == "_rebuild_tensor_v2") return rebuild(g, a, RebuildKind::v2);
-      if (name == "_rebuild_tensor_v3") return rebuild(g, a, RebuildKind::v3);
-      if (name == "_rebuild_tensor") return rebuild(g, a, RebuildKind::v1);
-      if (name == "_rebuild_parameter" || name == "_rebuild_parameter_with_state") {
-        return parameter(g, a);
-      }
-      if (name == "_rebuild_device_tensor_from_cpu_tensor" && !a.empty() &&
-          g.kind(a[0]) == ValueKind::tensor) {
-        return a[0];
-      }
-      if (const char* why = unsupported_rebuild(name)) {
-        return unsupported(g, std::string(why) + " (torch._utils." + name + ") is not supported");
-      }
-    }
-    if (mod == "torch._tensor" && name == "_rebuild_from_type_v2") {
-      if (a.size() < 3 || g.kind(a[2]) != ValueKind::tuple) {
-        return make_error(ErrorCode::bad_tensor_args, "_rebuild_from_type_v2 needs (func, type, args, state)");
-      }
-      return call(g, a[0], a[2]);
-    }
-    if (mod == "collections" && (name == "OrderedDict" || name == "defaultdict" || name == "Counter")) {
-      uint32_t d = g.add_container(ValueKind::dict);
-      // OrderedDict([(k, v), ...]) from protocol 0/1 files
-      if (name == "OrderedDict" && !a.empty() && g.kind(a[0]) == ValueKind::list) {
-        for (uint32_t pair : std::vector<uint32_t>(g.at(a[0]).items)) {
-          const Node& pn = g.at(pair);
-          if ((pn.kind != ValueKind::tuple && pn.kind != ValueKind::list) || pn.items.size() != 2) {
-            return make_error(ErrorCode::pickle_malformed, "OrderedDict item is not a pair");
-          }
-          const uint32_t k = pn.items[0], v = pn.items[1];
-          g.nodes[d].items.push_back(k);
-          g.nodes[d].items.push_back(v);
+    Node& fn = g.nodes[callable];
+    if (fn.tag == kGlobalUnclassified) fn.tag = classify(g.global_module(callable), g.global_name(callable));
+    const Items a = g.at(args).items;  // a tuple: its items never move
+    switch (static_cast<GlobalTag>(fn.tag)) {
+      case kRebuildTensorV2: return rebuild(g, a, RebuildKind::v2);
+      case kRebuildTensorV3: return rebuild(g, a, RebuildKind::v3);
+      case kRebuildTensorV1: return rebuild(g, a, RebuildKind::v1);
+      case kRebuildParameter: return parameter(g, a);
+      case kRebuildDeviceFromCpu:
+        if (!a.empty() && g.kind(a[0]) == ValueKind::tensor) return a[0];
+        return unsupported_call(g, callable);
+      case kRebuildUnsupported: return unsupported_call(g, callable);
+      case kRebuildFromTypeV2:
+        if (a.size() < 3 || g.kind(a[2]) != ValueKind::tuple) {
+          return make_error(ErrorCode::bad_tensor_args, "_rebuild_from_type_v2 needs (func, type, args, state)");
         }
+        return call(g, a[0], a[2]);
+      case kOrderedDict: case kDictLike: {
+        const uint32_t d = g.add_container(ValueKind::dict);
+        // OrderedDict([(k, v), ...]) from protocol 0/1 files
+        if (fn.tag == kOrderedDict && !a.empty() && g.kind(a[0]) == ValueKind::list) {
+          const Items pairs = g.at(a[0]).items;
+          for (uint32_t pair : pairs) {
+            const NodeView pn = g.at(pair);
+            if ((pn.kind != ValueKind::tuple && pn.kind != ValueKind::list) || pn.items.size() != 2) {
+              return make_error(ErrorCode::pickle_malformed, "OrderedDict item is not a pair");
+            }
+            const uint32_t kv[2] = {pn.items[0], pn.items[1]};
+            g.append(d, kv, 2);
+          }
+        }
+        return d;
       }
-      return d;
-    }
-    if ((mod == "builtins" || mod == "__builtin__") && (name == "set" || name == "frozenset")) {
-      std::vector<uint32_t> items;
-      if (!a.empty() && (g.kind(a[0]) == ValueKind::list || g.kind(a[0]) == ValueKind::tuple)) items = g.at(a[0]).items;
-      return g.add_container(name == "set" ? ValueKind::set : ValueKind::frozenset, std::move(items));
-    }
-    if ((mod == "builtins" || mod == "__builtin__") && name == "bytes" && a.empty()) {
-      return g.add_text(ValueKind::bytes, "");  // protocols 0-2 pickle b'' as bytes()
-    }
-    if ((mod == "builtins" || mod == "__builtin__") && name == "bytearray") {
-      if (a.empty()) return g.add_text(ValueKind::bytes, "");
-      if (g.kind(a[0]) == ValueKind::bytes) return g.add_text(ValueKind::bytes, g.text(a[0]));
-    }
-    if (mod == "torch" && name == "Size" && a.size() == 1 && g.kind(a[0]) == ValueKind::tuple) {
-      return g.add_container(ValueKind::tuple, g.at(a[0]).items);
-    }
-    if (mod == "_codecs" && name == "encode" && !a.empty() && g.kind(a[0]) == ValueKind::string) {
-      // protocol 2 writes bytes as _codecs.encode(latin-1 text, 'latin1')
-      PTREAD_TRY(std::string raw, utf8_to_latin1(g.text(a[0])));
-      return g.add_text(ValueKind::bytes, std::move(raw));
-    }
-    if (is_numpy_module(mod) && name == "_reconstruct" && !a.empty()) {
-      // numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b'), then BUILD
-      return g.add_object(a[0], args);
-    }
-    if (is_numpy_module(mod) && name == "scalar" && a.size() == 2) return numpy_scalar(g, callable, args, a);
-    if ((mod == "copyreg" || mod == "copy_reg") && name == "_reconstructor" && !a.empty()) {
-      return g.add_object(a[0], g.add_container(ValueKind::tuple));
+      case kBuiltinSet: case kBuiltinFrozenset: {
+        Items items;
+        if (!a.empty() && (g.kind(a[0]) == ValueKind::list || g.kind(a[0]) == ValueKind::tuple)) items = g.at(a[0]).items;
+        return g.add_container(fn.tag == kBuiltinSet ? ValueKind::set : ValueKind::frozenset, items.data(), items.size());
+      }
+      case kBuiltinBytes:
+        if (a.empty()) return g.add_text(ValueKind::bytes, "");  // protocols 0-2 pickle b'' as bytes()
+        break;
+      case kBuiltinBytearray:
+        if (a.empty()) return g.add_text(ValueKind::bytes, "");
+        if (g.kind(a[0]) == ValueKind::bytes) return g.add_interned_text(ValueKind::bytes, g.text(a[0]));
+        break;
+      case kTorchSize:
+        if (a.size() == 1 && g.kind(a[0]) == ValueKind::tuple) {
+          const Items dims = g.at(a[0]).items;
+          return g.add_container(ValueKind::tuple, dims.data(), dims.size());
+        }
+        break;
+      case kCodecsEncode:
+        if (!a.empty() && g.kind(a[0]) == ValueKind::string) {
+          // protocol 2 writes bytes as _codecs.encode(latin-1 text, 'latin1')
+          PTREAD_TRY(std::string raw, utf8_to_latin1(g.text(a[0])));
+          return g.add_text(ValueKind::bytes, raw);
+        }
+        break;
+      case kNumpyReconstruct:
+        // numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b'), then BUILD
+        if (!a.empty()) return g.add_object(a[0], args);
+        break;
+      case kNumpyScalar:
+        if (a.size() == 2) return numpy_scalar(g, callable, args, a);
+        break;
+      case kCopyregReconstructor:
+        if (!a.empty()) return g.add_object(a[0], g.add_container(ValueKind::tuple));
+        break;
+      case kGlobalUnclassified: case kGlobalOther:
+        break;
     }
     return g.add_object(callable, args);
   }
@@ -189,12 +228,74 @@ class TorchHooks final : public PickleHooks {
  private:
   enum class RebuildKind { v1, v2, v3 };
 
-  static Result<std::string> text_of(const Graph& g, uint32_t i, const char* what) {
+  // The storage table. torch names storages "0", "1", ... : such keys index a vector,
+  // others (and numbers far past the count) go through a hash index.
+  uint32_t find_storage(std::string_view key, bool numbered, uint32_t n) const {
+    if (numbered && n < storage_by_number_.size() && storage_by_number_[n] != StringIndex::npos) return storage_by_number_[n];
+    const uint32_t k = storage_index_.find(key, [this](uint32_t j) { return hashed_keys_[j].first; });
+    return k == StringIndex::npos ? k : hashed_keys_[k].second;
+  }
+  uint32_t add_storage(std::string_view key, bool numbered, uint32_t n, std::shared_ptr<const Storage> st) {
+    const uint32_t index = static_cast<uint32_t>(m_.storage_table.size());
+    m_.storage_table.push_back(std::move(st));
+    if (numbered && n < 2 * m_.storage_table.size() + 4096) {
+      if (n >= storage_by_number_.size()) storage_by_number_.resize(size_t{n} + 1 + storage_by_number_.size() / 2, StringIndex::npos);
+      storage_by_number_[n] = index;
+    } else {
+      hashed_keys_.emplace_back(key, index);
+      storage_index_.insert(key, static_cast<uint32_t>(hashed_keys_.size() - 1),
+                            [this](uint32_t j) { return hashed_keys_[j].first; });
+    }
+    return index;
+  }
+
+  // What call() does with module.name.
+  static GlobalTag classify(std::string_view mod, std::string_view name) {
+    if (mod == "torch._utils") {
+      if (name == "_rebuild_tensor_v2") return kRebuildTensorV2;
+      if (name == "_rebuild_tensor_v3") return kRebuildTensorV3;
+      if (name == "_rebuild_tensor") return kRebuildTensorV1;
+      if (name == "_rebuild_parameter" || name == "_rebuild_parameter_with_state") return kRebuildParameter;
+      if (name == "_rebuild_device_tensor_from_cpu_tensor") return kRebuildDeviceFromCpu;
+      if (unsupported_rebuild(name)) return kRebuildUnsupported;
+      return kGlobalOther;
+    }
+    if (mod == "torch._tensor" && name == "_rebuild_from_type_v2") return kRebuildFromTypeV2;
+    if (mod == "collections") {
+      if (name == "OrderedDict") return kOrderedDict;
+      if (name == "defaultdict" || name == "Counter") return kDictLike;
+      return kGlobalOther;
+    }
+    if (mod == "builtins" || mod == "__builtin__") {
+      if (name == "set") return kBuiltinSet;
+      if (name == "frozenset") return kBuiltinFrozenset;
+      if (name == "bytes") return kBuiltinBytes;
+      if (name == "bytearray") return kBuiltinBytearray;
+      return kGlobalOther;
+    }
+    if (mod == "torch" && name == "Size") return kTorchSize;
+    if (mod == "_codecs" && name == "encode") return kCodecsEncode;
+    if (is_numpy_module(mod)) {
+      if (name == "_reconstruct") return kNumpyReconstruct;
+      if (name == "scalar") return kNumpyScalar;
+      return kGlobalOther;
+    }
+    if ((mod == "copyreg" || mod == "copy_reg") && name == "_reconstructor") return kCopyregReconstructor;
+    return kGlobalOther;
+  }
+
+  // A torch._utils rebuild function ptread cannot hand out a tensor for.
+  uint32_t unsupported_call(Graph& g, uint32_t fn) {
+    const std::string_view name = g.global_name(fn);
+    return unsupported(g, std::string(unsupported_rebuild(name)) + " (torch._utils." + std::string(name) + ") is not supported");
+  }
+
+  PTREAD_ALWAYS_INLINE static Result<std::string_view> text_of(const Graph& g, uint32_t i, const char* what) {
     if (g.kind(i) == ValueKind::string || g.kind(i) == ValueKind::bytes) return g.text(i);
     return make_error(ErrorCode::bad_tensor_args, std::string(what) + " is a " + value_kind_name(g.kind(i)) + ", not a string");
   }
 
-  static Result<std::string> utf8_to_latin1(const std::string& s) {
+  static Result<std::string> utf8_to_latin1(std::string_view s) {
     std::string out;
     out.reserve(s.size());
     for (size_t k = 0; k < s.size(); ++k) {
@@ -211,7 +312,7 @@ class TorchHooks final : public PickleHooks {
     return out;
   }
 
-  static const char* unsupported_rebuild(const std::string& name) {
+  static const char* unsupported_rebuild(std::string_view name) {
     if (name == "_rebuild_qtensor") return "quantized tensor";
     if (name == "_rebuild_sparse_tensor" || name == "_rebuild_sparse_csr_tensor") return "sparse tensor";
     if (name == "_rebuild_nested_tensor") return "nested tensor";
@@ -223,7 +324,7 @@ class TorchHooks final : public PickleHooks {
   }
 
   // ---- numpy (numpy.core.multiarray before numpy 2, numpy._core.multiarray since) ----
-  static bool is_numpy_module(const std::string& mod) {
+  static bool is_numpy_module(std::string_view mod) {
     return mod == "numpy.core.multiarray" || mod == "numpy._core.multiarray";
   }
   static bool is_numpy(const Graph& g, uint32_t cls, const char* name) {
@@ -236,11 +337,11 @@ class TorchHooks final : public PickleHooks {
     bool big_endian;
   };
   static Result<NumpyType> numpy_dtype(const Graph& g, uint32_t d) {
-    const Node& n = g.at(d);
+    const NodeView n = g.at(d);
     if (n.kind != ValueKind::object || !is_numpy(g, n.items[kObjClass], "dtype")) {
       return make_error(ErrorCode::bad_tensor_args, "numpy data without a numpy.dtype");
     }
-    const auto& args = g.at(n.items[kObjArgs]).items;
+    const Items& args = g.at(n.items[kObjArgs]).items;
     if (args.empty() || g.kind(args[0]) != ValueKind::string) {
       return make_error(ErrorCode::bad_tensor_args, "numpy.dtype without a type code");
     }
@@ -249,7 +350,7 @@ class TorchHooks final : public PickleHooks {
         {"u2", DType::U16}, {"i4", DType::I32}, {"u4", DType::U32}, {"i8", DType::I64},
         {"u8", DType::U64}, {"f2", DType::F16}, {"f4", DType::F32}, {"f8", DType::F64},
         {"c8", DType::C64}, {"c16", DType::C128}};
-    const std::string& code = g.text(args[0]);
+    const std::string_view code = g.text(args[0]);
     NumpyType out{DType::U8, false};
     bool known = false;
     for (const auto& c : codes) {
@@ -258,7 +359,7 @@ class TorchHooks final : public PickleHooks {
         known = true;
       }
     }
-    if (!known) return make_error(ErrorCode::unknown_dtype, "numpy dtype '" + code + "' has no tensor equivalent");
+    if (!known) return make_error(ErrorCode::unknown_dtype, "numpy dtype '" + std::string(code) + "' has no tensor equivalent");
     const uint32_t st = n.items[kObjState];
     if (st != kNoNode && g.kind(st) == ValueKind::tuple && g.at(st).items.size() > 1) {
       const uint32_t order = g.at(st).items[1];
@@ -267,7 +368,7 @@ class TorchHooks final : public PickleHooks {
     return out;
   }
 
-  static Result<std::shared_ptr<const Storage>> owned_copy(const std::string& bytes, size_t swap_unit) {
+  static Result<std::shared_ptr<const Storage>> owned_copy(std::string_view bytes, size_t swap_unit) {
     PTREAD_TRY(auto buf, allocate_aligned(bytes.size()));
     if (!bytes.empty()) std::memcpy(buf.get(), bytes.data(), bytes.size());
     if (swap_unit > 1) {
@@ -282,43 +383,54 @@ class TorchHooks final : public PickleHooks {
   // ndarray BUILD state: (version, shape, dtype, is_fortran, raw bytes). The object node
   // becomes a tensor node in place, so every reference to it sees the tensor.
   Status numpy_array(Graph& g, uint32_t obj, uint32_t state) {
-    const Node& s = g.at(state);
+    const NodeView s = g.at(state);
     if (s.kind != ValueKind::tuple || s.items.size() != 5) return {};
-    const auto it = s.items;
+    const Items it = s.items;
     if (g.kind(it[4]) != ValueKind::bytes && g.kind(it[4]) != ValueKind::string) {
       const uint32_t u = unsupported(g, "numpy array of Python objects");
-      g.nodes[obj] = g.at(u);
+      g.set_leaf(obj, ValueKind::unsupported, g.nodes[u].ref);
       return {};
     }
     PTREAD_TRY(NumpyType nt, numpy_dtype(g, it[2]));
-    PTREAD_TRY(auto shape, int_tuple(g, it[1], "numpy shape"));
-    std::vector<int64_t> strides = Tensor::contiguous_strides(shape);
+    PTREAD_TRY(size_t rank, dims_count(g, it[1], "numpy shape"));
+    int64_t* dims = new_dims(g, rank);
+    PTREAD_CHECK(read_dims(g, it[1], "numpy shape", dims));
+    int64_t* strides = dims + rank;
+    int64_t acc = 1;
     if (g.kind(it[3]) == ValueKind::boolean && g.at(it[3]).i != 0) {  // Fortran order
-      int64_t acc = 1;
-      for (size_t d = 0; d < shape.size(); ++d) {
+      for (size_t d = 0; d < rank; ++d) {
         strides[d] = acc;
-        acc *= shape[d] > 0 ? shape[d] : 1;
+        acc *= dims[d] > 0 ? dims[d] : 1;
+      }
+    } else {
+      for (size_t d = rank; d-- > 0;) {
+        strides[d] = acc;
+        acc *= dims[d] > 0 ? dims[d] : 1;
       }
     }
-    std::string raw = g.text(it[4]);
+    std::string raw(g.text(it[4]));
     if (g.kind(it[4]) == ValueKind::string) {  // protocol 2 from Python 2: latin-1 text
       PTREAD_TRY(raw, utf8_to_latin1(raw));
     }
     PTREAD_TRY(auto storage, owned_copy(raw, nt.big_endian ? dtype_swap_unit(nt.dtype) : 1));
-    PTREAD_TRY(Tensor t, Tensor::view(std::move(storage), nt.dtype, std::move(shape), std::move(strides), 0));
-    m_.tensors.push_back(std::move(t));
-    Node& n = g.nodes[obj];
-    n.kind = ValueKind::tensor;
-    n.ref = static_cast<uint32_t>(m_.tensors.size() - 1);
-    n.items.clear();
+    int64_t numel = 0;
+    PTREAD_CHECK(check_view(dims, rank, strides, rank, 0, nt.dtype, storage->nbytes(), &numel));
+    TensorSpec spec;
+    spec.dims = dims;
+    spec.rank = static_cast<uint32_t>(rank);
+    spec.dtype = nt.dtype;
+    spec.storage = static_cast<uint32_t>(m_.storage_table.size());
+    m_.storage_table.push_back(std::move(storage));  // found by no key
+    m_.specs.push_back(spec);
+    g.set_leaf(obj, ValueKind::tensor, static_cast<uint32_t>(m_.specs.size() - 1));
     return {};
   }
 
   // numpy.core.multiarray.scalar(dtype, raw bytes): a plain int, float or bool value.
-  Result<uint32_t> numpy_scalar(Graph& g, uint32_t callable, uint32_t args, const std::vector<uint32_t>& a) {
+  Result<uint32_t> numpy_scalar(Graph& g, uint32_t callable, uint32_t args, const Items& a) {
     auto nt = numpy_dtype(g, a[0]);
     if (!nt || (g.kind(a[1]) != ValueKind::bytes && g.kind(a[1]) != ValueKind::string)) return g.add_object(callable, args);
-    std::string raw = g.text(a[1]);
+    std::string raw(g.text(a[1]));
     if (g.kind(a[1]) == ValueKind::string) {
       PTREAD_TRY(raw, utf8_to_latin1(raw));
     }
@@ -337,73 +449,100 @@ class TorchHooks final : public PickleHooks {
 
   uint32_t unsupported(Graph& g, std::string reason) {
     m_.unsupported.push_back(std::move(reason));
-    Node n;
-    n.kind = ValueKind::unsupported;
-    n.ref = static_cast<uint32_t>(m_.unsupported.size() - 1);
-    return g.add(std::move(n));
+    return g.emit_int(ValueKind::unsupported, static_cast<uint32_t>(m_.unsupported.size() - 1), 0);
   }
 
-  Result<std::vector<int64_t>> int_tuple(const Graph& g, uint32_t i, const char* what) const {
-    const Node& n = g.at(i);
-    if (n.kind != ValueKind::tuple && n.kind != ValueKind::list) {
-      return make_error(ErrorCode::bad_tensor_args, std::string(what) + " is a " + value_kind_name(n.kind) + ", not a tuple");
+  // Sizes and strides: how many (a tuple or list of at most Limits::max_rank) ...
+  Result<size_t> dims_count(const Graph& g, uint32_t i, const char* what) const {
+    const ValueKind k = g.kind(i);
+    if (k != ValueKind::tuple && k != ValueKind::list) {
+      return make_error(ErrorCode::bad_tensor_args, std::string(what) + " is a " + value_kind_name(k) + ", not a tuple");
     }
-    if (n.items.size() > limits_.max_rank) {
-      return make_error(ErrorCode::limit_exceeded, std::string(what) + " has " + std::to_string(n.items.size()) +
+    const size_t count = g.count(i);
+    if (count > limits_.max_rank) {
+      return make_error(ErrorCode::limit_exceeded, std::string(what) + " has " + std::to_string(count) +
                                                        " dimensions (Limits::max_rank)");
     }
-    std::vector<int64_t> out;
-    out.reserve(n.items.size());
-    for (uint32_t e : n.items) {
-      if (g.kind(e) != ValueKind::integer) {
-        return make_error(ErrorCode::bad_tensor_args, std::string(what) + " holds a " + value_kind_name(g.kind(e)));
+    return count;
+  }
+  // ... and their values (ints), copied to out when it is given: into the graph's arena,
+  // as a list could still grow later.
+  static Status read_dims(const Graph& g, uint32_t i, const char* what, int64_t* out) {
+    const Items items = g.at(i).items;
+    for (size_t k = 0; k < items.size(); ++k) {
+      const Node& e = g.nodes[items[k]];
+      if (e.kind != ValueKind::integer) {
+        return make_error(ErrorCode::bad_tensor_args, std::string(what) + " holds a " + value_kind_name(e.kind));
       }
-      out.push_back(g.at(e).i);
+      if (out) out[k] = e.i;
     }
-    return out;
+    return {};
+  }
+  // Room for rank sizes and rank strides.
+  static int64_t* new_dims(Graph& g, size_t rank) {
+    return rank ? static_cast<int64_t*>(g.arena.allocate(2 * rank * sizeof(int64_t), alignof(int64_t))) : nullptr;
   }
 
-  Result<uint32_t> rebuild(Graph& g, const std::vector<uint32_t>& a, RebuildKind kind) {
+  Result<uint32_t> rebuild(Graph& g, const Items& a, RebuildKind kind) {
     const size_t min_args = kind == RebuildKind::v1 ? 4 : kind == RebuildKind::v2 ? 6 : 7;
     if (a.size() < min_args || g.kind(a[0]) != ValueKind::storage || g.kind(a[1]) != ValueKind::integer) {
       return make_error(ErrorCode::bad_tensor_args,
                         "tensor rebuild arguments are malformed (" + std::to_string(a.size()) +
                             " arguments, first is a " + value_kind_name(g.kind(a.empty() ? 0 : a[0])) + ")");
     }
-    const StorageRef& sref = m_.storages[g.at(a[0]).ref];
-    DType dtype = sref.dtype;
+    const Node& sn = g.nodes[a[0]];  // ref: the storage; i: dtype, location node << 8
+    const uint32_t storage = sn.ref;
+    const uint32_t location = static_cast<uint32_t>(static_cast<uint64_t>(sn.i) >> 8);
+    DType dtype = static_cast<DType>(sn.i & 0xff);
     size_t meta_index = 6;
     if (kind == RebuildKind::v3) {
       const uint32_t d = a[6];
       if (g.kind(d) != ValueKind::global) return make_error(ErrorCode::bad_tensor_args, "_rebuild_tensor_v3 dtype is not a global");
-      if (g.global_module(d) != "torch" || !dtype_from_torch_name(g.global_name(d), &dtype)) {
-        return make_error(ErrorCode::unknown_dtype, "unknown dtype '" + g.global_module(d) + "." + g.global_name(d) + "'");
+      Node& dn = g.nodes[d];  // tag3: 0 unknown yet, 0xff no torch dtype, else dtype + 1
+      if (dn.tag3 == 0) {
+        dn.tag3 = g.global_module(d) == "torch" && dtype_from_torch_name(g.global_name(d), &dtype)
+                      ? static_cast<uint8_t>(static_cast<uint8_t>(dtype) + 1)
+                      : 0xff;
       }
+      if (dn.tag3 == 0xff) {
+        return make_error(ErrorCode::unknown_dtype,
+                          "unknown dtype '" + std::string(g.global_module(d)) + "." + std::string(g.global_name(d)) + "'");
+      }
+      dtype = static_cast<DType>(dn.tag3 - 1);
       meta_index = 7;
     }
-    PTREAD_TRY(auto shape, int_tuple(g, a[2], "size"));
-    PTREAD_TRY(auto strides, int_tuple(g, a[3], "stride"));
-    PTREAD_TRY(Tensor t, Tensor::view(sref.storage, dtype, std::move(shape), std::move(strides), g.at(a[1]).i, sref.location));
-    if (kind != RebuildKind::v1) t.set_requires_grad(g.kind(a[4]) == ValueKind::boolean && g.at(a[4]).i != 0);
+    PTREAD_TRY(size_t rank, dims_count(g, a[2], "size"));
+    int64_t* dims = new_dims(g, rank);
+    PTREAD_CHECK(read_dims(g, a[2], "size", dims));
+    PTREAD_TRY(size_t stride_rank, dims_count(g, a[3], "stride"));
+    PTREAD_CHECK(read_dims(g, a[3], "stride", stride_rank == rank ? dims + rank : nullptr));
+    TensorSpec t;
+    t.offset = g.at(a[1]).i;
+    int64_t numel = 0;
+    PTREAD_CHECK(check_view(dims, rank, dims + rank, stride_rank, t.offset, dtype, m_.storage_table[storage]->nbytes(), &numel));
+    t.dims = dims;
+    t.rank = static_cast<uint32_t>(rank);
+    t.storage = storage;
+    t.location = location;
+    t.dtype = dtype;
+    if (kind != RebuildKind::v1) t.requires_grad = g.kind(a[4]) == ValueKind::boolean && g.at(a[4]).i != 0;
     if (a.size() > meta_index && g.kind(a[meta_index]) == ValueKind::dict) {
       const uint32_t md = a[meta_index];
       auto flag = [&](const char* k) {
         uint32_t v = g.dict_get(md, k);
         return v != kNoNode && g.kind(v) == ValueKind::boolean && g.at(v).i != 0;
       };
-      t.set_math_bits(flag("conj"), flag("neg"));
+      t.conj = flag("conj");
+      t.neg = flag("neg");
     }
-    m_.tensors.push_back(std::move(t));
-    Node n;
-    n.kind = ValueKind::tensor;
-    n.ref = static_cast<uint32_t>(m_.tensors.size() - 1);
-    return g.add(std::move(n));
+    m_.specs.push_back(t);
+    return g.emit_int(ValueKind::tensor, static_cast<uint32_t>(m_.specs.size() - 1), 0);
   }
 
-  Result<uint32_t> parameter(Graph& g, const std::vector<uint32_t>& a) {
+  Result<uint32_t> parameter(Graph& g, const Items& a) {
     if (a.empty()) return make_error(ErrorCode::bad_tensor_args, "_rebuild_parameter without data");
     if (g.kind(a[0]) == ValueKind::tensor) {
-      m_.tensors[g.at(a[0]).ref].set_requires_grad(a.size() > 1 && g.kind(a[1]) == ValueKind::boolean && g.at(a[1]).i != 0);
+      m_.specs[g.at(a[0]).ref].requires_grad = a.size() > 1 && g.kind(a[1]) == ValueKind::boolean && g.at(a[1]).i != 0;
     }
     return a[0];  // a Parameter is its data tensor (or an unsupported entry)
   }
@@ -411,7 +550,9 @@ class TorchHooks final : public PickleHooks {
   Model& m_;
   StorageLoader loader_;
   const Limits& limits_;
-  std::unordered_map<std::string, std::shared_ptr<const Storage>> cache_;
+  std::vector<uint32_t> storage_by_number_;  // decimal keys: storage_by_number_[n], or npos
+  std::vector<std::pair<std::string_view, uint32_t>> hashed_keys_;  // the other keys (views held by the graph), their storage
+  StringIndex storage_index_;                // positions in hashed_keys_
 };
 
 }  // namespace detail

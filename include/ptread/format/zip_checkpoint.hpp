@@ -33,7 +33,7 @@ inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const 
   const ZipEntry* pkl = nullptr;
   size_t best_depth = SIZE_MAX;
   for (const auto& e : zip.entries()) {
-    const std::string& n = e.name;
+    const std::string_view n = e.name;
     if (n == "data.pkl" || (n.size() > 9 && n.compare(n.size() - 9, 9, "/data.pkl") == 0)) {
       const size_t depth = static_cast<size_t>(std::count(n.begin(), n.end(), '/'));
       if (depth < best_depth) {
@@ -44,7 +44,11 @@ inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const 
   }
   if (pkl == nullptr) {
     std::string names;
-    for (size_t k = 0; k < zip.entries().size() && k < 5; ++k) names += (k ? ", '" : "'") + zip.entries()[k].name + "'";
+    for (size_t k = 0; k < zip.entries().size() && k < 5; ++k) {
+      names += k ? ", '" : "'";
+      names += zip.entries()[k].name;
+      names += "'";
+    }
     return make_error(ErrorCode::no_data_pkl,
                       "zip archive '" + src->name() + "' has no data.pkl record (" +
                           std::to_string(zip.entries().size()) + " records" +
@@ -52,18 +56,57 @@ inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const 
   }
   auto model = std::make_shared<Model>();
   Model& m = *model;
-  m.archive_prefix = pkl->name.substr(0, pkl->name.size() - 8);
+  m.archive_prefix = std::string(pkl->name.substr(0, pkl->name.size() - 8));
   const std::string& prefix = m.archive_prefix;
-  m.format = zip.find(prefix + "constants.pkl") ? Format::torchscript : Format::zip;
+  // One pass over the records under the prefix (the first of equal names wins, as in
+  // ZipArchive::find): constants.pkl, byteorder, and the storages, which torch names
+  // data/0, data/1 ...: data_by_number[n] is the record data/<n> and, when it is stored
+  // and its local header as expected, its bytes in memory (read here in file order, not
+  // one cache miss per storage later).
+  struct DataRecord {
+    const uint8_t* data;  // nullptr: read it through the ZipArchive
+    uint64_t size;
+    uint32_t entry;       // StringIndex::npos: no such record
+  };
+  const ZipEntry* constants = nullptr;
+  const ZipEntry* byteorder = nullptr;
+  SegmentedVector<DataRecord> data_by_number;
+  size_t data_records = 0;
+  const size_t number_bound = 2 * zip.entries().size() + 4096;
+  const uint8_t* base = src->base();
+  for (size_t k = 0; k < zip.entries().size(); ++k) {
+    const ZipEntry& e = zip.entries()[k];
+    if (e.name.size() <= prefix.size() || e.name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string_view rest = e.name.substr(prefix.size());
+    uint32_t n = 0;
+    if (rest.size() > 5 && rest.compare(0, 5, "data/") == 0) {
+      ++data_records;
+      if (decimal_key(rest.substr(5), &n) && n < number_bound) {
+        while (n >= data_by_number.size()) data_by_number.push_back(DataRecord{nullptr, 0, StringIndex::npos});
+        DataRecord& r = data_by_number[n];
+        if (r.entry == StringIndex::npos) {
+          r.entry = static_cast<uint32_t>(k);
+          r.size = e.uncompressed_size;
+          uint64_t off;
+          if (e.method == 0 && e.compressed_size == e.uncompressed_size && zip.try_data_offset(e, &off)) r.data = base + off;
+        }
+      }
+    } else if (rest == "constants.pkl") {
+      if (constants == nullptr) constants = &e;
+    } else if (rest == "byteorder") {
+      if (byteorder == nullptr) byteorder = &e;
+    }
+  }
+  m.format = constants ? Format::torchscript : Format::zip;
 
-  if (const ZipEntry* bo = zip.find(prefix + "byteorder")) {
+  if (const ZipEntry* bo = byteorder) {
     PTREAD_TRY(Bytes b, zip.read(*bo));
     std::string order(reinterpret_cast<const char*>(b.data), std::min<size_t>(b.size, 16));
     while (!order.empty() && std::isspace(static_cast<unsigned char>(order.back()))) order.pop_back();
     if (order == "big") {
       m.big_endian = true;
     } else if (order != "little") {
-      return make_error(ErrorCode::zip_corrupt, "record '" + bo->name + "' says byte order '" + order + "'");
+      return make_error(ErrorCode::zip_corrupt, "record '" + std::string(bo->name) + "' says byte order '" + order + "'");
     }
   }
   if (pkl->uncompressed_size > opt.limits.max_pickle_bytes) {
@@ -74,10 +117,50 @@ inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const 
   const bool copy_storages = opt.mode == LoadMode::read;
   const bool swap = m.big_endian;
   const ZipArchive& z = zip;
-  StorageLoader loader = [&z, &prefix, copy_storages, swap](const std::string& key, uint64_t nbytes, DType dtype)
-      -> Result<std::shared_ptr<const Storage>> {
-    const std::string name = prefix + "data/" + key;
-    const ZipEntry* e = z.find(name);
+  // Storages that are views of the source share one allocation: blocks of Storage
+  // objects, each handed out through an aliasing shared_ptr. Storages that own their bytes
+  // (read mode, byte-swapped, inflated) are allocated one by one, so each buffer is freed
+  // as soon as its last tensor is.
+  struct StorageBlock {
+    std::shared_ptr<const void> owner;  // the source
+    Storage* storages = nullptr;        // capacity Storage objects, size of them made
+    size_t size = 0;
+    size_t capacity = 0;
+    StorageBlock(std::shared_ptr<const void> o, size_t cap)
+        : owner(std::move(o)), storages(static_cast<Storage*>(block_alloc(cap * sizeof(Storage)))), capacity(cap) {}
+    StorageBlock(const StorageBlock&) = delete;
+    StorageBlock& operator=(const StorageBlock&) = delete;
+    ~StorageBlock() {
+      for (size_t k = 0; k < size; ++k) storages[k].~Storage();
+      block_free(storages, capacity * sizeof(Storage));
+    }
+  };
+  std::shared_ptr<StorageBlock> block;
+  const size_t block_size = std::max<size_t>(zip.entries().size(), 1);
+  const std::shared_ptr<const void> source_owner = src;
+  auto view_storage = [&block, block_size, &source_owner](const uint8_t* p, uint64_t size) {
+    if (!block || block->size == block->capacity) block = std::make_shared<StorageBlock>(source_owner, block_size);
+    Storage* st = ::new (static_cast<void*>(block->storages + block->size)) Storage(p, static_cast<size_t>(size), block->owner);
+    ++block->size;
+    return std::shared_ptr<const Storage>(block, st);
+  };
+  std::string name;
+  StorageLoader loader = [&z, &data_by_number, &name, &prefix, &view_storage, copy_storages, swap](
+                             std::string_view key, uint64_t nbytes, DType dtype) -> Result<std::shared_ptr<const Storage>> {
+    const bool swapped = swap && dtype_swap_unit(dtype) > 1;
+    const ZipEntry* e = nullptr;
+    uint32_t n = 0;
+    if (decimal_key(key, &n) && n < data_by_number.size() && data_by_number[n].entry != StringIndex::npos) {
+      const DataRecord& r = data_by_number[n];
+      if (r.data != nullptr && !swapped && !copy_storages && r.size >= nbytes) {
+        return view_storage(r.data, r.size);  // what the checks below come to
+      }
+      e = &z.entries()[r.entry];
+    }
+    name = prefix;
+    name += "data/";
+    name += key;
+    if (e == nullptr) e = z.find(name);
     if (e == nullptr) {
       return make_error(ErrorCode::record_missing,
                         "storage record '" + name + "' named by data.pkl is missing from the archive");
@@ -87,9 +170,13 @@ inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const 
                         "storage record '" + name + "' holds " + std::to_string(e->uncompressed_size) +
                             " bytes; data.pkl says it holds " + std::to_string(nbytes));
     }
+    if (!swapped && !copy_storages) {
+      PTREAD_TRY(const uint8_t* p, z.view(*e));
+      if (p != nullptr) return view_storage(p, e->uncompressed_size);  // a view of the source
+    }
     PTREAD_TRY(Bytes b, z.read(*e));
     const bool owned = b.owner.get() != static_cast<const void*>(&z.source());
-    if (swap && dtype_swap_unit(dtype) > 1) {
+    if (swapped) {
       // Stored big-endian: convert into a buffer of our own (never write to the mapping).
       PTREAD_TRY(auto buf, allocate_aligned(b.size));
       std::memcpy(buf.get(), b.data, b.size);
@@ -106,8 +193,10 @@ inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const 
     return std::make_shared<const Storage>(b.data, b.size, std::move(b.owner));
   };
 
+  // Usually one tensor per storage record: room for that many.
+  reserve_huge(m.storage_table, data_records);
   TorchHooks hooks(m, std::move(loader), opt.limits);
-  PickleVM vm(m.graph, hooks, opt.limits, pkl->name);
+  PickleVM vm(m.graph, hooks, opt.limits, std::string(pkl->name));
   PTREAD_TRY(m.root, vm.run(pickle.data, pickle.size));
   PTREAD_CHECK(name_tensors(m, opt.limits));
   return model;

@@ -1,0 +1,366 @@
+// ptread — allocation helpers for the pickle graph: a bump arena and a segmented vector.
+//
+// Both hand out memory that never moves while they grow, so references into them stay
+// valid, and both make O(log n) allocations for n elements (blocks double in size).
+// Blocks of 2 MiB and more are mapped directly and, where the system offers it, asked
+// for transparent huge pages: a large checkpoint's graph then costs one page fault per
+// 2 MiB instead of 512.
+#pragma once
+
+#include "../config.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#if PTREAD_POSIX
+#include <sys/mman.h>
+
+#include <mutex>
+#endif
+
+// Large freed blocks kept for reuse, process-wide (see BlockCache); 0 keeps none.
+#ifndef PTREAD_BLOCK_CACHE_MB
+#define PTREAD_BLOCK_CACHE_MB 64
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define PTREAD_ALWAYS_INLINE inline __attribute__((always_inline))
+#define PTREAD_NOINLINE __attribute__((noinline))
+#define PTREAD_LIKELY(x) __builtin_expect(!!(x), 1)
+#define PTREAD_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define PTREAD_ALWAYS_INLINE inline
+#define PTREAD_NOINLINE
+#define PTREAD_LIKELY(x) (x)
+#define PTREAD_UNLIKELY(x) (x)
+#endif
+
+namespace ptread {
+namespace detail {
+
+// What std containers do when memory runs out: throw std::bad_alloc, or abort without
+// exceptions.
+[[noreturn]] inline void out_of_memory() {
+#if PTREAD_EXCEPTIONS
+  throw std::bad_alloc();
+#else
+  std::abort();
+#endif
+}
+
+inline constexpr size_t kHugePage = size_t{1} << 21;
+
+#if PTREAD_POSIX && defined(MADV_HUGEPAGE)
+// Freed large blocks are kept (up to PTREAD_BLOCK_CACHE_MB MiB in all, process-wide) for
+// the next checkpoint opened, so opening one after another does not fault the same
+// memory in again; the kernel may take kept pages back under memory pressure
+// (MADV_FREE).
+class BlockCache {
+ public:
+  static BlockCache& get() {
+    static BlockCache c;
+    return c;
+  }
+  void* take(size_t len) {
+    std::lock_guard<std::mutex> lock(m_);
+    for (size_t k = 0; k < count_; ++k) {
+      if (blocks_[k].len == len) {
+        void* p = blocks_[k].p;
+        held_ -= len;
+        blocks_[k] = blocks_[--count_];
+        return p;
+      }
+    }
+    return nullptr;
+  }
+  bool keep(void* p, size_t len) {
+    std::lock_guard<std::mutex> lock(m_);
+    if (count_ == kSlots || held_ + len > (size_t{PTREAD_BLOCK_CACHE_MB} << 20)) return false;
+#ifdef MADV_FREE
+    ::madvise(p, len, MADV_FREE);
+#endif
+    blocks_[count_++] = Block{p, len};
+    held_ += len;
+    return true;
+  }
+
+ private:
+  struct Block {
+    void* p;
+    size_t len;
+  };
+  static constexpr size_t kSlots = 64;
+  std::mutex m_;
+  Block blocks_[kSlots] = {};
+  size_t count_ = 0;
+  size_t held_ = 0;
+};
+#endif
+
+// n bytes (n > 0) for a block, aligned to 16; never null.
+inline void* block_alloc(size_t n) {
+#if PTREAD_POSIX && defined(MADV_HUGEPAGE)
+  if (n >= kHugePage) {
+    const size_t len = (n + kHugePage - 1) & ~(kHugePage - 1);
+    if (void* kept = BlockCache::get().take(len)) return kept;
+    void* p = ::mmap(nullptr, len + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) {
+      // Keep the 2 MiB aligned middle: huge pages need aligned ranges.
+      const uintptr_t start = reinterpret_cast<uintptr_t>(p);
+      const uintptr_t aligned = (start + kHugePage - 1) & ~uintptr_t{kHugePage - 1};
+      const uintptr_t end = start + len + kHugePage;
+      if (aligned > start) ::munmap(p, aligned - start);
+      if (end > aligned + len) ::munmap(reinterpret_cast<void*>(aligned + len), end - (aligned + len));
+      ::madvise(reinterpret_cast<void*>(aligned), len, MADV_HUGEPAGE);  // a hint: failure is fine
+      return reinterpret_cast<void*>(aligned);
+    }
+    out_of_memory();
+  }
+#endif
+  void* p = std::malloc(n);
+  if (p == nullptr) out_of_memory();
+  return p;
+}
+
+// Frees a block_alloc(n) block.
+inline void block_free(void* p, size_t n) noexcept {
+#if PTREAD_POSIX && defined(MADV_HUGEPAGE)
+  if (n >= kHugePage) {
+    const size_t len = (n + kHugePage - 1) & ~(kHugePage - 1);
+    if (!BlockCache::get().keep(p, len)) ::munmap(p, len);
+    return;
+  }
+#endif
+  (void)n;
+  std::free(p);
+}
+
+// Asks for transparent huge pages on the whole 2 MiB pages inside [p, p + n), memory not
+// touched yet (a vector just reserved): a hint, nothing happens where it is not offered.
+inline void advise_huge(const void* p, size_t n) noexcept {
+#if PTREAD_POSIX && defined(MADV_HUGEPAGE)
+  const uintptr_t start = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) & ~uintptr_t{kHugePage - 1};
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) & ~uintptr_t{kHugePage - 1};
+  if (end > start) ::madvise(reinterpret_cast<void*>(start), end - start, MADV_HUGEPAGE);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
+// v.reserve(n), the new memory hinted for huge pages when it is large.
+template <class V>
+void reserve_huge(V& v, size_t n) {
+  if (n <= v.capacity()) return;
+  v.reserve(n);
+  if (v.capacity() * sizeof(*v.data()) >= 2 * kHugePage) advise_huge(v.data(), v.capacity() * sizeof(*v.data()));
+}
+
+// Index of the highest set bit of v (v != 0).
+PTREAD_ALWAYS_INLINE unsigned high_bit(uint64_t v) noexcept { return 63u - static_cast<unsigned>(__builtin_clzll(v)); }
+
+// Raw memory in growing blocks; nothing is freed before the arena is destroyed.
+class Arena {
+ public:
+  Arena() = default;
+  Arena(Arena&& o) noexcept
+      : blocks_(std::move(o.blocks_)), cur_(o.cur_), left_(o.left_), next_(o.next_) {
+    o.blocks_.clear();
+    o.cur_ = nullptr;
+    o.left_ = 0;
+  }
+  Arena& operator=(Arena&& o) noexcept {
+    if (this != &o) {
+      release();
+      blocks_ = std::move(o.blocks_);
+      cur_ = o.cur_;
+      left_ = o.left_;
+      next_ = o.next_;
+      o.blocks_.clear();
+      o.cur_ = nullptr;
+      o.left_ = 0;
+    }
+    return *this;
+  }
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  ~Arena() { release(); }
+
+  // n bytes aligned to `align` (a power of two <= 16).
+  PTREAD_ALWAYS_INLINE void* allocate(size_t n, size_t align) {
+    const size_t pad = (align - (reinterpret_cast<uintptr_t>(cur_) & (align - 1))) & (align - 1);
+    if (PTREAD_LIKELY(n + pad <= left_)) {
+      char* p = cur_ + pad;
+      cur_ = p + n;
+      left_ -= n + pad;
+      return p;
+    }
+    return allocate_slow(n);
+  }
+
+  // A copy of [p, p + n) that lives as long as the arena.
+  PTREAD_ALWAYS_INLINE const char* copy(const char* p, size_t n) {
+    if (n == 0) return "";
+    char* d = static_cast<char*>(allocate(n, 1));
+    std::memcpy(d, p, n);
+    return d;
+  }
+
+ private:
+  struct Block {
+    char* p;
+    size_t n;
+  };
+
+  PTREAD_NOINLINE void* allocate_slow(size_t n) {
+    if (n > next_ / 4) return new_block(n);  // large: a block of its own, the current one stays
+    char* b = new_block(next_);
+    cur_ = b + n;  // blocks are 16-aligned
+    left_ = next_ - n;
+    if (next_ < (size_t{8} << 20)) next_ *= 2;
+    return b;
+  }
+  char* new_block(size_t n) {
+    blocks_.reserve(blocks_.size() + 1);  // before allocating: no leak if this fails
+    char* b = static_cast<char*>(block_alloc(n == 0 ? 1 : n));
+    blocks_.push_back({b, n == 0 ? 1 : n});
+    return b;
+  }
+  void release() noexcept {
+    for (const Block& b : blocks_) block_free(b.p, b.n);
+    blocks_.clear();
+  }
+
+  std::vector<Block> blocks_;
+  char* cur_ = nullptr;
+  size_t left_ = 0;
+  size_t next_ = 4096;
+};
+
+// A stack of uint32_t with an inline push (the pickle VM's value stack).
+class U32Stack {
+ public:
+  U32Stack() = default;
+  U32Stack(const U32Stack&) = delete;
+  U32Stack& operator=(const U32Stack&) = delete;
+  ~U32Stack() { std::free(data_); }
+
+  size_t size() const noexcept { return static_cast<size_t>(top_ - data_); }
+  PTREAD_ALWAYS_INLINE void push_back(uint32_t v) {
+    if (PTREAD_LIKELY(top_ != end_)) {
+      *top_++ = v;
+      return;
+    }
+    grow_push(v);
+  }
+  uint32_t back() const noexcept { return top_[-1]; }
+  void pop_back() noexcept { --top_; }
+  const uint32_t* data() const noexcept { return data_; }
+  uint32_t operator[](size_t i) const noexcept { return data_[i]; }
+  void resize(size_t n) noexcept { top_ = data_ + n; }  // n <= size()
+  void clear() noexcept { top_ = data_; }
+
+ private:
+  PTREAD_NOINLINE void grow_push(uint32_t v) {
+    const size_t n = size();
+    const size_t cap = n < 64 ? 128 : 2 * n;
+    void* p = std::realloc(data_, cap * sizeof(uint32_t));
+    if (p == nullptr) out_of_memory();
+    data_ = static_cast<uint32_t*>(p);
+    top_ = data_ + n;
+    end_ = data_ + cap;
+    *top_++ = v;
+  }
+  uint32_t* data_ = nullptr;
+  uint32_t* top_ = nullptr;
+  uint32_t* end_ = nullptr;
+};
+
+// A vector whose elements never move: block k holds kBase << k elements. For trivially
+// copyable, trivially destructible T.
+template <class T>
+class SegmentedVector {
+  static_assert(std::is_trivially_copyable<T>::value && std::is_trivially_destructible<T>::value,
+                "SegmentedVector holds plain values");
+  static constexpr unsigned kLogBase = 8;
+  static constexpr size_t kBase = size_t{1} << kLogBase;
+
+ public:
+  SegmentedVector() = default;
+  SegmentedVector(SegmentedVector&& o) noexcept
+      : blocks_(std::move(o.blocks_)), size_(o.size_), cur_(o.cur_), end_(o.end_) {
+    o.blocks_.clear();
+    o.size_ = 0;
+    o.cur_ = o.end_ = nullptr;
+  }
+  SegmentedVector& operator=(SegmentedVector&& o) noexcept {
+    if (this != &o) {
+      release();
+      blocks_ = std::move(o.blocks_);
+      size_ = o.size_;
+      cur_ = o.cur_;
+      end_ = o.end_;
+      o.blocks_.clear();
+      o.size_ = 0;
+      o.cur_ = o.end_ = nullptr;
+    }
+    return *this;
+  }
+  SegmentedVector(const SegmentedVector&) = delete;
+  SegmentedVector& operator=(const SegmentedVector&) = delete;
+  ~SegmentedVector() { release(); }
+
+  size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+
+  PTREAD_ALWAYS_INLINE T& operator[](size_t i) noexcept { return *slot(i); }
+  PTREAD_ALWAYS_INLINE const T& operator[](size_t i) const noexcept { return *slot(i); }
+
+  PTREAD_ALWAYS_INLINE void push_back(const T& v) { ::new (static_cast<void*>(grow())) T(v); }
+
+  // Room for one more element at the end, uninitialized: the caller writes it.
+  PTREAD_ALWAYS_INLINE T* grow() {
+    if (PTREAD_LIKELY(cur_ != end_)) {
+      ++size_;
+      return cur_++;
+    }
+    return grow_slow();
+  }
+
+ private:
+  PTREAD_ALWAYS_INLINE T* slot(size_t i) const noexcept {
+    const size_t j = i + kBase;
+    const unsigned k = high_bit(j >> kLogBase);
+    return blocks_[k] + (j - (kBase << k));
+  }
+  PTREAD_NOINLINE T* grow_slow() {
+    const size_t k = blocks_.size();
+    blocks_.reserve(k + 1);
+    T* b = static_cast<T*>(block_alloc(sizeof(T) * (kBase << k)));
+    blocks_.push_back(b);
+    cur_ = b + 1;
+    end_ = b + (kBase << k);
+    ++size_;
+    return b;
+  }
+  void release() noexcept {
+    for (size_t k = 0; k < blocks_.size(); ++k) block_free(blocks_[k], sizeof(T) * (kBase << k));
+    blocks_.clear();
+    size_ = 0;
+    cur_ = end_ = nullptr;
+  }
+
+  std::vector<T*> blocks_;
+  size_t size_ = 0;
+  T* cur_ = nullptr;  // the free part of the last block
+  T* end_ = nullptr;
+};
+
+}  // namespace detail
+}  // namespace ptread
