@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -171,27 +172,39 @@ class [[nodiscard]] Result {
   std::variant<T, Error> v_;
 };
 
-// Success or an Error; converts to true on success.
+// Success or an Error; converts to true on success. (A success holds no Error object:
+// returning one costs a flag.)
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(Error error) : failed_(true), error_(std::move(error)) {}  // NOLINT(implicit)
+  Status(Error error) : error_(std::move(error)) {}  // NOLINT(implicit)
 
-  bool ok() const noexcept { return !failed_; }
+  bool ok() const noexcept { return !error_.has_value(); }
   explicit operator bool() const noexcept { return ok(); }
-  const Error& error() const& { PTREAD_ASSERT(failed_); return error_; }
-  Error&& error() && { PTREAD_ASSERT(failed_); return std::move(error_); }
-  ErrorCode code() const noexcept { return failed_ ? error_.code() : ErrorCode::ok; }
+  const Error& error() const& {
+    PTREAD_ASSERT(!ok());
+    if (ok()) return none();
+    return *error_;
+  }
+  Error&& error() && {
+    PTREAD_ASSERT(!ok());
+    if (ok()) error_.emplace();
+    return std::move(*error_);
+  }
+  ErrorCode code() const noexcept { return ok() ? ErrorCode::ok : error_->code(); }
 
 #if PTREAD_EXCEPTIONS
   void throw_if_error() && {
-    if (failed_) throw std::move(error_);
+    if (!ok()) throw std::move(*error_);
   }
 #endif
 
  private:
-  bool failed_ = false;
-  Error error_;
+  static const Error& none() {
+    static const Error e;
+    return e;
+  }
+  std::optional<Error> error_;
 };
 
 }  // namespace ptread

@@ -298,7 +298,7 @@ struct Graph {
   PTREAD_ALWAYS_INLINE uint32_t* new_items(const uint32_t* items, size_t count, size_t cap) {
     if (cap == 0) return nullptr;
     uint32_t* b = static_cast<uint32_t*>(arena.allocate(cap * sizeof(uint32_t), alignof(uint32_t)));
-    if (count) std::memcpy(b, items, count * sizeof(uint32_t));
+    if (count) copy_bytes(b, items, count * sizeof(uint32_t));
     return b;
   }
   uint32_t empty_tuple() {

@@ -11,6 +11,7 @@
 // contiguous() and clone() apply them, so what they produce equals torch's resolved values.
 #pragma once
 
+#include "detail/arena.hpp"
 #include "dtype.hpp"
 #include "error.hpp"
 #include "io.hpp"
@@ -166,10 +167,9 @@ inline void convert_element(const uint8_t* p, DType from, uint8_t* out, DType to
   }
 }
 
-// Whether a view (shape, strides in elements, element offset) of a storage holding
-// `have` bytes of `dtype` lies inside it; *numel receives the element count.
-inline Status check_view(const int64_t* shape, size_t rank, const int64_t* strides, size_t stride_rank,
-                         int64_t offset, DType dtype, uint64_t have, int64_t* numel_out) {
+// check_view's answer for the views it does not pass at once: the error saying what is wrong.
+inline Status check_view_slow(const int64_t* shape, size_t rank, const int64_t* strides, size_t stride_rank,
+                              int64_t offset, DType dtype, uint64_t have, int64_t* numel_out) {
   if (stride_rank != rank) {
     return make_error(ErrorCode::bad_tensor_args,
                       "shape has " + std::to_string(rank) + " dimensions but strides have " +
@@ -207,6 +207,39 @@ inline Status check_view(const int64_t* shape, size_t rank, const int64_t* strid
   }
   return {};
 }
+
+// Whether a view (shape, strides in elements, element offset) of a storage holding
+// `have` bytes of `dtype` lies inside it; *numel receives the element count.
+inline Status check_view(const int64_t* shape, size_t rank, const int64_t* strides, size_t stride_rank,
+                         int64_t offset, DType dtype, uint64_t have, int64_t* numel_out) {
+  // The common case, inline; anything unusual goes to check_view_slow, which says what.
+  if (stride_rank == rank && offset >= 0) {
+    uint64_t numel = 1, last = 0;
+    bool ok = true;
+    for (size_t d = 0; d < rank && ok; ++d) {
+      ok = shape[d] >= 0 && strides[d] >= 0 && !mul_overflow(numel, static_cast<uint64_t>(shape[d]), &numel);
+    }
+    if (ok && numel <= (uint64_t{1} << 62)) {
+      if (numel == 0) {
+        *numel_out = 0;
+        return {};
+      }
+      for (size_t d = 0; d < rank && ok; ++d) {
+        uint64_t span;
+        ok = !mul_overflow(static_cast<uint64_t>(shape[d] - 1), static_cast<uint64_t>(strides[d]), &span) &&
+             !add_overflow(last, span, &last);
+      }
+      uint64_t end_elem, end_byte;
+      if (ok && !add_overflow(last, static_cast<uint64_t>(offset) + 1, &end_elem) &&
+          !mul_overflow(end_elem, dtype_size(dtype), &end_byte) && end_byte <= have) {
+        *numel_out = static_cast<int64_t>(numel);
+        return {};
+      }
+    }
+  }
+  return check_view_slow(shape, rank, strides, stride_rank, offset, dtype, have, numel_out);
+}
+
 
 struct TensorAccess;  // the format readers' way to fill a Tensor they already checked
 

@@ -24,11 +24,6 @@
 #include <mutex>
 #endif
 
-// Large freed blocks kept for reuse, process-wide (see BlockCache); 0 keeps none.
-#ifndef PTREAD_BLOCK_CACHE_MB
-#define PTREAD_BLOCK_CACHE_MB 64
-#endif
-
 #if defined(__GNUC__) || defined(__clang__)
 #define PTREAD_ALWAYS_INLINE inline __attribute__((always_inline))
 #define PTREAD_NOINLINE __attribute__((noinline))
@@ -64,8 +59,8 @@ inline constexpr size_t kHugePage = size_t{1} << 21;
 class BlockCache {
  public:
   static BlockCache& get() {
-    static BlockCache c;
-    return c;
+    static BlockCache* c = new BlockCache;  // never destroyed: usable from static destructors
+    return *c;
   }
   void* take(size_t len) {
     std::lock_guard<std::mutex> lock(m_);
@@ -162,6 +157,29 @@ void reserve_huge(V& v, size_t n) {
   if (v.capacity() * sizeof(*v.data()) >= 2 * kHugePage) advise_huge(v.data(), v.capacity() * sizeof(*v.data()));
 }
 
+// memcpy for the short copies of the pickle graph (keys, names, small tuples), inline.
+PTREAD_ALWAYS_INLINE void copy_bytes(void* dst, const void* src, size_t n) {
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* s = static_cast<const unsigned char*>(src);
+  if (n >= 8 && n <= 16) {
+    uint64_t a, b;
+    std::memcpy(&a, s, 8);
+    std::memcpy(&b, s + n - 8, 8);
+    std::memcpy(d, &a, 8);
+    std::memcpy(d + n - 8, &b, 8);
+  } else if (n >= 4 && n < 8) {
+    uint32_t a, b;
+    std::memcpy(&a, s, 4);
+    std::memcpy(&b, s + n - 4, 4);
+    std::memcpy(d, &a, 4);
+    std::memcpy(d + n - 4, &b, 4);
+  } else if (n < 4) {
+    for (size_t k = 0; k < n; ++k) d[k] = s[k];
+  } else {
+    std::memcpy(d, s, n);
+  }
+}
+
 // Index of the highest set bit of v (v != 0).
 PTREAD_ALWAYS_INLINE unsigned high_bit(uint64_t v) noexcept { return 63u - static_cast<unsigned>(__builtin_clzll(v)); }
 
@@ -208,7 +226,7 @@ class Arena {
   PTREAD_ALWAYS_INLINE const char* copy(const char* p, size_t n) {
     if (n == 0) return "";
     char* d = static_cast<char*>(allocate(n, 1));
-    std::memcpy(d, p, n);
+    copy_bytes(d, p, n);
     return d;
   }
 

@@ -65,6 +65,9 @@ class TorchHooks final : public PickleHooks {
   TorchHooks(Model& m, StorageLoader loader, const Limits& limits)
       : m_(m), loader_(std::move(loader)), limits_(limits) {}
 
+  // Room for n storages (a hint: a zip archive's count of data records).
+  void expect_storages(size_t n) { reserve_huge(m_.storage_table, n); }
+
   Result<uint32_t> persistent_load(Graph& g, uint32_t pid) override {
     const NodeView n = g.at(pid);
     if (n.kind != ValueKind::tuple || n.items.empty()) {
@@ -453,7 +456,7 @@ class TorchHooks final : public PickleHooks {
   }
 
   // Sizes and strides: how many (a tuple or list of at most Limits::max_rank) ...
-  Result<size_t> dims_count(const Graph& g, uint32_t i, const char* what) const {
+  PTREAD_ALWAYS_INLINE Result<size_t> dims_count(const Graph& g, uint32_t i, const char* what) const {
     const ValueKind k = g.kind(i);
     if (k != ValueKind::tuple && k != ValueKind::list) {
       return make_error(ErrorCode::bad_tensor_args, std::string(what) + " is a " + value_kind_name(k) + ", not a tuple");
@@ -467,7 +470,7 @@ class TorchHooks final : public PickleHooks {
   }
   // ... and their values (ints), copied to out when it is given: into the graph's arena,
   // as a list could still grow later.
-  static Status read_dims(const Graph& g, uint32_t i, const char* what, int64_t* out) {
+  PTREAD_ALWAYS_INLINE static Status read_dims(const Graph& g, uint32_t i, const char* what, int64_t* out) {
     const Items items = g.at(i).items;
     for (size_t k = 0; k < items.size(); ++k) {
       const Node& e = g.nodes[items[k]];

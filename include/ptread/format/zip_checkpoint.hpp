@@ -27,7 +27,9 @@ struct ReadOptions {
   Limits limits;
 };
 
-inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const Source> src, const ReadOptions& opt) {
+// The archive's object graph, tensors and storages into m (everything but the names):
+// the archive's directory is gone when this returns.
+inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const ReadOptions& opt, Model& m) {
   PTREAD_TRY(ZipArchive zip, ZipArchive::open(src, opt.limits));
   // The folder holding data.pkl; the shallowest wins.
   const ZipEntry* pkl = nullptr;
@@ -54,8 +56,6 @@ inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const 
                           std::to_string(zip.entries().size()) + " records" +
                           (names.empty() ? std::string() : ": " + names) + "): not a torch.save file");
   }
-  auto model = std::make_shared<Model>();
-  Model& m = *model;
   m.archive_prefix = std::string(pkl->name.substr(0, pkl->name.size() - 8));
   const std::string& prefix = m.archive_prefix;
   // One pass over the records under the prefix (the first of equal names wins, as in
@@ -194,11 +194,17 @@ inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const 
   };
 
   // Usually one tensor per storage record: room for that many.
-  reserve_huge(m.storage_table, data_records);
   TorchHooks hooks(m, std::move(loader), opt.limits);
+  hooks.expect_storages(data_records);
   PickleVM vm(m.graph, hooks, opt.limits, std::string(pkl->name));
   PTREAD_TRY(m.root, vm.run(pickle.data, pickle.size));
-  PTREAD_CHECK(name_tensors(m, opt.limits));
+  return {};
+}
+
+inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const Source> src, const ReadOptions& opt) {
+  auto model = std::make_shared<Model>();
+  PTREAD_CHECK(read_zip_graph(src, opt, *model));
+  PTREAD_CHECK(name_tensors(*model, opt.limits));
   return model;
 }
 
