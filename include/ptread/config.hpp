@@ -6,10 +6,6 @@
 //                      (ptread::load, Result<T>::value_or_throw). The core never throws.
 //   PTREAD_WITH_ZLIB   0 by default; 1 reads deflated zip records through zlib (link -lz).
 //   PTREAD_ASSERT(x)   internal invariant check; defaults to assert(x).
-//   PTREAD_BLOCK_CACHE_MB  64 by default: MiB of large freed blocks (the pickle graphs of
-//                      big checkpoints) kept process-wide for the next open, so opening
-//                      one checkpoint after another does not fault the same memory in
-//                      again (Linux; the kernel may reclaim them: MADV_FREE). 0 keeps none.
 #pragma once
 
 #define PTREAD_VERSION_MAJOR 0
@@ -27,10 +23,6 @@
 
 #ifndef PTREAD_WITH_ZLIB
 #define PTREAD_WITH_ZLIB 0
-#endif
-
-#ifndef PTREAD_BLOCK_CACHE_MB
-#define PTREAD_BLOCK_CACHE_MB 64
 #endif
 
 #ifndef PTREAD_ASSERT

@@ -20,8 +20,6 @@
 
 #if PTREAD_POSIX
 #include <sys/mman.h>
-
-#include <mutex>
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -51,59 +49,11 @@ namespace detail {
 
 inline constexpr size_t kHugePage = size_t{1} << 21;
 
-#if PTREAD_POSIX && defined(MADV_HUGEPAGE)
-// Freed large blocks are kept (up to PTREAD_BLOCK_CACHE_MB MiB in all, process-wide) for
-// the next checkpoint opened, so opening one after another does not fault the same
-// memory in again; the kernel may take kept pages back under memory pressure
-// (MADV_FREE).
-class BlockCache {
- public:
-  static BlockCache& get() {
-    static BlockCache* c = new BlockCache;  // never destroyed: usable from static destructors
-    return *c;
-  }
-  void* take(size_t len) {
-    std::lock_guard<std::mutex> lock(m_);
-    for (size_t k = 0; k < count_; ++k) {
-      if (blocks_[k].len == len) {
-        void* p = blocks_[k].p;
-        held_ -= len;
-        blocks_[k] = blocks_[--count_];
-        return p;
-      }
-    }
-    return nullptr;
-  }
-  bool keep(void* p, size_t len) {
-    std::lock_guard<std::mutex> lock(m_);
-    if (count_ == kSlots || held_ + len > (size_t{PTREAD_BLOCK_CACHE_MB} << 20)) return false;
-#ifdef MADV_FREE
-    ::madvise(p, len, MADV_FREE);
-#endif
-    blocks_[count_++] = Block{p, len};
-    held_ += len;
-    return true;
-  }
-
- private:
-  struct Block {
-    void* p;
-    size_t len;
-  };
-  static constexpr size_t kSlots = 64;
-  std::mutex m_;
-  Block blocks_[kSlots] = {};
-  size_t count_ = 0;
-  size_t held_ = 0;
-};
-#endif
-
 // n bytes (n > 0) for a block, aligned to 16; never null.
 inline void* block_alloc(size_t n) {
 #if PTREAD_POSIX && defined(MADV_HUGEPAGE)
   if (n >= kHugePage) {
     const size_t len = (n + kHugePage - 1) & ~(kHugePage - 1);
-    if (void* kept = BlockCache::get().take(len)) return kept;
     void* p = ::mmap(nullptr, len + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p != MAP_FAILED) {
       // Keep the 2 MiB aligned middle: huge pages need aligned ranges.
@@ -127,8 +77,7 @@ inline void* block_alloc(size_t n) {
 inline void block_free(void* p, size_t n) noexcept {
 #if PTREAD_POSIX && defined(MADV_HUGEPAGE)
   if (n >= kHugePage) {
-    const size_t len = (n + kHugePage - 1) & ~(kHugePage - 1);
-    if (!BlockCache::get().keep(p, len)) ::munmap(p, len);
+    ::munmap(p, (n + kHugePage - 1) & ~(kHugePage - 1));
     return;
   }
 #endif
