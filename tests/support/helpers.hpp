@@ -3,6 +3,8 @@
 
 #include <ptread/ptread.hpp>
 
+#include <catch2/catch.hpp>
+
 #include "json.hpp"
 #include "sha256.hpp"
 
@@ -19,6 +21,19 @@ inline std::string fixture_dir() {
   return env && *env ? std::string(env) : std::string(PTREAD_TEST_FIXTURES);
 }
 inline std::string corpus_dir() { return PTREAD_TEST_CORPUS; }
+
+// fixtures/expected.json: what torch.load saw in each fixture (read once).
+inline const Json& expected_json() {
+  static Json j;
+  static bool loaded = false;
+  if (!loaded) {
+    std::string err;
+    const std::string path = fixture_dir() + "/expected.json";
+    if (!read_json_file(path, j, &err)) FAIL("cannot read " << path << ": " << err);
+    loaded = true;
+  }
+  return j;
+}
 
 inline bool path_exists(const std::string& p) {
   struct stat st;

@@ -12,17 +12,7 @@ using namespace ptread_test;
 
 namespace {
 
-const Json& expected() {
-  static Json j;
-  static bool loaded = false;
-  if (!loaded) {
-    std::string err;
-    const std::string path = fixture_dir() + "/expected.json";
-    if (!read_json_file(path, j, &err)) FAIL("cannot read " << path << ": " << err);
-    loaded = true;
-  }
-  return j;
-}
+const Json& expected() { return expected_json(); }
 
 ptread::Value follow(ptread::Value v, const Json& path) {
   for (size_t k = 0; k < path.size(); ++k) {

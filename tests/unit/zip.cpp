@@ -59,15 +59,7 @@ const Records& records() {
 }
 
 const Json& buffer_expected() {
-  static Json j;
-  static bool loaded = false;
-  if (!loaded) {
-    std::string err;
-    const std::string path = fixture_dir() + "/expected.json";
-    if (!read_json_file(path, j, &err)) FAIL("cannot read " << path << ": " << err);
-    loaded = true;
-  }
-  return j["files"]["buffer.pt"];
+  return expected_json()["files"]["buffer.pt"];
 }
 
 // The checkpoint's records under `prefix`, torch's layout by default (descriptors, zero
