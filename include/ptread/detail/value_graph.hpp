@@ -1,0 +1,404 @@
+// ptread — the value graph the pickle VM builds: nodes for None, bools, ints (any size),
+// floats, str, bytes, containers, globals, generic objects, tensors; arena-allocated,
+// 16-byte nodes, referenced by index. Also the big-integer and UTF-8 helpers the VM uses.
+#pragma once
+
+
+#include "arena.hpp"
+#include "../error.hpp"
+#include "../limits.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace ptread {
+
+enum class ValueKind : uint8_t {
+  none, boolean, integer, big_integer, floating, string, bytes,
+  list, tuple, dict, set, frozenset,
+  global,       // a class or function named by GLOBAL: module and name
+  object,       // an instance of a class ptread does not interpret: class, args, state
+  tensor,       // a tensor (index into the checkpoint's tensor table)
+  unsupported,  // a tensor-like entry ptread cannot read (quantized, sparse ...), with a reason
+  storage,      // a persistent-id storage reference (internal; never left in a finished tree)
+  missing,      // the result of looking up something absent
+};
+
+inline const char* value_kind_name(ValueKind k) noexcept {
+  switch (k) {
+    case ValueKind::none: return "None";
+    case ValueKind::boolean: return "bool";
+    case ValueKind::integer: return "int";
+    case ValueKind::big_integer: return "int";
+    case ValueKind::floating: return "float";
+    case ValueKind::string: return "str";
+    case ValueKind::bytes: return "bytes";
+    case ValueKind::list: return "list";
+    case ValueKind::tuple: return "tuple";
+    case ValueKind::dict: return "dict";
+    case ValueKind::set: return "set";
+    case ValueKind::frozenset: return "frozenset";
+    case ValueKind::global: return "global";
+    case ValueKind::object: return "object";
+    case ValueKind::tensor: return "tensor";
+    case ValueKind::unsupported: return "unsupported";
+    case ValueKind::storage: return "storage";
+    case ValueKind::missing: return "missing";
+  }
+  return "?";
+}
+
+namespace detail {
+
+inline constexpr uint32_t kNoNode = 0xffffffffu;
+inline constexpr uint32_t kNoneNode = 0, kTrueNode = 1, kFalseNode = 2;
+
+// Object nodes keep these in items[]; kNoNode when absent.
+enum ObjectSlot : uint32_t { kObjClass = 0, kObjArgs = 1, kObjState = 2, kObjListItems = 3, kObjDictItems = 4 };
+
+// The items of a container or object node (list/tuple/set: values; dict: key, value,
+// ...; object: slots), as Graph::at() shows them: a view into the graph's arena.
+struct Items {
+  uint32_t* ptr = nullptr;
+  uint32_t n = 0;
+
+  size_t size() const noexcept { return n; }
+  bool empty() const noexcept { return n == 0; }
+  uint32_t& operator[](size_t k) noexcept { return ptr[k]; }
+  const uint32_t& operator[](size_t k) const noexcept { return ptr[k]; }
+  const uint32_t* data() const noexcept { return ptr; }
+  const uint32_t* begin() const noexcept { return ptr; }
+  const uint32_t* end() const noexcept { return ptr + n; }
+};
+
+inline bool has_items(ValueKind k) noexcept {
+  return k == ValueKind::list || k == ValueKind::tuple || k == ValueKind::dict || k == ValueKind::set ||
+         k == ValueKind::frozenset || k == ValueKind::object;
+}
+
+// A node as stored: 16 bytes. Graph::at() gives a NodeView of it.
+struct Node {
+  ValueKind kind = ValueKind::none;
+  uint8_t tag = 0;   // global: the hooks' classification, cached (0: not classified yet)
+  uint8_t tag2 = 0;  // global: second and third caches for the hooks
+  uint8_t tag3 = 0;
+  uint32_t ref = 0;  // text: its length (kLongText: see text); containers, objects: item
+                     // count; tensor/storage/unsupported: table index
+  union {
+    int64_t i = 0;                    // integer, boolean
+    double f;                         // floating
+    const char* text;                 // string, bytes, big_integer (kLongText: a std::string_view*)
+    uint32_t* items;                  // containers, objects
+    const std::string_view* names;    // global: module, name
+  };
+};
+inline constexpr uint32_t kLongText = 0xffffffffu;
+
+// What Graph::at() returns: a node's fields, its items as a view.
+struct NodeView {
+  ValueKind kind = ValueKind::none;
+  uint32_t ref = 0;  // tensor/storage/unsupported: table index
+  union {
+    int64_t i = 0;   // integer, boolean
+    double f;        // floating
+  };
+  Items items;       // containers and objects; empty otherwise
+};
+
+// Nodes, items and texts never move while the graph grows, so pointers into them stay
+// valid. Texts are copied into the graph's arena: the graph does not refer to the pickle.
+struct Graph {
+  SegmentedVector<Node> nodes;
+  Arena arena;
+
+  Graph() {
+    for (uint32_t& s : small_ints_) s = kNoNode;
+    Node n;
+    nodes.push_back(n);  // kNoneNode
+    n.kind = ValueKind::boolean;
+    n.i = 1;
+    nodes.push_back(n);  // kTrueNode
+    n.i = 0;
+    nodes.push_back(n);  // kFalseNode
+  }
+  Graph(Graph&&) = default;
+  Graph& operator=(Graph&&) = default;
+
+  PTREAD_ALWAYS_INLINE uint32_t add(const Node& n) {
+    nodes.push_back(n);
+    return static_cast<uint32_t>(nodes.size() - 1);
+  }
+  // A new node, written in place (no temporary Node to copy).
+  PTREAD_ALWAYS_INLINE uint32_t emit(ValueKind kind, uint32_t ref) {
+    Node* n = nodes.grow();
+    n->kind = kind;
+    n->tag = n->tag2 = n->tag3 = 0;
+    n->ref = ref;
+    return static_cast<uint32_t>(nodes.size() - 1);
+  }
+  PTREAD_ALWAYS_INLINE uint32_t emit_int(ValueKind kind, uint32_t ref, int64_t i) {
+    Node* n = nodes.grow();
+    n->kind = kind;
+    n->tag = n->tag2 = n->tag3 = 0;
+    n->ref = ref;
+    n->i = i;
+    return static_cast<uint32_t>(nodes.size() - 1);
+  }
+  PTREAD_ALWAYS_INLINE uint32_t emit_items(ValueKind kind, uint32_t count, uint32_t* items) {
+    Node* n = nodes.grow();
+    n->kind = kind;
+    n->tag = n->tag2 = n->tag3 = 0;
+    n->ref = count;
+    n->items = items;
+    return static_cast<uint32_t>(nodes.size() - 1);
+  }
+  PTREAD_ALWAYS_INLINE uint32_t emit_text(ValueKind kind, uint32_t ref, const char* text) {
+    Node* n = nodes.grow();
+    n->kind = kind;
+    n->tag = n->tag2 = n->tag3 = 0;
+    n->ref = ref;
+    n->text = text;
+    return static_cast<uint32_t>(nodes.size() - 1);
+  }
+  // Small ints are one node each, as they are one object each in Python.
+  PTREAD_ALWAYS_INLINE uint32_t add_int(int64_t v) {
+    const bool small = v >= 0 && v < 256;
+    if (small && small_ints_[v] != kNoNode) return small_ints_[v];
+    const uint32_t id = emit_int(ValueKind::integer, 0, v);
+    if (small) small_ints_[v] = id;
+    return id;
+  }
+  uint32_t add_float(double v) {
+    Node n;
+    n.kind = ValueKind::floating;
+    n.f = v;
+    return add(n);
+  }
+  // A copy of s kept by the graph.
+  PTREAD_ALWAYS_INLINE std::string_view intern(std::string_view s) {
+    return std::string_view(arena.copy(s.data(), s.size()), s.size());
+  }
+  // A text node; copies s.
+  PTREAD_ALWAYS_INLINE uint32_t add_text(ValueKind kind, std::string_view s) { return add_interned_text(kind, intern(s)); }
+  // A text node for a text the graph already holds (a view returned by text() or intern()).
+  PTREAD_ALWAYS_INLINE uint32_t add_interned_text(ValueKind kind, std::string_view s) {
+    if (PTREAD_LIKELY(s.size() < kLongText)) return emit_text(kind, static_cast<uint32_t>(s.size()), s.data());
+    auto* v = static_cast<std::string_view*>(arena.allocate(sizeof(std::string_view), alignof(std::string_view)));
+    ::new (static_cast<void*>(v)) std::string_view(s);
+    return emit_text(kind, kLongText, reinterpret_cast<const char*>(v));
+  }
+  uint32_t add_container(ValueKind kind) { return add_container(kind, nullptr, 0); }
+  PTREAD_ALWAYS_INLINE uint32_t add_container(ValueKind kind, const uint32_t* items, size_t count) {
+    if (kind == ValueKind::tuple && count == 0) return empty_tuple();  // () is one object, as in Python
+    return emit_items(kind, static_cast<uint32_t>(count), new_items(items, count, capacity(kind, count)));
+  }
+  uint32_t add_global(std::string_view module, std::string_view name) {
+    return add_interned_global(intern(module), intern(name));
+  }
+  uint32_t add_interned_global(std::string_view module, std::string_view name) {
+    auto* v = static_cast<std::string_view*>(arena.allocate(2 * sizeof(std::string_view), alignof(std::string_view)));
+    ::new (static_cast<void*>(v)) std::string_view(module);
+    ::new (static_cast<void*>(v + 1)) std::string_view(name);
+    Node n;
+    n.kind = ValueKind::global;
+    n.names = v;
+    return add(n);
+  }
+  uint32_t add_object(uint32_t cls, uint32_t args) {
+    const uint32_t slots[5] = {cls, args, kNoNode, kNoNode, kNoNode};
+    return emit_items(ValueKind::object, 5, new_items(slots, 5, 5));
+  }
+  // Appends to a list, dict or set node.
+  void append(uint32_t node, const uint32_t* items, size_t count) {
+    Node& n = nodes[node];
+    const size_t have = n.ref, want = have + count;
+    if (want > capacity(n.kind, have)) n.items = new_items(n.items, have, capacity(n.kind, want));
+    if (count) std::memcpy(n.items + have, items, count * sizeof(uint32_t));
+    n.ref = static_cast<uint32_t>(want);
+  }
+  // Makes a node a leaf (tensor, unsupported ...) in place.
+  void set_leaf(uint32_t node, ValueKind kind, uint32_t ref) {
+    Node& n = nodes[node];
+    n.kind = kind;
+    n.ref = ref;
+    n.i = 0;
+  }
+
+  PTREAD_ALWAYS_INLINE NodeView at(uint32_t i) const {
+    const Node& n = nodes[i];
+    NodeView v;
+    v.kind = n.kind;
+    if (has_items(n.kind)) {
+      v.items.ptr = n.items;
+      v.items.n = n.ref;
+    } else {
+      v.ref = n.ref;
+      v.i = n.i;  // or f: the same bits
+    }
+    return v;
+  }
+  PTREAD_ALWAYS_INLINE ValueKind kind(uint32_t i) const { return nodes[i].kind; }
+  // The text of a string, bytes or big_integer node.
+  PTREAD_ALWAYS_INLINE std::string_view text(uint32_t i) const {
+    const Node& n = nodes[i];
+    if (PTREAD_LIKELY(n.ref != kLongText)) return std::string_view(n.text, n.ref);
+    return *reinterpret_cast<const std::string_view*>(n.text);
+  }
+  std::string_view global_module(uint32_t i) const { return nodes[i].names[0]; }
+  std::string_view global_name(uint32_t i) const { return nodes[i].names[1]; }
+  bool is_global(uint32_t i, std::string_view module, std::string_view name) const {
+    return nodes[i].kind == ValueKind::global && global_module(i) == module && global_name(i) == name;
+  }
+  bool is_string(uint32_t i, std::string_view s) const {
+    return nodes[i].kind == ValueKind::string && text(i) == s;
+  }
+  // The number of items of a container or object node.
+  size_t count(uint32_t i) const { return has_items(nodes[i].kind) ? nodes[i].ref : 0; }
+  // For dicts: the value under a string key, or kNoNode.
+  uint32_t dict_get(uint32_t d, std::string_view key) const {
+    const Items it = at(d).items;
+    for (size_t k = 0; k + 1 < it.size(); k += 2) {
+      if (is_string(it[k], key)) return it[k + 1];
+    }
+    return kNoNode;
+  }
+
+ private:
+  // The items block of a node holding `count` items: lists, dicts and sets grow (powers of
+  // two from 4), the others never do.
+  static size_t capacity(ValueKind kind, size_t count) {
+    if (count == 0) return 0;
+    if (kind != ValueKind::list && kind != ValueKind::dict && kind != ValueKind::set) return count;
+    size_t c = 4;
+    while (c < count) c *= 2;
+    return c;
+  }
+  PTREAD_ALWAYS_INLINE uint32_t* new_items(const uint32_t* items, size_t count, size_t cap) {
+    if (cap == 0) return nullptr;
+    uint32_t* b = static_cast<uint32_t*>(arena.allocate(cap * sizeof(uint32_t), alignof(uint32_t)));
+    if (count) copy_bytes(b, items, count * sizeof(uint32_t));
+    return b;
+  }
+  uint32_t empty_tuple() {
+    if (empty_tuple_ == kNoNode) {
+      Node n;
+      n.kind = ValueKind::tuple;
+      empty_tuple_ = add(n);
+    }
+    return empty_tuple_;
+  }
+
+  uint32_t small_ints_[256];
+  uint32_t empty_tuple_ = kNoNode;
+};
+
+// ---- big integers (two's complement, little-endian bytes, as LONG1/LONG4 store them) ----
+
+inline bool fits_int64(const uint8_t* p, size_t n, int64_t* out) {
+  if (n == 0) {
+    *out = 0;
+    return true;
+  }
+  const bool neg = (p[n - 1] & 0x80) != 0;
+  for (size_t k = 8; k < n; ++k) {
+    if (p[k] != (neg ? 0xff : 0x00)) return false;
+  }
+  if (n > 8 && ((p[7] & 0x80) != 0) != neg) return false;
+  uint64_t v = neg ? ~uint64_t{0} : 0;
+  for (size_t k = 0; k < n && k < 8; ++k) {
+    v &= ~(uint64_t{0xff} << (8 * k));
+    v |= static_cast<uint64_t>(p[k]) << (8 * k);
+  }
+  std::memcpy(out, &v, sizeof v);
+  return true;
+}
+
+// Decimal text of a two's complement little-endian integer.
+inline std::string big_to_decimal(std::string_view le) {
+  std::vector<uint8_t> mag(le.begin(), le.end());
+  const bool neg = !mag.empty() && (mag.back() & 0x80);
+  if (neg) {  // magnitude = two's complement negation
+    unsigned carry = 1;
+    for (auto& b : mag) {
+      unsigned v = static_cast<unsigned>(static_cast<uint8_t>(~b)) + carry;
+      b = static_cast<uint8_t>(v);
+      carry = v >> 8;
+    }
+  }
+  std::string digits;
+  bool nonzero = true;
+  while (nonzero) {
+    unsigned rem = 0;
+    nonzero = false;
+    for (size_t k = mag.size(); k-- > 0;) {
+      unsigned cur = (rem << 8) | mag[k];
+      mag[k] = static_cast<uint8_t>(cur / 10);
+      rem = cur % 10;
+      if (mag[k]) nonzero = true;
+    }
+    digits.push_back(static_cast<char>('0' + rem));
+  }
+  if (neg) digits.push_back('-');
+  return std::string(digits.rbegin(), digits.rend());
+}
+
+// Two's complement little-endian bytes of a decimal text ("-123").
+inline bool decimal_to_big(std::string_view s, std::string* out) {
+  bool neg = false;
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) {
+    neg = s[0] == '-';
+    s.remove_prefix(1);
+  }
+  if (s.empty()) return false;
+  std::vector<uint8_t> mag(1, 0);
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    unsigned carry = static_cast<unsigned>(c - '0');
+    for (auto& b : mag) {
+      unsigned v = b * 10u + carry;
+      b = static_cast<uint8_t>(v);
+      carry = v >> 8;
+    }
+    if (carry) mag.push_back(static_cast<uint8_t>(carry));
+  }
+  mag.push_back(0);  // room for the sign bit
+  if (neg) {
+    unsigned carry = 1;
+    for (auto& b : mag) {
+      unsigned v = static_cast<unsigned>(static_cast<uint8_t>(~b)) + carry;
+      b = static_cast<uint8_t>(v);
+      carry = v >> 8;
+    }
+  }
+  out->assign(mag.begin(), mag.end());
+  return true;
+}
+
+inline void append_utf8(std::string* out, uint32_t cp) {
+  if (cp < 0x80) {
+    out->push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out->push_back(static_cast<char>(0xc0 | (cp >> 6)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+  } else if (cp < 0x10000) {
+    out->push_back(static_cast<char>(0xe0 | (cp >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+  } else {
+    out->push_back(static_cast<char>(0xf0 | (cp >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3f)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+  }
+}
+
+}  // namespace detail
+}  // namespace ptread
