@@ -81,6 +81,23 @@ inline std::string shape_str(const Json& j) {
   return s + "]";
 }
 
+// "[ptread.E403]": how every error message starts.
+inline std::string error_tag(ptread::ErrorCode code) {
+  char tag[24];
+  std::snprintf(tag, sizeof tag, "[ptread.E%03d]", static_cast<int>(code));
+  return tag;
+}
+
+// A listed tensor against one expected.json entry: name, dtype, shape, value hash.
+inline void check_tensor_entry(const ptread::NamedTensor& nt, const Json& e) {
+  CHECK(nt.name == e["name"].as_string());
+  CHECK(std::string(ptread::dtype_name(nt.tensor.dtype())) == e["dtype"].as_string());
+  CHECK(shape_str(nt.tensor.shape()) == shape_str(e["shape"]));
+  std::string err;
+  CHECK(tensor_sha256(nt.tensor, &err) == e["sha256"].as_string());
+  CHECK(err.empty());
+}
+
 inline ptread::Result<ptread::Checkpoint> open_in_mode(const std::string& path, ptread::LoadMode mode,
                                                        std::vector<unsigned char>* keep) {
   if (mode == ptread::LoadMode::memory) {

@@ -105,12 +105,7 @@ void check_like_buffer(const ptread::Result<ptread::Checkpoint>& ck, const std::
     const Json& e = tensors[k];
     const auto& nt = ck->tensors()[k];
     INFO("tensor " << k << " '" << e["name"].as_string() << "'");
-    CHECK(nt.name == e["name"].as_string());
-    CHECK(std::string(ptread::dtype_name(nt.tensor.dtype())) == e["dtype"].as_string());
-    CHECK(shape_str(nt.tensor.shape()) == shape_str(e["shape"]));
-    std::string err;
-    CHECK(tensor_sha256(nt.tensor, &err) == e["sha256"].as_string());
-    CHECK(err.empty());
+    check_tensor_entry(nt, e);
   }
   CHECK(ck->find("w") != nullptr);
 }
@@ -118,9 +113,7 @@ void check_like_buffer(const ptread::Result<ptread::Checkpoint>& ck, const std::
 void check_error(const ptread::Error& e, ErrorCode want, const std::string& needle = "") {
   INFO("error: " << e.str());
   CHECK(e.code() == want);
-  char tag[24];
-  std::snprintf(tag, sizeof tag, "[ptread.E%03d]", static_cast<int>(want));
-  CHECK(e.str().rfind(tag, 0) == 0);
+  CHECK(e.str().rfind(error_tag(want), 0) == 0);
   if (!needle.empty()) CHECK(e.str().find(needle) != std::string::npos);
 }
 
