@@ -92,6 +92,8 @@ class PickleVM {
     end_ = data + n;
     stack_.clear();
     marks_.clear();
+    if (!memo_.empty()) memo_ = SegmentedVector<uint32_t>();  // each pickle.load has its own memo
+    memo_count_ = 0;
     floor_ = 0;
     // The opcodes torch.save writes are handled here, the read position in a local; the
     // others by step(), through p_.

@@ -2,11 +2,11 @@
 // what torch found in them (oracle.json). Skipped when the folder is absent: users of the
 // library do not have it.
 //
-// Zip-format files (state dicts, training checkpoints, whole models, TorchScript archives):
+// Zip-format and legacy files (state dicts, training checkpoints, whole models, TorchScript
+// archives):
 // every tensor the oracle lists is read bit for bit under its name, except tensors that this
 // version reports as unsupported (quantized ones), which must be listed by unsupported(),
-// never dropped. Legacy and tar files must fail with unsupported_format until their readers
-// land.
+// never dropped. Tar files must fail with unsupported_format until their reader lands.
 #include <catch2/catch.hpp>
 
 #include "support/helpers.hpp"
@@ -43,7 +43,7 @@ std::vector<Source> read_sources(const std::string& tsv) {
 void check_corpus_file(const std::string& dir, const Source& src, const Json& o) {
   auto ck = ptread::Checkpoint::open(dir + "/files/" + src.file);
   INFO(src.file);
-  if (src.container == "legacy" || src.container == "tar") {
+  if (src.container == "tar") {
     REQUIRE_FALSE(ck.ok());
     CHECK(ck.error().code() == ptread::ErrorCode::unsupported_format);
     return;

@@ -2,9 +2,11 @@
 #pragma once
 
 #include "../detail/flat_map.hpp"
+#include "../io.hpp"
 #include "../pickle.hpp"
 #include "../tensor.hpp"
 
+#include <algorithm>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -36,6 +38,16 @@ struct UnsupportedEntry {
 };
 
 namespace detail {
+
+struct ReadOptions {
+  LoadMode mode = LoadMode::mmap;
+  Limits limits;
+};
+
+inline void byteswap_elements(uint8_t* p, size_t nbytes, size_t unit) {
+  if (unit <= 1) return;
+  for (size_t k = 0; k + unit <= nbytes; k += unit) std::reverse(p + k, p + k + unit);
+}
 
 // A tensor as the pickle describes it, already checked against its storage. Tensor
 // objects are made from these when names are known (name_tensors), each in its place in

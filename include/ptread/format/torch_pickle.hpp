@@ -60,7 +60,7 @@ enum GlobalTag : uint8_t {
   kCopyregReconstructor,
 };
 
-class TorchHooks final : public PickleHooks {
+class TorchHooks : public PickleHooks {
  public:
   TorchHooks(Model& m, StorageLoader loader, const Limits& limits)
       : m_(m), loader_(std::move(loader)), limits_(limits) {}
@@ -75,12 +75,54 @@ class TorchHooks final : public PickleHooks {
     }
     const Items it = n.items;  // a tuple: its items never move
     PTREAD_TRY(std::string_view tag, text_of(g, it[0], "persistent id tag"));
-    if (tag == "module" && it.size() >= 2) return it[1];  // legacy full-model files
+    if (tag == "module" && it.size() >= 2) return it[1];  // legacy full-model files: the class
     if (tag != "storage" || (it.size() != 5 && it.size() != 6)) {
       return make_error(ErrorCode::bad_tensor_args,
                         "unknown persistent id ('" + std::string(tag) + "' with " + std::to_string(it.size()) +
                             " items); expected ('storage', class, key, location, numel[, view])");
     }
+    return storage_pid(g, it);
+  }
+
+  // The index of the storage with this key, or StringIndex::npos.
+  uint32_t storage_index(std::string_view key) const {
+    uint32_t number = 0;
+    const bool numbered = decimal_key(key, &number);
+    return find_storage(key, numbered, number);
+  }
+  // The dtype storage `index` was first referenced with.
+  DType storage_dtype(uint32_t index) const {
+    return index < table_dtype_.size() ? static_cast<DType>(table_dtype_[index]) : DType::U8;
+  }
+
+  // After the pickle: views of storages (legacy view metadata) point into their roots, and
+  // every storage the pickle references has its bytes.
+  Status finish() {
+    for (const View& v : views_) {
+      const std::shared_ptr<const Storage>& root = m_.storage_table[v.root];
+      if (root->data() == nullptr && root->nbytes() > 0) break;  // reported below
+      m_.storage_table[v.view] = std::make_shared<const Storage>(root->data() + v.offset, v.nbytes, root);
+    }
+    for (size_t k = 0; k < m_.storage_table.size(); ++k) {
+      const Storage& st = *m_.storage_table[k];
+      if (st.data() == nullptr && st.nbytes() > 0) {
+        std::string key = "#" + std::to_string(k);
+        for (const auto& hk : hashed_keys_) {
+          if (hk.second == k) key = std::string(hk.first);
+        }
+        for (size_t n = 0; n < storage_by_number_.size(); ++n) {
+          if (storage_by_number_[n] == k) key = std::to_string(n);
+        }
+        return make_error(ErrorCode::record_missing,
+                          "storage '" + key + "' is referenced by the pickle but its bytes are not in the file");
+      }
+    }
+    return {};
+  }
+
+ protected:
+  // ('storage', class, key, location, numel[, view_metadata]): a storage node.
+  Result<uint32_t> storage_pid(Graph& g, const Items& it) {
     DType dtype;
     if (g.kind(it[1]) == ValueKind::global) {
       Node& cls = g.nodes[it[1]];  // tag2: 0 unknown yet, 0xff no storage class, else dtype + 1
@@ -118,10 +160,6 @@ class TorchHooks final : public PickleHooks {
     if (mul_overflow(numel, dtype_size(dtype), &nbytes)) {
       return make_error(ErrorCode::shape_overflow, "storage '" + std::string(key) + "' byte size overflows");
     }
-    if (it.size() == 6 && g.kind(it[5]) != ValueKind::none) {
-      return make_error(ErrorCode::bad_tensor_args,
-                        "storage '" + std::string(key) + "' has view metadata, which only legacy files use");
-    }
     uint32_t number = 0;
     const bool numbered = decimal_key(key, &number);
     uint32_t index = find_storage(key, numbered, number);
@@ -135,11 +173,15 @@ class TorchHooks final : public PickleHooks {
     } else {
       PTREAD_TRY(auto st, loader_(key, nbytes, dtype));
       if (key.data() == digits) key = g.intern(key);  // the index keeps views
-      index = add_storage(key, numbered, number, std::move(st));
+      index = add_storage(key, numbered, number, std::move(st), dtype);
+    }
+    if (it.size() == 6 && g.kind(it[5]) != ValueKind::none) {
+      PTREAD_TRY(index, storage_view(g, it[5], index, dtype));
     }
     return g.emit_int(ValueKind::storage, index, static_cast<int64_t>((uint64_t{it[3]} << 8) | static_cast<uint8_t>(dtype)));
   }
 
+ public:
   Result<uint32_t> call(Graph& g, uint32_t callable, uint32_t args) override {
     if (g.kind(callable) != ValueKind::global) return g.add_object(callable, args);
     Node& fn = g.nodes[callable];
@@ -228,7 +270,7 @@ class TorchHooks final : public PickleHooks {
     return {};
   }
 
- private:
+ protected:
   enum class RebuildKind { v1, v2, v3 };
 
   // The storage table. torch names storages "0", "1", ... : such keys index a vector,
@@ -238,9 +280,11 @@ class TorchHooks final : public PickleHooks {
     const uint32_t k = storage_index_.find(key, [this](uint32_t j) { return hashed_keys_[j].first; });
     return k == StringIndex::npos ? k : hashed_keys_[k].second;
   }
-  uint32_t add_storage(std::string_view key, bool numbered, uint32_t n, std::shared_ptr<const Storage> st) {
+  uint32_t add_storage(std::string_view key, bool numbered, uint32_t n, std::shared_ptr<const Storage> st, DType dtype) {
     const uint32_t index = static_cast<uint32_t>(m_.storage_table.size());
     m_.storage_table.push_back(std::move(st));
+    if (table_dtype_.size() <= index) table_dtype_.resize(size_t{index} + 1, 0);
+    table_dtype_[index] = static_cast<uint8_t>(dtype);
     if (numbered && n < 2 * m_.storage_table.size() + 4096) {
       if (n >= storage_by_number_.size()) storage_by_number_.resize(size_t{n} + 1 + storage_by_number_.size() / 2, StringIndex::npos);
       storage_by_number_[n] = index;
@@ -249,6 +293,46 @@ class TorchHooks final : public PickleHooks {
       storage_index_.insert(key, static_cast<uint32_t>(hashed_keys_.size() - 1),
                             [this](uint32_t j) { return hashed_keys_[j].first; });
     }
+    return index;
+  }
+
+  // Legacy view metadata (view_key, offset, size), in elements of the root's dtype: the
+  // storage `view_key` is that slice of the root (torch.serialization: the first reference
+  // makes it). Resolved to memory by finish(), once the root has its bytes.
+  Result<uint32_t> storage_view(Graph& g, uint32_t meta, uint32_t root, DType dtype) {
+    const NodeView v = g.at(meta);
+    if (v.kind != ValueKind::tuple || v.items.size() != 3 || g.kind(v.items[1]) != ValueKind::integer ||
+        g.kind(v.items[2]) != ValueKind::integer) {
+      return make_error(ErrorCode::bad_tensor_args, "storage view metadata is not (key, offset, size)");
+    }
+    const Items vi = v.items;
+    std::string_view key;
+    char digits[24];
+    if (g.kind(vi[0]) == ValueKind::integer) {
+      const auto r = std::to_chars(digits, digits + sizeof digits, g.at(vi[0]).i);
+      key = std::string_view(digits, static_cast<size_t>(r.ptr - digits));
+    } else {
+      PTREAD_TRY(key, text_of(g, vi[0], "storage view key"));
+    }
+    uint32_t number = 0;
+    const bool numbered = decimal_key(key, &number);
+    const uint32_t found = find_storage(key, numbered, number);
+    if (found != StringIndex::npos) return found;
+    const int64_t offset = g.at(vi[1]).i, size = g.at(vi[2]).i;
+    const uint64_t unit = dtype_size(dtype), root_bytes = m_.storage_table[root]->nbytes();
+    uint64_t off_bytes = 0, size_bytes = 0;
+    if (offset < 0 || size < 0 || mul_overflow(static_cast<uint64_t>(offset), unit, &off_bytes) ||
+        mul_overflow(static_cast<uint64_t>(size), unit, &size_bytes) || off_bytes > root_bytes ||
+        size_bytes > root_bytes - off_bytes) {
+      return make_error(ErrorCode::view_out_of_bounds,
+                        "storage view '" + std::string(key) + "' (offset " + std::to_string(offset) + ", size " +
+                            std::to_string(size) + ") reaches past its root storage of " +
+                            std::to_string(root_bytes) + " bytes");
+    }
+    if (key.data() == digits) key = g.intern(key);
+    const uint32_t index = add_storage(key, numbered, number,
+                                       std::make_shared<const Storage>(nullptr, static_cast<size_t>(size_bytes), nullptr), dtype);
+    views_.push_back(View{index, root, static_cast<size_t>(off_bytes), static_cast<size_t>(size_bytes)});
     return index;
   }
 
@@ -556,6 +640,12 @@ class TorchHooks final : public PickleHooks {
   std::vector<uint32_t> storage_by_number_;  // decimal keys: storage_by_number_[n], or npos
   std::vector<std::pair<std::string_view, uint32_t>> hashed_keys_;  // the other keys (views held by the graph), their storage
   StringIndex storage_index_;                // positions in hashed_keys_
+  std::vector<uint8_t> table_dtype_;         // per storage_table entry made from a persistent id
+  struct View {
+    uint32_t view, root;
+    size_t offset, nbytes;
+  };
+  std::vector<View> views_;
 };
 
 }  // namespace detail

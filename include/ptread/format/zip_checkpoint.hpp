@@ -17,16 +17,6 @@
 namespace ptread {
 namespace detail {
 
-inline void byteswap_elements(uint8_t* p, size_t nbytes, size_t unit) {
-  if (unit <= 1) return;
-  for (size_t k = 0; k + unit <= nbytes; k += unit) std::reverse(p + k, p + k + unit);
-}
-
-struct ReadOptions {
-  LoadMode mode = LoadMode::mmap;
-  Limits limits;
-};
-
 // The archive's object graph, tensors and storages into m (everything but the names):
 // the archive's directory is gone when this returns.
 inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const ReadOptions& opt, Model& m) {
@@ -198,7 +188,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   hooks.expect_storages(data_records);
   PickleVM vm(m.graph, hooks, opt.limits, std::string(pkl->name));
   PTREAD_TRY(m.root, vm.run(pickle.data, pickle.size));
-  return {};
+  return hooks.finish();
 }
 
 inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const Source> src, const ReadOptions& opt) {
