@@ -13,6 +13,7 @@
 
 #include "format/detect.hpp"
 #include "format/legacy.hpp"
+#include "format/tar.hpp"
 #include "format/zip_checkpoint.hpp"
 #include "value.hpp"
 
@@ -84,13 +85,9 @@ class Checkpoint {
     PTREAD_CHECK(src->read_at(0, head, n));
     auto detected = detail::detect_format(head, n, src->size());
     if (!detected) return with_file(std::move(detected).error(), src->name());
-    if (*detected == detail::Detected::tar) {
-      return with_file(make_error(ErrorCode::unsupported_format,
-                                  "the tar format of torch 0.1.x is not supported yet"),
-                       src->name());
-    }
     const detail::ReadOptions ro{options.mode, options.limits};
     auto model = *detected == detail::Detected::legacy ? detail::read_legacy_checkpoint(src, ro)
+                 : *detected == detail::Detected::tar  ? detail::read_tar_checkpoint(src, ro)
                                                        : detail::read_zip_checkpoint(src, ro);
     if (!model) return with_file(std::move(model).error(), src->name());
     Checkpoint ck;

@@ -2,11 +2,10 @@
 // what torch found in them (oracle.json). Skipped when the folder is absent: users of the
 // library do not have it.
 //
-// Zip-format and legacy files (state dicts, training checkpoints, whole models, TorchScript
-// archives):
-// every tensor the oracle lists is read bit for bit under its name, except tensors that this
+// Every container (zip, legacy, tar, TorchScript) and every kind of content (state dicts,
+// training checkpoints, whole models): every tensor the oracle lists is read bit for bit under its name, except tensors that this
 // version reports as unsupported (quantized ones), which must be listed by unsupported(),
-// never dropped. Tar files must fail with unsupported_format until their reader lands.
+// never dropped.
 #include <catch2/catch.hpp>
 
 #include "support/helpers.hpp"
@@ -43,11 +42,6 @@ std::vector<Source> read_sources(const std::string& tsv) {
 void check_corpus_file(const std::string& dir, const Source& src, const Json& o) {
   auto ck = ptread::Checkpoint::open(dir + "/files/" + src.file);
   INFO(src.file);
-  if (src.container == "tar") {
-    REQUIRE_FALSE(ck.ok());
-    CHECK(ck.error().code() == ptread::ErrorCode::unsupported_format);
-    return;
-  }
   REQUIRE(ck.ok());
   size_t tensors_unsupported = 0;
   std::set<std::string> unsupported;

@@ -58,6 +58,7 @@ enum GlobalTag : uint8_t {
   kNumpyReconstruct,
   kNumpyScalar,
   kCopyregReconstructor,
+  kOldVariable,                // torch.nn.parameter.Parameter, torch.autograd.variable.Variable
 };
 
 class TorchHooks : public PickleHooks {
@@ -252,6 +253,10 @@ class TorchHooks : public PickleHooks {
       case kCopyregReconstructor:
         if (!a.empty()) return g.add_object(a[0], g.add_container(ValueKind::tuple));
         break;
+      case kOldVariable:
+        // torch 0.3: Parameter(data, requires_grad) / Variable(data) by REDUCE
+        if (!a.empty() && g.kind(a[0]) == ValueKind::tensor) return parameter(g, a);
+        break;
       case kGlobalUnclassified: case kGlobalOther:
         break;
     }
@@ -264,6 +269,14 @@ class TorchHooks : public PickleHooks {
       n.items[kObjState] = state;
       const uint32_t cls = n.items[kObjClass];
       if (is_numpy(g, cls, "ndarray")) return numpy_array(g, obj, state);
+      // torch 0.1-0.3 pickled Parameters and Variables as Parameter() with the state
+      // (data, ...): the object is its data tensor.
+      if (is_old_variable(g, cls) && g.kind(state) == ValueKind::tuple && !g.at(state).items.empty()) {
+        const uint32_t data = g.at(state).items[0];
+        if (g.kind(data) == ValueKind::tensor || g.kind(data) == ValueKind::unsupported) {
+          g.set_leaf(obj, g.kind(data), g.nodes[data].ref);
+        }
+      }
     }
     // BUILD on an OrderedDict carries `_metadata` (module versions); on a tensor, Python
     // attributes. Neither changes tensor values or names.
@@ -368,6 +381,9 @@ class TorchHooks : public PickleHooks {
       return kGlobalOther;
     }
     if ((mod == "copyreg" || mod == "copy_reg") && name == "_reconstructor") return kCopyregReconstructor;
+    if ((mod == "torch.nn.parameter" && name == "Parameter") || (mod == "torch.autograd.variable" && name == "Variable")) {
+      return kOldVariable;
+    }
     return kGlobalOther;
   }
 
@@ -408,6 +424,12 @@ class TorchHooks : public PickleHooks {
     if (name == "_rebuild_device_tensor_from_numpy" || name == "_rebuild_xla_tensor") return "device tensor from numpy";
     if (name == "_rebuild_device_tensor_from_cpu_tensor") return "device tensor";
     return nullptr;
+  }
+
+  static bool is_old_variable(const Graph& g, uint32_t cls) {
+    if (g.kind(cls) != ValueKind::global) return false;
+    const std::string_view mod = g.global_module(cls), name = g.global_name(cls);
+    return (mod == "torch.nn.parameter" && name == "Parameter") || (mod == "torch.autograd.variable" && name == "Variable");
   }
 
   // ---- numpy (numpy.core.multiarray before numpy 2, numpy._core.multiarray since) ----
