@@ -64,7 +64,12 @@ class Checkpoint {
 
   // Every readable tensor with its name, in file order.
   const std::vector<NamedTensor>& tensors() const noexcept { return model_->named; }
-  // Tensor-like entries that cannot be read (quantized, sparse ...), with the reason.
+  // Quantized tensors (integer representation, scales, zero points; dequantize()).
+  const std::vector<NamedQuantized>& quantized() const noexcept { return model_->named_quantized; }
+  // Sparse tensors (layout, shape, index and value tensors).
+  const std::vector<NamedSparse>& sparse() const noexcept { return model_->named_sparse; }
+  // Tensor-like entries that cannot be read (nested, meta, wrapper subclasses ...), with
+  // the reason: listed, never dropped.
   const std::vector<UnsupportedEntry>& unsupported() const noexcept { return model_->named_unsupported; }
 
   // The tensor with this name, or nullptr. (The first call indexes the names.)

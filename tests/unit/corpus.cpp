@@ -43,25 +43,39 @@ void check_corpus_file(const std::string& dir, const Source& src, const Json& o)
   auto ck = ptread::Checkpoint::open(dir + "/files/" + src.file);
   INFO(src.file);
   REQUIRE(ck.ok());
-  size_t tensors_unsupported = 0;
-  std::set<std::string> unsupported;
-  for (const auto& u : ck->unsupported()) unsupported.insert(u.name);
+  std::map<std::string, const ptread::QuantizedTensor*> quantized;
+  for (const auto& q : ck->quantized()) quantized.emplace(q.name, &q.tensor);
   const Json& tensors = o["tensors"];
   std::set<std::string> expected_names;
   for (const auto& kv : tensors.as_object()) {
     expected_names.insert(kv.first);
     INFO("tensor " << kv.first);
-    const ptread::Tensor* t = ck->find(kv.first);
-    if (t == nullptr) {
-      CHECK(unsupported.count(kv.first) == 1);
-      ++tensors_unsupported;
+    const std::string& dtype = kv.second["dtype"].as_string();
+    if (dtype.rfind("Q:", 0) == 0) {
+      // A quantized tensor: the oracle hashes its integer representation.
+      auto q = quantized.find(kv.first);
+      REQUIRE(q != quantized.end());
+      const ptread::Tensor& t = q->second->int_repr;
+      const std::string torch_name = dtype.substr(2);  // "torch.qint8"
+      ptread::DType want = ptread::DType::U8;
+      REQUIRE(ptread::detail::dtype_from_torch_name(torch_name.substr(torch_name.find('.') + 1), &want));
+      CHECK(t.dtype() == want);
+      CHECK(shape_str(t.shape()) == shape_str(kv.second["shape"]));
+      CHECK(tensor_sha256(t) == kv.second["sha256"].as_string());
       continue;
     }
-    CHECK(std::string(ptread::dtype_name(t->dtype())) == kv.second["dtype"].as_string());
+    const ptread::Tensor* t = ck->find(kv.first);
+    REQUIRE(t != nullptr);
+    CHECK(std::string(ptread::dtype_name(t->dtype())) == dtype);
     CHECK(shape_str(t->shape()) == shape_str(kv.second["shape"]));
     CHECK(tensor_sha256(*t) == kv.second["sha256"].as_string());
   }
-  if (tensors_unsupported) WARN(src.file << ": " << tensors_unsupported << " tensors listed as unsupported");
+  CHECK(ck->unsupported().empty());
+  CHECK(quantized.size() == ck->quantized().size());
+  for (const auto& q : ck->quantized()) {
+    INFO("extra quantized tensor " << q.name);
+    CHECK(expected_names.count(q.name) == 1);
+  }
   // Nothing listed that torch does not list.
   for (const auto& nt : ck->tensors()) {
     INFO("extra tensor " << nt.name);

@@ -27,7 +27,9 @@ enum class ValueKind : uint8_t {
   global,       // a class or function named by GLOBAL: module and name
   object,       // an instance of a class ptread does not interpret: class, args, state
   tensor,       // a tensor (index into the checkpoint's tensor table)
-  unsupported,  // a tensor-like entry ptread cannot read (quantized, sparse ...), with a reason
+  unsupported,  // a tensor-like entry ptread cannot read (nested, meta ...), with a reason
+  quantized,    // a quantized tensor (index into the checkpoint's quantized table)
+  sparse,       // a sparse tensor (index into the checkpoint's sparse table)
   storage,      // a persistent-id storage reference (internal; never left in a finished tree)
   missing,      // the result of looking up something absent
 };
@@ -50,6 +52,8 @@ inline const char* value_kind_name(ValueKind k) noexcept {
     case ValueKind::object: return "object";
     case ValueKind::tensor: return "tensor";
     case ValueKind::unsupported: return "unsupported";
+    case ValueKind::quantized: return "quantized tensor";
+    case ValueKind::sparse: return "sparse tensor";
     case ValueKind::storage: return "storage";
     case ValueKind::missing: return "missing";
   }

@@ -4,6 +4,7 @@
 #include "../detail/flat_map.hpp"
 #include "../io.hpp"
 #include "../pickle.hpp"
+#include "../quantized.hpp"
 #include "../tensor.hpp"
 
 #include <algorithm>
@@ -64,6 +65,23 @@ struct TensorSpec {
   bool neg = false;
 };
 
+// A quantized tensor: its integer representation and parameters (tensor specs by index).
+struct QuantSpec {
+  uint32_t int_repr = 0;
+  uint32_t scales = kNoNode, zero_points = kNoNode;
+  QScheme qscheme = QScheme::per_tensor_affine;
+  double scale = 0;
+  int64_t zero_point = 0, axis = 0;
+};
+// A sparse tensor: its parts (tensor specs by index, kNoNode when absent) and dense shape.
+struct SparseSpec {
+  SparseLayout layout = SparseLayout::coo;
+  uint32_t indices = kNoNode, compressed = kNoNode, plain = kNoNode, values = kNoNode;
+  const int64_t* shape = nullptr;  // in the graph's arena
+  uint32_t rank = 0;
+  int coalesced = -1;
+};
+
 struct Model {
   Format format = Format::zip;
   std::string archive_prefix;
@@ -72,11 +90,16 @@ struct Model {
   uint32_t root = kNoneNode;
   SegmentedVector<TensorSpec> specs;    // graph tensor nodes index this
   std::vector<std::string> unsupported; // graph unsupported nodes index this (the reason)
+  std::vector<QuantSpec> qspecs;        // graph quantized nodes index this
+  std::vector<SparseSpec> sparse_specs; // graph sparse nodes index this
   // The distinct storages. A graph storage node (a persistent id) holds its index in
   // ref, and in i the dtype it was saved as and the node of its location text.
   std::vector<std::shared_ptr<const Storage>> storage_table;
   std::vector<NamedTensor> named;       // the tensor list, in file order
   std::vector<UnsupportedEntry> named_unsupported;
+  std::vector<NamedQuantized> named_quantized;  // name filled by the naming walk, the tensor after it
+  std::vector<NamedSparse> named_sparse;
+  std::vector<uint32_t> quantized_of, sparse_of;  // per named entry: its qspecs / sparse_specs index
   std::vector<Tensor> tensors;          // tensors listed under no name
   // Per spec, once named: its first position in `named`, or kUnnamed | its position in
   // `tensors`.

@@ -63,6 +63,29 @@ class Namer {
       m_.tensors.emplace_back();
       m_.make_tensor(static_cast<uint32_t>(k), &m_.tensors.back());
     }
+    // Quantized and sparse entries take their parts from the tensors just made.
+    for (size_t k = 0; k < m_.named_quantized.size(); ++k) {
+      const QuantSpec& q = m_.qspecs[m_.quantized_of[k]];
+      QuantizedTensor& t = m_.named_quantized[k].tensor;
+      t.int_repr = m_.tensor(q.int_repr);
+      t.qscheme = q.qscheme;
+      t.scale = q.scale;
+      t.zero_point = q.zero_point;
+      t.axis = q.axis;
+      if (q.scales != kNoNode) t.scales = m_.tensor(q.scales);
+      if (q.zero_points != kNoNode) t.zero_points = m_.tensor(q.zero_points);
+    }
+    for (size_t k = 0; k < m_.named_sparse.size(); ++k) {
+      const SparseSpec& sp = m_.sparse_specs[m_.sparse_of[k]];
+      SparseTensor& t = m_.named_sparse[k].tensor;
+      t.layout = sp.layout;
+      t.shape.assign(sp.shape, sp.shape + sp.rank);
+      t.coalesced = sp.coalesced;
+      if (sp.indices != kNoNode) t.indices = m_.tensor(sp.indices);
+      if (sp.compressed != kNoNode) t.compressed_indices = m_.tensor(sp.compressed);
+      if (sp.plain != kNoNode) t.plain_indices = m_.tensor(sp.plain);
+      if (sp.values != kNoNode) t.values = m_.tensor(sp.values);
+    }
     return {};
   }
 
@@ -117,6 +140,16 @@ class Namer {
       case ValueKind::unsupported:
         enter(key, key_kind, depth);
         m_.named_unsupported.push_back({path_, m_.unsupported[n.ref]});
+        return {};
+      case ValueKind::quantized:
+        enter(key, key_kind, depth);
+        m_.named_quantized.push_back({path_, QuantizedTensor()});
+        m_.quantized_of.push_back(n.ref);
+        return {};
+      case ValueKind::sparse:
+        enter(key, key_kind, depth);
+        m_.named_sparse.push_back({path_, SparseTensor()});
+        m_.sparse_of.push_back(n.ref);
         return {};
       case ValueKind::list: case ValueKind::tuple: case ValueKind::dict: case ValueKind::object:
         break;

@@ -59,6 +59,8 @@ enum GlobalTag : uint8_t {
   kNumpyScalar,
   kCopyregReconstructor,
   kOldVariable,                // torch.nn.parameter.Parameter, torch.autograd.variable.Variable
+  kRebuildQTensor,             // _rebuild_qtensor
+  kRebuildSparse,              // _rebuild_sparse_tensor, _rebuild_sparse_csr_tensor
 };
 
 class TorchHooks : public PickleHooks {
@@ -197,6 +199,8 @@ class TorchHooks : public PickleHooks {
         if (!a.empty() && g.kind(a[0]) == ValueKind::tensor) return a[0];
         return unsupported_call(g, callable);
       case kRebuildUnsupported: return unsupported_call(g, callable);
+      case kRebuildQTensor: return qtensor(g, a);
+      case kRebuildSparse: return sparse(g, a);
       case kRebuildFromTypeV2:
         if (a.size() < 3 || g.kind(a[2]) != ValueKind::tuple) {
           return make_error(ErrorCode::bad_tensor_args, "_rebuild_from_type_v2 needs (func, type, args, state)");
@@ -357,6 +361,8 @@ class TorchHooks : public PickleHooks {
       if (name == "_rebuild_tensor") return kRebuildTensorV1;
       if (name == "_rebuild_parameter" || name == "_rebuild_parameter_with_state") return kRebuildParameter;
       if (name == "_rebuild_device_tensor_from_cpu_tensor") return kRebuildDeviceFromCpu;
+      if (name == "_rebuild_qtensor") return kRebuildQTensor;
+      if (name == "_rebuild_sparse_tensor" || name == "_rebuild_sparse_csr_tensor") return kRebuildSparse;
       if (unsupported_rebuild(name)) return kRebuildUnsupported;
       return kGlobalOther;
     }
@@ -416,8 +422,6 @@ class TorchHooks : public PickleHooks {
   }
 
   static const char* unsupported_rebuild(std::string_view name) {
-    if (name == "_rebuild_qtensor") return "quantized tensor";
-    if (name == "_rebuild_sparse_tensor" || name == "_rebuild_sparse_csr_tensor") return "sparse tensor";
     if (name == "_rebuild_nested_tensor") return "nested tensor";
     if (name == "_rebuild_meta_tensor_no_storage") return "meta tensor without data";
     if (name == "_rebuild_wrapper_subclass") return "wrapper-subclass tensor without data";
@@ -646,6 +650,112 @@ class TorchHooks : public PickleHooks {
     }
     m_.specs.push_back(t);
     return g.emit_int(ValueKind::tensor, static_cast<uint32_t>(m_.specs.size() - 1), 0);
+  }
+
+  // _rebuild_qtensor(storage, offset, size, stride, quantizer_params, requires_grad, hooks)
+  // with quantizer_params (qscheme, scale, zero_point) or (qscheme, scales, zero_points,
+  // axis); qscheme is a torch global (torch.per_tensor_affine ...).
+  Result<uint32_t> qtensor(Graph& g, const Items& a) {
+    if (a.size() < 5) return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor needs 7 arguments");
+    PTREAD_TRY(uint32_t t, rebuild(g, a, RebuildKind::v1));
+    const NodeView qp = g.at(a[4]);
+    if (qp.kind != ValueKind::tuple || qp.items.size() < 3 || g.kind(qp.items[0]) != ValueKind::global) {
+      return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: quantizer parameters are not (qscheme, ...)");
+    }
+    const Items q = qp.items;
+    QuantSpec spec;
+    spec.int_repr = g.nodes[t].ref;
+    if (a.size() > 5 && g.kind(a[5]) == ValueKind::boolean) m_.specs[spec.int_repr].requires_grad = g.at(a[5]).i != 0;
+    const std::string_view scheme = g.global_name(q[0]);
+    if (!qscheme_from_name(scheme, &spec.qscheme)) {
+      return unsupported(g, "quantized tensor with qscheme '" + std::string(scheme) + "' is not supported");
+    }
+    const DType dt = m_.specs[spec.int_repr].dtype;
+    if (dt != DType::QINT8 && dt != DType::QUINT8 && dt != DType::QINT32) {
+      return unsupported(g, std::string("quantized tensor of dtype ") + dtype_name(dt) + " is not supported");
+    }
+    auto number = [&](uint32_t n, double* out) {
+      if (g.kind(n) == ValueKind::floating) *out = g.at(n).f;
+      else if (g.kind(n) == ValueKind::integer) *out = static_cast<double>(g.at(n).i);
+      else return false;
+      return true;
+    };
+    if (q.size() == 3) {
+      if (!number(q[1], &spec.scale) || g.kind(q[2]) != ValueKind::integer) {
+        return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: per-tensor scale or zero point is not a number");
+      }
+      spec.zero_point = g.at(q[2]).i;
+      if (spec.qscheme != QScheme::per_tensor_affine && spec.qscheme != QScheme::per_tensor_symmetric) {
+        return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: a per-channel qscheme with per-tensor parameters");
+      }
+    } else if (q.size() == 4) {
+      if (g.kind(q[1]) != ValueKind::tensor || g.kind(q[2]) != ValueKind::tensor || g.kind(q[3]) != ValueKind::integer) {
+        return unsupported(g, "quantized tensor whose per-channel parameters are not tensors is not supported");
+      }
+      spec.scales = g.nodes[q[1]].ref;
+      spec.zero_points = g.nodes[q[2]].ref;
+      spec.axis = g.at(q[3]).i;
+      const TensorSpec& ts = m_.specs[spec.int_repr];
+      if (spec.axis < 0 || static_cast<uint64_t>(spec.axis) >= ts.rank) {
+        return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: axis " + std::to_string(spec.axis) + " of a " +
+                                                          std::to_string(ts.rank) + "-d tensor");
+      }
+      // torch writes per_channel_affine for float_qparams too: the zero points' dtype tells.
+      const DType zt = m_.specs[spec.zero_points].dtype;
+      if (zt == DType::F32 || zt == DType::F64 || zt == DType::F16) spec.qscheme = QScheme::per_channel_affine_float_qparams;
+      if (spec.qscheme == QScheme::per_tensor_affine || spec.qscheme == QScheme::per_tensor_symmetric) {
+        return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: a per-tensor qscheme with per-channel parameters");
+      }
+    } else {
+      return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: quantizer parameters have " + std::to_string(q.size()) + " items");
+    }
+    m_.qspecs.push_back(spec);
+    return g.emit_int(ValueKind::quantized, static_cast<uint32_t>(m_.qspecs.size() - 1), 0);
+  }
+
+  // _rebuild_sparse_tensor(layout, data): coo (indices, values, size[, is_coalesced]);
+  // csr/csc/bsr/bsc (compressed_indices, plain_indices, values, size).
+  Result<uint32_t> sparse(Graph& g, const Items& a) {
+    if (a.size() < 2 || g.kind(a[0]) != ValueKind::global || g.kind(a[1]) != ValueKind::tuple) {
+      return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor needs (layout, data)");
+    }
+    const std::string_view layout = g.global_name(a[0]);
+    SparseSpec spec;
+    if (layout == "sparse_coo") spec.layout = SparseLayout::coo;
+    else if (layout == "sparse_csr") spec.layout = SparseLayout::csr;
+    else if (layout == "sparse_csc") spec.layout = SparseLayout::csc;
+    else if (layout == "sparse_bsr") spec.layout = SparseLayout::bsr;
+    else if (layout == "sparse_bsc") spec.layout = SparseLayout::bsc;
+    else return unsupported(g, "sparse tensor of layout '" + std::string(layout) + "' is not supported");
+    const Items d = g.at(a[1]).items;
+    const bool coo = spec.layout == SparseLayout::coo;
+    const size_t parts = coo ? 2 : 3;
+    if (d.size() < parts + 1) return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor: data has too few items");
+    for (size_t k = 0; k < parts; ++k) {
+      if (g.kind(d[k]) != ValueKind::tensor) {
+        return unsupported(g, std::string("sparse tensor whose part ") + std::to_string(k) + " is a " + value_kind_name(g.kind(d[k])) +
+                                  " is not supported");
+      }
+    }
+    if (coo) {
+      spec.indices = g.nodes[d[0]].ref;
+      spec.values = g.nodes[d[1]].ref;
+      if (d.size() > 3 && g.kind(d[3]) == ValueKind::boolean) spec.coalesced = g.at(d[3]).i != 0 ? 1 : 0;
+    } else {
+      spec.compressed = g.nodes[d[0]].ref;
+      spec.plain = g.nodes[d[1]].ref;
+      spec.values = g.nodes[d[2]].ref;
+    }
+    PTREAD_TRY(size_t rank, dims_count(g, d[parts], "sparse size"));
+    int64_t* dims = new_dims(g, rank);
+    PTREAD_CHECK(read_dims(g, d[parts], "sparse size", dims));
+    for (size_t k = 0; k < rank; ++k) {
+      if (dims[k] < 0) return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor: a negative size");
+    }
+    spec.shape = dims;
+    spec.rank = static_cast<uint32_t>(rank);
+    m_.sparse_specs.push_back(spec);
+    return g.emit_int(ValueKind::sparse, static_cast<uint32_t>(m_.sparse_specs.size() - 1), 0);
   }
 
   Result<uint32_t> parameter(Graph& g, const Items& a) {
