@@ -68,6 +68,9 @@ class Checkpoint {
   const std::vector<NamedQuantized>& quantized() const noexcept { return model_->named_quantized; }
   // Sparse tensors (layout, shape, index and value tensors).
   const std::vector<NamedSparse>& sparse() const noexcept { return model_->named_sparse; }
+  // The modules of a whole pickled model or TorchScript archive (name and class), in
+  // state_dict() order; empty for state dicts.
+  const std::vector<ModuleEntry>& modules() const noexcept { return model_->modules; }
   // Tensor-like entries that cannot be read (nested, meta, wrapper subclasses ...), with
   // the reason: listed, never dropped.
   const std::vector<UnsupportedEntry>& unsupported() const noexcept { return model_->named_unsupported; }

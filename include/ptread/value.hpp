@@ -66,6 +66,14 @@ class Value {
     if (is_tensor()) return &m_->tensor(node().ref);
     return mismatch("tensor");
   }
+  Result<QuantizedTensor> as_quantized() const {
+    if (kind() == ValueKind::quantized) return m_->make_quantized(node().ref);
+    return mismatch("quantized tensor");
+  }
+  Result<SparseTensor> as_sparse() const {
+    if (kind() == ValueKind::sparse) return m_->make_sparse(node().ref);
+    return mismatch("sparse tensor");
+  }
   // Decimal text of any int, however large.
   std::string big_int_decimal() const {
     if (kind() == ValueKind::integer) return std::to_string(node().i);

@@ -38,6 +38,13 @@ struct UnsupportedEntry {
   std::string reason;
 };
 
+// A module of a whole pickled model or TorchScript archive: its name (the prefix of its
+// tensors' names; "" for the root) and class.
+struct ModuleEntry {
+  std::string name;
+  std::string class_name;  // "__main__.Net", "torch.nn.modules.linear.Linear", "__torch__.Net"
+};
+
 namespace detail {
 
 struct ReadOptions {
@@ -82,6 +89,14 @@ struct SparseSpec {
   int coalesced = -1;
 };
 
+// A TorchScript class's parameter and buffer attribute names, from the
+// `__parameters__ = [...]` and `__buffers__ = [...]` lines of its code/ file (read as
+// text, never run). state_dict() lists exactly these, then the submodules.
+struct ScriptClass {
+  std::string qualified_name;  // "__torch__.torch.nn.modules.linear.Linear"
+  std::vector<std::string> parameters, buffers;
+};
+
 struct Model {
   Format format = Format::zip;
   std::string archive_prefix;
@@ -99,7 +114,9 @@ struct Model {
   std::vector<UnsupportedEntry> named_unsupported;
   std::vector<NamedQuantized> named_quantized;  // name filled by the naming walk, the tensor after it
   std::vector<NamedSparse> named_sparse;
-  std::vector<uint32_t> quantized_of, sparse_of;  // per named entry: its qspecs / sparse_specs index
+  std::vector<uint32_t> quantized_of, sparse_of;
+  std::vector<ModuleEntry> modules;     // in the order the naming walk meets them
+  std::vector<ScriptClass> script_classes;  // TorchScript archives: from code/  // per named entry: its qspecs / sparse_specs index
   std::vector<Tensor> tensors;          // tensors listed under no name
   // Per spec, once named: its first position in `named`, or kUnnamed | its position in
   // `tensors`.
@@ -125,6 +142,32 @@ struct Model {
 
   // Fills a default-constructed Tensor from spec k.
   void make_tensor(uint32_t k, Tensor* t) const;
+
+  // The entries of quantized and sparse nodes (their ref), once the tensors are named.
+  QuantizedTensor make_quantized(uint32_t ref) const {
+    const QuantSpec& q = qspecs[ref];
+    QuantizedTensor t;
+    t.int_repr = tensor(q.int_repr);
+    t.qscheme = q.qscheme;
+    t.scale = q.scale;
+    t.zero_point = q.zero_point;
+    t.axis = q.axis;
+    if (q.scales != kNoNode) t.scales = tensor(q.scales);
+    if (q.zero_points != kNoNode) t.zero_points = tensor(q.zero_points);
+    return t;
+  }
+  SparseTensor make_sparse(uint32_t ref) const {
+    const SparseSpec& sp = sparse_specs[ref];
+    SparseTensor t;
+    t.layout = sp.layout;
+    t.shape.assign(sp.shape, sp.shape + sp.rank);
+    t.coalesced = sp.coalesced;
+    if (sp.indices != kNoNode) t.indices = tensor(sp.indices);
+    if (sp.compressed != kNoNode) t.compressed_indices = tensor(sp.compressed);
+    if (sp.plain != kNoNode) t.plain_indices = tensor(sp.plain);
+    if (sp.values != kNoNode) t.values = tensor(sp.values);
+    return t;
+  }
 
  private:
   mutable std::once_flag name_index_once_;

@@ -15,7 +15,9 @@
 #include "../detail/python_repr.hpp"
 #include "model.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -64,28 +66,8 @@ class Namer {
       m_.make_tensor(static_cast<uint32_t>(k), &m_.tensors.back());
     }
     // Quantized and sparse entries take their parts from the tensors just made.
-    for (size_t k = 0; k < m_.named_quantized.size(); ++k) {
-      const QuantSpec& q = m_.qspecs[m_.quantized_of[k]];
-      QuantizedTensor& t = m_.named_quantized[k].tensor;
-      t.int_repr = m_.tensor(q.int_repr);
-      t.qscheme = q.qscheme;
-      t.scale = q.scale;
-      t.zero_point = q.zero_point;
-      t.axis = q.axis;
-      if (q.scales != kNoNode) t.scales = m_.tensor(q.scales);
-      if (q.zero_points != kNoNode) t.zero_points = m_.tensor(q.zero_points);
-    }
-    for (size_t k = 0; k < m_.named_sparse.size(); ++k) {
-      const SparseSpec& sp = m_.sparse_specs[m_.sparse_of[k]];
-      SparseTensor& t = m_.named_sparse[k].tensor;
-      t.layout = sp.layout;
-      t.shape.assign(sp.shape, sp.shape + sp.rank);
-      t.coalesced = sp.coalesced;
-      if (sp.indices != kNoNode) t.indices = m_.tensor(sp.indices);
-      if (sp.compressed != kNoNode) t.compressed_indices = m_.tensor(sp.compressed);
-      if (sp.plain != kNoNode) t.plain_indices = m_.tensor(sp.plain);
-      if (sp.values != kNoNode) t.values = m_.tensor(sp.values);
-    }
+    for (size_t k = 0; k < m_.named_quantized.size(); ++k) m_.named_quantized[k].tensor = m_.make_quantized(m_.quantized_of[k]);
+    for (size_t k = 0; k < m_.named_sparse.size(); ++k) m_.named_sparse[k].tensor = m_.make_sparse(m_.sparse_of[k]);
     return {};
   }
 
@@ -252,9 +234,33 @@ class Namer {
         g_.kind(g_.at(state).items[0]) == ValueKind::dict) {
       state = g_.at(state).items[0];  // (dict state, slot state)
     }
+    const uint32_t cls = n.items[kObjClass];
     if (state != kNoNode && g_.kind(state) == ValueKind::dict) {
       const uint32_t params = g_.dict_get(state, "_parameters");
       const uint32_t modules = g_.dict_get(state, "_modules");
+      const bool script = torchscript_module(cls);
+      if (params != kNoNode || modules != kNoNode || script) add_module(cls);
+      const ScriptClass* sc = script ? script_class(cls) : nullptr;
+      if (sc != nullptr) {
+        // state_dict() of a TorchScript module: parameters, buffers, then submodules, each
+        // in attribute order.
+        const Items it = g_.at(state).items;
+        for (const auto* names : {&sc->parameters, &sc->buffers}) {
+          for (size_t k = 0; k + 1 < it.size(); k += 2) {
+            if (g_.kind(it[k + 1]) != ValueKind::none && g_.kind(it[k]) == ValueKind::string &&
+                std::find(names->begin(), names->end(), g_.text(it[k])) != names->end()) {
+              children_.push_back({it[k + 1], it[k], kKeyNode});
+            }
+          }
+        }
+        for (size_t k = 0; k + 1 < it.size(); k += 2) {
+          const uint32_t v = it[k + 1];
+          if (g_.kind(v) == ValueKind::object && torchscript_module(g_.at(v).items[kObjClass])) {
+            children_.push_back({v, it[k], kKeyNode});
+          }
+        }
+        return;
+      }
       if (params != kNoNode || modules != kNoNode) {
         add_dict(params);
         add_dict(g_.dict_get(state, "_buffers"), g_.dict_get(state, "_non_persistent_buffers_set"));
@@ -271,6 +277,34 @@ class Namer {
     if (n.items[kObjDictItems] != kNoNode) add_pairs(g_.at(n.items[kObjDictItems]).items);
   }
 
+  // A TorchScript module's class: __torch__.<qualified name>, not a custom C++ class.
+  bool torchscript_module(uint32_t cls) const {
+    if (g_.kind(cls) != ValueKind::global) return false;
+    const std::string_view mod = g_.global_module(cls);
+    return (mod == "__torch__" || mod.compare(0, 10, "__torch__.") == 0) && mod.compare(0, 23, "__torch__.torch.classes") != 0;
+  }
+  // The code/ description of a TorchScript class, when the archive has one.
+  const ScriptClass* script_class(uint32_t cls) {
+    if (m_.script_classes.empty()) return nullptr;
+    if (script_index_.empty()) {
+      for (const auto& c : m_.script_classes) script_index_.emplace(c.qualified_name, &c);
+    }
+    std::string q(g_.global_module(cls));
+    q += '.';
+    q += g_.global_name(cls);
+    auto f = script_index_.find(q);
+    return f == script_index_.end() ? nullptr : f->second;
+  }
+  void add_module(uint32_t cls) {
+    std::string name;
+    if (g_.kind(cls) == ValueKind::global) {
+      name.assign(g_.global_module(cls));
+      name += '.';
+      name += g_.global_name(cls);
+    }
+    m_.modules.push_back({path_, std::move(name)});
+  }
+
   Model& m_;
   const Graph& g_;
   const Limits& limits_;
@@ -279,6 +313,7 @@ class Namer {
   std::vector<uint8_t> on_path_;
   std::string path_;               // the name of the item being visited
   std::vector<size_t> path_len_;   // path_len_[d]: length of the name of the last item visited at depth d
+  std::unordered_map<std::string, const ScriptClass*> script_index_;
   uint64_t steps_ = 0;
   uint64_t max_steps_ = 0;
 };

@@ -19,6 +19,41 @@ namespace detail {
 
 // The archive's object graph, tensors and storages into m (everything but the names):
 // the archive's directory is gone when this returns.
+// The classes a TorchScript code file defines: `class Name(Module):` at the left margin,
+// then indented `__parameters__ = ["a", "b", ]` and `__buffers__ = [...]` lines.
+inline void parse_script_classes(std::string_view qualifier, std::string_view code, std::vector<ScriptClass>* out) {
+  auto names = [](std::string_view line, std::vector<std::string>* dst) {
+    size_t p = line.find('[');
+    while (p != std::string_view::npos) {
+      const size_t q0 = line.find('"', p);
+      if (q0 == std::string_view::npos) break;
+      const size_t q1 = line.find('"', q0 + 1);
+      if (q1 == std::string_view::npos) break;
+      dst->emplace_back(line.substr(q0 + 1, q1 - q0 - 1));
+      p = q1 + 1;
+    }
+  };
+  ScriptClass* current = nullptr;
+  size_t pos = 0;
+  while (pos < code.size()) {
+    size_t eol = code.find('\n', pos);
+    if (eol == std::string_view::npos) eol = code.size();
+    const std::string_view line = code.substr(pos, eol - pos);
+    pos = eol + 1;
+    if (line.compare(0, 6, "class ") == 0) {
+      const size_t paren = line.find_first_of("(:", 6);
+      out->push_back(ScriptClass{std::string(qualifier) + "." + std::string(line.substr(6, paren - 6)), {}, {}});
+      current = &out->back();
+    } else if (current != nullptr && line.compare(0, 17, "  __parameters__ ") == 0) {
+      names(line, &current->parameters);
+    } else if (current != nullptr && line.compare(0, 14, "  __buffers__ ") == 0) {
+      names(line, &current->buffers);
+    } else if (!line.empty() && line[0] != ' ') {
+      current = nullptr;
+    }
+  }
+}
+
 inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const ReadOptions& opt, Model& m) {
   PTREAD_TRY(ZipArchive zip, ZipArchive::open(src, opt.limits));
   // The folder holding data.pkl; the shallowest wins.
@@ -58,6 +93,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     uint64_t size;
     uint32_t entry;       // StringIndex::npos: no such record
   };
+  std::vector<const ZipEntry*> code_files;
   const ZipEntry* constants = nullptr;
   const ZipEntry* byteorder = nullptr;
   SegmentedVector<DataRecord> data_by_number;
@@ -81,6 +117,8 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
           if (e.method == 0 && e.compressed_size == e.uncompressed_size && zip.try_data_offset(e, &off)) r.data = base + off;
         }
       }
+    } else if (rest.size() > 8 && rest.compare(0, 5, "code/") == 0 && rest.compare(rest.size() - 3, 3, ".py") == 0) {
+      code_files.push_back(&e);
     } else if (rest == "constants.pkl") {
       if (constants == nullptr) constants = &e;
     } else if (rest == "byteorder") {
@@ -88,6 +126,19 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     }
   }
   m.format = constants ? Format::torchscript : Format::zip;
+  if (constants != nullptr) {
+    uint64_t code_bytes = 0;
+    for (const ZipEntry* e : code_files) {
+      code_bytes += e->uncompressed_size;
+      if (code_bytes > opt.limits.max_pickle_bytes) {
+        return make_error(ErrorCode::limit_exceeded, "TorchScript code/ files larger than Limits::max_pickle_bytes");
+      }
+      PTREAD_TRY(Bytes code, zip.read(*e));
+      std::string qualifier(e->name.substr(prefix.size() + 5, e->name.size() - prefix.size() - 8));
+      std::replace(qualifier.begin(), qualifier.end(), '/', '.');
+      parse_script_classes(qualifier, std::string_view(reinterpret_cast<const char*>(code.data), code.size), &m.script_classes);
+    }
+  }
 
   if (const ZipEntry* bo = byteorder) {
     PTREAD_TRY(Bytes b, zip.read(*bo));
