@@ -70,6 +70,15 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     }
   }
   if (pkl == nullptr) {
+    for (const auto& e : zip.entries()) {
+      const std::string_view n = e.name;
+      if (n == "model.json" || (n.size() > 11 && n.compare(n.size() - 11, 11, "/model.json") == 0)) {
+        return make_error(ErrorCode::unsupported_format,
+                          "a TorchScript archive in the torch 1.0-1.2 layout (model.json and tensors/, record '" +
+                              std::string(n) + "'), which this version does not read; load and re-save it with torch.jit.save "
+                              "in torch >= 1.3");
+      }
+    }
     std::string names;
     for (size_t k = 0; k < zip.entries().size() && k < 5; ++k) {
       names += k ? ", '" : "'";
