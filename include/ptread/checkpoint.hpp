@@ -85,6 +85,9 @@ class Checkpoint {
 
   // The unpickled object: a dict for state dicts, an object for whole models ...
   Value root() const { return Value(model_.get(), model_->root); }
+  // TorchScript archives: the tuple of constants.pkl (tensor literals of the code; not part
+  // of state_dict(), so not in tensors()); a missing Value for other formats.
+  Value constants() const { return Value(model_.get(), model_->constants_root); }
 
  private:
   static Result<Checkpoint> from_source(const std::shared_ptr<detail::Source>& src, const Options& options) {

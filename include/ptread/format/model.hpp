@@ -103,6 +103,7 @@ struct Model {
   bool big_endian = false;
   Graph graph;
   uint32_t root = kNoneNode;
+  uint32_t constants_root = kNoNode;    // TorchScript: constants.pkl's tuple
   SegmentedVector<TensorSpec> specs;    // graph tensor nodes index this
   std::vector<std::string> unsupported; // graph unsupported nodes index this (the reason)
   std::vector<QuantSpec> qspecs;        // graph quantized nodes index this

@@ -142,7 +142,13 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
       if (code_bytes > opt.limits.max_pickle_bytes) {
         return make_error(ErrorCode::limit_exceeded, "TorchScript code/ files larger than Limits::max_pickle_bytes");
       }
-      PTREAD_TRY(Bytes code, zip.read(*e));
+      auto read = zip.read(*e);
+      if (!read && read.error().code() == ErrorCode::zip_unsupported_compression) {
+        // torch deflates code/; without zlib, names come from the attributes alone.
+        m.script_classes.clear();
+        break;
+      }
+      PTREAD_TRY(Bytes code, std::move(read));
       std::string qualifier(e->name.substr(prefix.size() + 5, e->name.size() - prefix.size() - 8));
       std::replace(qualifier.begin(), qualifier.end(), '/', '.');
       parse_script_classes(qualifier, std::string_view(reinterpret_cast<const char*>(code.data), code.size), &m.script_classes);
@@ -195,12 +201,13 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     return std::shared_ptr<const Storage>(block, st);
   };
   std::string name;
-  StorageLoader loader = [&z, &data_by_number, &name, &prefix, &view_storage, copy_storages, swap](
+  const char* dir = "data/";  // constants.pkl's storages are under constants/
+  StorageLoader loader = [&z, &data_by_number, &name, &prefix, &view_storage, &dir, copy_storages, swap](
                              std::string_view key, uint64_t nbytes, DType dtype) -> Result<std::shared_ptr<const Storage>> {
     const bool swapped = swap && dtype_swap_unit(dtype) > 1;
     const ZipEntry* e = nullptr;
     uint32_t n = 0;
-    if (decimal_key(key, &n) && n < data_by_number.size() && data_by_number[n].entry != StringIndex::npos) {
+    if (dir[0] == 'd' && decimal_key(key, &n) && n < data_by_number.size() && data_by_number[n].entry != StringIndex::npos) {
       const DataRecord& r = data_by_number[n];
       if (r.data != nullptr && !swapped && !copy_storages && r.size >= nbytes) {
         return view_storage(r.data, r.size);  // what the checks below come to
@@ -208,7 +215,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
       e = &z.entries()[r.entry];
     }
     name = prefix;
-    name += "data/";
+    name += dir;
     name += key;
     if (e == nullptr) e = z.find(name);
     if (e == nullptr) {
@@ -244,11 +251,24 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   };
 
   // Usually one tensor per storage record: room for that many.
-  TorchHooks hooks(m, std::move(loader), opt.limits);
+  TorchHooks hooks(m, loader, opt.limits);
   hooks.expect_storages(data_records);
   PickleVM vm(m.graph, hooks, opt.limits, std::string(pkl->name));
   PTREAD_TRY(m.root, vm.run(pickle.data, pickle.size));
-  return hooks.finish();
+  PTREAD_CHECK(hooks.finish());
+  if (constants != nullptr) {
+    // TorchScript's tensor constants: their own pickle and storage keys.
+    if (constants->uncompressed_size > opt.limits.max_pickle_bytes) {
+      return make_error(ErrorCode::limit_exceeded, "constants.pkl is larger than Limits::max_pickle_bytes");
+    }
+    PTREAD_TRY(Bytes cpkl, zip.read(*constants));
+    dir = "constants/";
+    TorchHooks chooks(m, loader, opt.limits);
+    PickleVM cvm(m.graph, chooks, opt.limits, std::string(constants->name));
+    PTREAD_TRY(m.constants_root, cvm.run(cpkl.data, cpkl.size));
+    PTREAD_CHECK(chooks.finish());
+  }
+  return {};
 }
 
 inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const Source> src, const ReadOptions& opt) {
