@@ -208,6 +208,13 @@ class TorchHooks : public PickleHooks {
         return call(g, a[0], a[2]);
       case kOrderedDict: case kDictLike: {
         const uint32_t d = g.add_container(ValueKind::dict);
+        // Counter({k: n, ...}) (Counter.__reduce__), OrderedDict/defaultdict(..., {k: v})
+        for (uint32_t arg : a) {
+          if (g.kind(arg) == ValueKind::dict) {
+            const Items kv = g.at(arg).items;
+            g.append(d, kv.data(), kv.size());
+          }
+        }
         // OrderedDict([(k, v), ...]) from protocol 0/1 files
         if (fn.tag == kOrderedDict && !a.empty() && g.kind(a[0]) == ValueKind::list) {
           const Items pairs = g.at(a[0]).items;
