@@ -5,8 +5,8 @@
 // data) (_rebuild_sparse_csr_tensor in torch 1.13). ptread hands out their parts:
 //
 //   for (const auto& q : ck->quantized()) {        // name, QuantizedTensor
-//     q.tensor.int_repr;                            // QINT8 / QUINT8 / QINT32, as stored
-//     std::vector<float> x(q.tensor.int_repr.numel());
+//     q.tensor.int_repr;                            // I8 / U8 / I32, as torch's int_repr()
+//     std::vector<float> x(q.tensor.numel());
 //     q.tensor.dequantize(x.data(), x.size());      // what torch's dequantize() gives
 //   }
 //   for (const auto& s : ck->sparse()) ...          // layout, shape, index and value tensors
@@ -43,49 +43,64 @@ inline bool qscheme_from_name(std::string_view s, QScheme* out) noexcept {
   return false;
 }
 
-// A quantized tensor: real value = (int_repr - zero_point) * scale, per tensor or per
-// channel along `axis`.
+// A quantized tensor: real value = (q - zero_point) * scale, per tensor or per channel
+// along `axis`.
 struct QuantizedTensor {
-  Tensor int_repr;           // the stored integers: dtype QINT8, QUINT8 or QINT32
+  DType dtype = DType::QINT8;  // QINT8, QUINT8, QINT32, QUINT4X2 or QUINT2X4
+  std::vector<int64_t> shape;  // the logical shape
+  // The stored integers as torch's int_repr() gives them: I8, U8 or I32 with the tensor's
+  // shape and strides; for QUINT4X2/QUINT2X4 the packed bytes (U8, [ceil(numel / 2 or 4)],
+  // low bits first).
+  Tensor int_repr;
   QScheme qscheme = QScheme::per_tensor_affine;
-  double scale = 0;          // per-tensor schemes
+  double scale = 0;            // per-tensor schemes
   int64_t zero_point = 0;
-  Tensor scales;             // per-channel schemes: F64 (F32 for float_qparams), one per channel
-  Tensor zero_points;        // per-channel schemes: I64 (F32 for float_qparams)
+  Tensor scales;               // per-channel schemes: F64 (F32 for float_qparams), one per channel
+  Tensor zero_points;          // per-channel schemes: I64 (F32 for float_qparams)
   int64_t axis = 0;
 
+  int64_t numel() const noexcept {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
   bool per_channel() const noexcept {
     return qscheme == QScheme::per_channel_affine || qscheme == QScheme::per_channel_affine_float_qparams ||
            qscheme == QScheme::per_channel_symmetric;
   }
 
-  // The real values in row-major order into out[0, n), n == int_repr.numel(), computed as
-  // torch's CPU dequantize() computes them: per tensor in float ((x - zp) * scale, all
-  // float), per channel in double then rounded to float; float_qparams in float.
+  // The real values in row-major order into out[0, n), n == numel(), computed as torch's
+  // CPU dequantize() computes them: per tensor in float ((q - zp) * scale, all float), per
+  // channel in double then rounded to float; float_qparams in float.
   Status dequantize(float* out, size_t n) const {
-    if (n != static_cast<size_t>(int_repr.numel())) {
+    if (n != static_cast<size_t>(numel())) {
       return make_error(ErrorCode::invalid_argument, "dequantize: the output holds " + std::to_string(n) + " floats; the tensor has " +
-                                                         std::to_string(int_repr.numel()) + " elements");
+                                                         std::to_string(numel()) + " elements");
     }
     PTREAD_TRY(Tensor c, int_repr.contiguous());
-    const uint8_t* raw = c.storage() ? c.storage()->data() + static_cast<size_t>(c.storage_offset()) * c.element_size() : nullptr;
+    const size_t avail = static_cast<size_t>(c.nbytes());
+    const uint8_t* raw = avail ? c.storage()->data() + static_cast<size_t>(c.storage_offset()) * c.element_size() : nullptr;
+    const unsigned bits = dtype == DType::QUINT4X2 ? 4 : dtype == DType::QUINT2X4 ? 2 : 0;
+    if (bits ? avail * (8 / bits) < n : static_cast<size_t>(c.numel()) != n) {
+      return make_error(ErrorCode::bad_tensor_args, "dequantize: the integer representation does not hold " + std::to_string(n) + " values");
+    }
     auto value = [&](size_t i) -> int64_t {
+      if (bits) return (raw[i * bits / 8] >> ((i * bits) % 8)) & ((1u << bits) - 1);
       switch (c.dtype()) {
-        case DType::QINT8: { int8_t v; std::memcpy(&v, raw + i, 1); return v; }
-        case DType::QUINT8: return raw[i];
+        case DType::I8: { int8_t v; std::memcpy(&v, raw + i, 1); return v; }
+        case DType::U8: return raw[i];
         default: { int32_t v; std::memcpy(&v, raw + 4 * i, 4); return v; }
       }
     };
-    if (c.dtype() != DType::QINT8 && c.dtype() != DType::QUINT8 && c.dtype() != DType::QINT32) {
+    if (!bits && c.dtype() != DType::I8 && c.dtype() != DType::U8 && c.dtype() != DType::I32) {
       return make_error(ErrorCode::unsupported_conversion,
-                        std::string("dequantize of a ") + dtype_name(c.dtype()) + " tensor (QINT8, QUINT8 and QINT32 are supported)");
+                        std::string("dequantize of a ") + dtype_name(c.dtype()) + " integer representation");
     }
     if (!per_channel()) {
       const float s = static_cast<float>(scale), z = static_cast<float>(zero_point);
       for (size_t i = 0; i < n; ++i) out[i] = (static_cast<float>(value(i)) - z) * s;
       return {};
     }
-    const auto& shape = int_repr.shape();
     if (axis < 0 || static_cast<size_t>(axis) >= shape.size()) {
       return make_error(ErrorCode::bad_tensor_args, "dequantize: axis " + std::to_string(axis) + " of a " +
                                                         std::to_string(shape.size()) + "-d tensor");
@@ -116,7 +131,7 @@ struct QuantizedTensor {
   }
 
   Result<std::vector<float>> dequantize() const {
-    std::vector<float> out(static_cast<size_t>(int_repr.numel()));
+    std::vector<float> out(static_cast<size_t>(numel()));
     PTREAD_CHECK(dequantize(out.data(), out.size()));
     return out;
   }

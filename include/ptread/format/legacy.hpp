@@ -10,11 +10,12 @@
 //   5. the list of storage keys, in the order the storages follow
 // then, for each key: an 8-byte element count and count * element size raw bytes.
 //
-// Byte order: torch >= 1.4 writes counts and data little-endian whatever the host
-// (THPStorage_writeFileRaw); older big-endian hosts wrote native order. Each storage's count
-// says which: the pickle gives the element count, so a count that only matches byte-swapped
-// marks big-endian data, converted per element (torch itself fails on such files with
-// "storage has wrong size"). sys_info is read but not trusted for this.
+// Byte order: THPStorage_writeFileRaw has written the elements little-endian whatever the
+// host since February 2017 (before the legacy format existed), and the 8-byte counts in
+// host order until torch 1.4 (pytorch#26383). So a file from a big-endian host before 1.4
+// has big-endian counts and little-endian data: the pickle gives each storage's element
+// count, so a count that matches only byte-swapped is read swapped (torch itself fails on
+// such files with "storage has wrong byte size"). sys_info is read but not needed.
 //
 // mmap and memory modes: storages are views into the file where their address suits their
 // dtype's alignment (else copied). Read mode: the pickles are read with a growing prefix,
@@ -171,18 +172,14 @@ class LegacyReader {
       }
       PTREAD_CHECK(src_->read_at(pos, head, 8));
       const uint64_t count = load_u64_le(head);
-      bool swap = false;
       if (count != expected) {
-        if (unit > 1 && byteswap_u64(count) == expected) {
-          swap = dtype_swap_unit(dtype) > 1;  // written by a big-endian host before torch 1.4
-          model_->big_endian = true;
-        } else {
+        if (byteswap_u64(count) != expected) {  // a big-endian host before torch 1.4: accepted
           return make_error(ErrorCode::legacy_corrupt,
                             "storage '" + key + "' holds " + std::to_string(count) + " elements in the file; the pickle says " +
                                 std::to_string(expected) + " (byte " + std::to_string(pos) + ")");
         }
       }
-      PTREAD_TRY(auto st, storage_from_source(*src_, owner, pos + 8, nbytes, dtype, copy, swap));
+      PTREAD_TRY(auto st, storage_from_source(*src_, owner, pos + 8, nbytes, dtype, copy, false));
       model_->storage_table[index] = std::move(st);
       pos += 8 + nbytes;
     }

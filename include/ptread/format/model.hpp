@@ -75,6 +75,9 @@ struct TensorSpec {
 // A quantized tensor: its integer representation and parameters (tensor specs by index).
 struct QuantSpec {
   uint32_t int_repr = 0;
+  DType dtype = DType::QINT8;       // QINT8, QUINT8, QINT32, QUINT4X2, QUINT2X4
+  const int64_t* shape = nullptr;   // the logical shape, in the graph's arena
+  uint32_t rank = 0;
   uint32_t scales = kNoNode, zero_points = kNoNode;
   QScheme qscheme = QScheme::per_tensor_affine;
   double scale = 0;
@@ -149,6 +152,8 @@ struct Model {
     const QuantSpec& q = qspecs[ref];
     QuantizedTensor t;
     t.int_repr = tensor(q.int_repr);
+    t.dtype = q.dtype;
+    t.shape.assign(q.shape, q.shape + q.rank);
     t.qscheme = q.qscheme;
     t.scale = q.scale;
     t.zero_point = q.zero_point;

@@ -11,8 +11,8 @@
 //              storage offset
 //   pickle     the object; a persistent id is a key of `tensors` (or `storages`) as text,
 //              or a tuple (class, source_file, source) for the classes of whole models
-// Numbers and data are in the saving host's order (0.1.x wrote them natively): sys_info's
-// little_endian says which.
+// Numbers are in the saving host's order; files from big-endian hosts are refused (see
+// read()).
 #pragma once
 
 #include "legacy.hpp"
@@ -163,7 +163,11 @@ class TarReader {
       PTREAD_TRY(uint32_t info, pickle_at(&pos, mem[0], "sys_info"));
       const uint32_t le = model_->graph.kind(info) == ValueKind::dict ? model_->graph.dict_get(info, "little_endian") : kNoNode;
       if (le != kNoNode && model_->graph.kind(le) == ValueKind::boolean && model_->graph.at(le).i == 0) {
-        model_->big_endian = swap_ = true;
+        // Counts and metadata are big-endian; the elements are too before torch's fix of
+        // February 2017 (pytorch#718) and little-endian after it: nothing in the file says.
+        return make_error(ErrorCode::unsupported_format,
+                          "a tar-format file from a big-endian host: its element byte order depends on the torch 0.1 "
+                          "release that wrote it, which the file does not record");
       }
     }
     PTREAD_CHECK(read_storages(mem[1]));
@@ -201,8 +205,7 @@ class TarReader {
     uint8_t b[8];
     PTREAD_CHECK(src_->read_at(*pos, b, 8));
     *pos += 8;
-    const uint64_t v = load_u64_le(b);
-    return swap_ ? byteswap_u64(v) : v;
+    return load_u64_le(b);
   }
 
   Result<int64_t> key_of(uint32_t node, const char* what) {
@@ -245,7 +248,7 @@ class TarReader {
         return make_error(ErrorCode::legacy_corrupt, "tar: storage " + std::to_string(key) + " says it holds " +
                                                          std::to_string(numel) + " elements, past the end of its member");
       }
-      PTREAD_TRY(auto st, storage_from_source(*src_, owner, pos, nbytes, dtype, opt_.mode == LoadMode::read, swap_));
+      PTREAD_TRY(auto st, storage_from_source(*src_, owner, pos, nbytes, dtype, opt_.mode == LoadMode::read, false));
       pos += nbytes;
       add_storage(key, std::move(st), dtype, it[1]);
     }
@@ -309,8 +312,8 @@ class TarReader {
                                                          std::to_string(storage_key));
       }
       PTREAD_TRY(uint64_t ndim_word, u64_at(&pos, end, "a tensor's rank"));
-      // int32 ndim then 4 bytes of padding: the low half of the word as read.
-      const uint64_t ndim = swap_ ? (ndim_word >> 32) : (ndim_word & 0xffffffffu);
+      // int32 ndim then 4 bytes of padding: the low half of the word.
+      const uint64_t ndim = ndim_word & 0xffffffffu;
       if (ndim > opt_.limits.max_rank) {
         return make_error(ErrorCode::limit_exceeded, "tar: tensor " + std::to_string(key) + " has " + std::to_string(ndim) +
                                                          " dimensions (Limits::max_rank)");
@@ -343,7 +346,6 @@ class TarReader {
   std::unique_ptr<PickleVM> vm_;
   std::vector<DType> dtypes_;       // per storage table entry
   std::vector<uint32_t> locations_; // per storage table entry: its location text node
-  bool swap_ = false;
 };
 
 inline Result<std::shared_ptr<Model>> read_tar_checkpoint(std::shared_ptr<const Source> src, const ReadOptions& opt) {

@@ -664,22 +664,32 @@ class TorchHooks : public PickleHooks {
   // axis); qscheme is a torch global (torch.per_tensor_affine ...).
   Result<uint32_t> qtensor(Graph& g, const Items& a) {
     if (a.size() < 5) return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor needs 7 arguments");
-    PTREAD_TRY(uint32_t t, rebuild(g, a, RebuildKind::v1));
     const NodeView qp = g.at(a[4]);
     if (qp.kind != ValueKind::tuple || qp.items.size() < 3 || g.kind(qp.items[0]) != ValueKind::global) {
       return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: quantizer parameters are not (qscheme, ...)");
     }
     const Items q = qp.items;
     QuantSpec spec;
-    spec.int_repr = g.nodes[t].ref;
+    if (g.kind(a[0]) == ValueKind::storage && (static_cast<DType>(g.nodes[a[0]].i & 0xff) == DType::QUINT4X2 ||
+                                               static_cast<DType>(g.nodes[a[0]].i & 0xff) == DType::QUINT2X4)) {
+      PTREAD_TRY(spec.int_repr, packed_qtensor(g, a, &spec));
+    } else {
+      PTREAD_TRY(uint32_t t, rebuild(g, a, RebuildKind::v1));
+      spec.int_repr = g.nodes[t].ref;
+      TensorSpec& ts = m_.specs[spec.int_repr];
+      spec.dtype = ts.dtype;
+      spec.shape = ts.dims;
+      spec.rank = ts.rank;
+      // int_repr() as torch gives it: the plain integer dtype.
+      if (ts.dtype == DType::QINT8) ts.dtype = DType::I8;
+      else if (ts.dtype == DType::QUINT8) ts.dtype = DType::U8;
+      else if (ts.dtype == DType::QINT32) ts.dtype = DType::I32;
+      else return unsupported(g, std::string("quantized tensor of dtype ") + dtype_name(ts.dtype) + " is not supported");
+    }
     if (a.size() > 5 && g.kind(a[5]) == ValueKind::boolean) m_.specs[spec.int_repr].requires_grad = g.at(a[5]).i != 0;
     const std::string_view scheme = g.global_name(q[0]);
     if (!qscheme_from_name(scheme, &spec.qscheme)) {
       return unsupported(g, "quantized tensor with qscheme '" + std::string(scheme) + "' is not supported");
-    }
-    const DType dt = m_.specs[spec.int_repr].dtype;
-    if (dt != DType::QINT8 && dt != DType::QUINT8 && dt != DType::QINT32) {
-      return unsupported(g, std::string("quantized tensor of dtype ") + dtype_name(dt) + " is not supported");
     }
     auto number = [&](uint32_t n, double* out) {
       if (g.kind(n) == ValueKind::floating) *out = g.at(n).f;
@@ -702,10 +712,9 @@ class TorchHooks : public PickleHooks {
       spec.scales = g.nodes[q[1]].ref;
       spec.zero_points = g.nodes[q[2]].ref;
       spec.axis = g.at(q[3]).i;
-      const TensorSpec& ts = m_.specs[spec.int_repr];
-      if (spec.axis < 0 || static_cast<uint64_t>(spec.axis) >= ts.rank) {
+      if (spec.axis < 0 || static_cast<uint64_t>(spec.axis) >= spec.rank) {
         return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: axis " + std::to_string(spec.axis) + " of a " +
-                                                          std::to_string(ts.rank) + "-d tensor");
+                                                          std::to_string(spec.rank) + "-d tensor");
       }
       // torch writes per_channel_affine for float_qparams too: the zero points' dtype tells.
       const DType zt = m_.specs[spec.zero_points].dtype;
@@ -720,13 +729,76 @@ class TorchHooks : public PickleHooks {
     return g.emit_int(ValueKind::quantized, static_cast<uint32_t>(m_.qspecs.size() - 1), 0);
   }
 
+  // A quantized tensor of packed sub-byte elements (QUINT4X2: two per byte, low nibble
+  // first; QUINT2X4: four): int_repr() is the packed bytes, as torch gives it. Only the
+  // contiguous layout torch produces is read.
+  Result<uint32_t> packed_qtensor(Graph& g, const Items& a, QuantSpec* spec) {
+    if (g.kind(a[1]) != ValueKind::integer) return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: bad offset");
+    const Node& sn = g.nodes[a[0]];
+    spec->dtype = static_cast<DType>(sn.i & 0xff);
+    PTREAD_TRY(size_t rank, dims_count(g, a[2], "size"));
+    int64_t* dims = new_dims(g, rank);
+    PTREAD_CHECK(read_dims(g, a[2], "size", dims));
+    PTREAD_TRY(size_t stride_rank, dims_count(g, a[3], "stride"));
+    PTREAD_CHECK(read_dims(g, a[3], "stride", stride_rank == rank ? dims + rank : nullptr));
+    uint64_t numel = 1, expect = 1;
+    bool contiguous = stride_rank == rank && g.at(a[1]).i == 0;
+    for (size_t d = rank; d-- > 0;) {
+      if (dims[d] < 0 || mul_overflow(numel, static_cast<uint64_t>(dims[d]), &numel)) {
+        return make_error(ErrorCode::shape_overflow, "_rebuild_qtensor: bad size");
+      }
+      if (contiguous && dims[d] != 1 && dims[rank + d] != static_cast<int64_t>(expect)) contiguous = false;
+      expect *= static_cast<uint64_t>(dims[d]);
+    }
+    if (!contiguous) {
+      return make_error(ErrorCode::bad_tensor_args,
+                        std::string("_rebuild_qtensor: a non-contiguous ") + dtype_name(spec->dtype) + " tensor");
+    }
+    const uint64_t per_byte = spec->dtype == DType::QUINT4X2 ? 2 : 4;
+    const uint64_t nbytes = (numel + per_byte - 1) / per_byte;
+    const uint32_t storage = sn.ref;
+    if (m_.storage_table[storage]->nbytes() < nbytes) {
+      return make_error(ErrorCode::view_out_of_bounds, "_rebuild_qtensor: " + std::to_string(numel) + " packed elements of " +
+                                                           dtype_name(spec->dtype) + " need " + std::to_string(nbytes) +
+                                                           " bytes; the storage holds " +
+                                                           std::to_string(m_.storage_table[storage]->nbytes()));
+    }
+    spec->shape = dims;
+    spec->rank = static_cast<uint32_t>(rank);
+    int64_t* packed = new_dims(g, 1);
+    packed[0] = static_cast<int64_t>(nbytes);
+    packed[1] = 1;
+    TensorSpec t;
+    t.dims = packed;
+    t.rank = 1;
+    t.storage = storage;
+    t.location = static_cast<uint32_t>(static_cast<uint64_t>(sn.i) >> 8);
+    t.dtype = DType::U8;
+    m_.specs.push_back(t);
+    return static_cast<uint32_t>(m_.specs.size() - 1);
+  }
+
   // _rebuild_sparse_tensor(layout, data): coo (indices, values, size[, is_coalesced]);
   // csr/csc/bsr/bsc (compressed_indices, plain_indices, values, size).
   Result<uint32_t> sparse(Graph& g, const Items& a) {
-    if (a.size() < 2 || g.kind(a[0]) != ValueKind::global || g.kind(a[1]) != ValueKind::tuple) {
+    if (a.size() < 2 || g.kind(a[1]) != ValueKind::tuple) {
       return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor needs (layout, data)");
     }
-    const std::string_view layout = g.global_name(a[0]);
+    // The layout: a torch global (torch.sparse_coo), or torch.serialization._get_layout(
+    // 'torch.sparse_coo') as torch >= 1.13 pickles it.
+    std::string_view layout;
+    if (g.kind(a[0]) == ValueKind::global) {
+      layout = g.global_name(a[0]);
+    } else if (g.kind(a[0]) == ValueKind::object) {
+      const NodeView o = g.at(a[0]);
+      const uint32_t cls = o.items[kObjClass], args = o.items[kObjArgs];
+      if (g.kind(cls) == ValueKind::global && g.global_name(cls) == "_get_layout" && args != kNoNode &&
+          g.count(args) == 1 && g.kind(g.at(args).items[0]) == ValueKind::string) {
+        layout = g.text(g.at(args).items[0]);
+        if (layout.compare(0, 6, "torch.") == 0) layout.remove_prefix(6);
+      }
+    }
+    if (layout.empty()) return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor: the layout is not a torch layout");
     SparseSpec spec;
     if (layout == "sparse_coo") spec.layout = SparseLayout::coo;
     else if (layout == "sparse_csr") spec.layout = SparseLayout::csr;
