@@ -3,7 +3,8 @@
 #   bash tools/test.sh
 # Stages: dependencies; g++ and clang++ builds with -Werror and all tests (ctest: unit,
 # fixtures, corpus, fresh torch-written fixtures); a -fno-exceptions build without zlib;
-# clang ASan+UBSan; Meson; the CUDA compile check when nvcc is present.
+# clang ASan+UBSan; libFuzzer runs of the three fuzz targets (tools/fuzz.sh); Meson; the
+# CUDA compile check when nvcc is present.
 # PTREAD_TEST_QUICK=1 runs only the first g++ stage.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -30,6 +31,9 @@ cmake_stage noexcept -DCMAKE_CXX_COMPILER=g++ -DPTREAD_NO_EXCEPTIONS=ON -DPTREAD
   -DPTREAD_BUILD_BENCH=OFF -DPTREAD_BUILD_EXAMPLES=OFF
 cmake_stage sanitize -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DPTREAD_SANITIZE=ON \
   -DPTREAD_BUILD_BENCH=OFF -DPTREAD_BUILD_EXAMPLES=OFF
+
+stage "fuzz (libFuzzer, ${PTREAD_FUZZ_SECONDS:-45}s per target)"
+bash tools/fuzz.sh "${PTREAD_FUZZ_SECONDS:-45}"
 
 stage "meson"
 rm -rf "$out/meson"

@@ -1,0 +1,104 @@
+// The bodies of the libFuzzer targets (tests/fuzz/fuzz_*.cpp), shared with the unit test
+// that replays findings and fixtures through them (tests/unit/fuzz_replay.cpp).
+#pragma once
+
+#include <ptread/ptread.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace ptread_fuzz {
+
+// The zip directory (EOCD, ZIP64 records, central directory, local headers) and every
+// record, deflated ones through zlib with its bounds.
+inline int zip_one(const uint8_t* data, size_t size) {
+  auto src = std::make_shared<ptread::detail::MemorySource>(data, size, "<fuzz>");
+  ptread::Limits limits;
+  auto zip = ptread::detail::ZipArchive::open(src, limits);
+  if (!zip) return 0;
+  for (const auto& e : zip->entries()) {
+    auto b = zip->read(e);
+    if (b && b->size > 0) {
+      volatile uint8_t sink = b->data[0] ^ b->data[b->size - 1];
+      (void)sink;
+    }
+    (void)zip->find(e.name);
+  }
+  (void)zip->find("archive/data.pkl");
+  return 0;
+}
+
+// The pickle VM with torch's hooks (rebuild functions, persistent ids, numpy, quantized,
+// sparse), storages served from a small buffer; then the naming walk and a repr.
+inline int pickle_one(const uint8_t* data, size_t size) {
+  using namespace ptread::detail;
+  Model m;
+  ptread::Limits limits;
+  limits.max_nesting_depth = 200;
+  static uint8_t backing[4096];
+  StorageLoader loader = [](std::string_view, uint64_t nbytes, ptread::DType) -> ptread::Result<std::shared_ptr<const ptread::Storage>> {
+    if (nbytes > sizeof backing) return ptread::make_error(ptread::ErrorCode::storage_too_small, "fuzz storage");
+    return std::make_shared<const ptread::Storage>(backing, static_cast<size_t>(nbytes), nullptr);
+  };
+  TorchHooks hooks(m, loader, limits);
+  PickleVM vm(m.graph, hooks, limits, "<fuzz>");
+  auto root = vm.run(data, size);
+  if (!root) return 0;
+  m.root = *root;
+  if (!hooks.finish()) return 0;
+  if (!name_tensors(m, limits)) return 0;
+  std::string s = python_str(m.graph, m.root, true);
+  (void)s;
+  for (const auto& nt : m.named) {
+    auto v = nt.tensor.to_float32();
+    (void)v;
+  }
+  for (const auto& q : m.named_quantized) (void)q.tensor.dequantize();
+  return 0;
+}
+
+inline void walk(const ptread::Value& v, int depth) {
+  if (depth > 64) return;
+  (void)v.repr();
+  (void)v.class_name();
+  const size_t n = v.size() < 64 ? v.size() : 64;
+  for (size_t k = 0; k < n; ++k) {
+    if (v.kind() == ptread::ValueKind::dict) {
+      (void)v.key(k).repr();
+      walk(v.value(k), depth + 1);
+    } else {
+      walk(v[k], depth + 1);
+    }
+  }
+  if (v.kind() == ptread::ValueKind::tensor) (void)v.as_tensor();
+  if (v.kind() == ptread::ValueKind::quantized) (void)v.as_quantized();
+  if (v.kind() == ptread::ValueKind::sparse) (void)v.as_sparse();
+}
+
+// A whole checkpoint from memory (detection; zip, legacy, tar, TorchScript): open, list,
+// find, walk the object tree, materialize every tensor, dequantize, read sparse parts.
+inline int checkpoint_one(const uint8_t* data, size_t size) {
+  ptread::Options opt;
+  opt.limits.max_nesting_depth = 200;
+  auto ck = ptread::Checkpoint::open_memory(data, size, opt);
+  if (!ck) return 0;
+  std::vector<unsigned char> buf;
+  for (const auto& nt : ck->tensors()) {
+    const ptread::Tensor& t = nt.tensor;
+    (void)ck->find(nt.name);
+    if (t.nbytes() > (1u << 20)) continue;
+    buf.resize(static_cast<size_t>(t.nbytes()) + 1);
+    (void)t.copy_to(buf.data(), static_cast<size_t>(t.nbytes()));
+    if (t.numel() <= (1 << 18)) (void)t.to_float32();
+  }
+  for (const auto& q : ck->quantized()) {
+    if (q.tensor.numel() <= (1 << 18)) (void)q.tensor.dequantize();
+  }
+  for (const auto& s : ck->sparse()) (void)s.tensor.values.to_float32();
+  walk(ck->root(), 0);
+  walk(ck->constants(), 0);
+  return 0;
+}
+
+}  // namespace ptread_fuzz

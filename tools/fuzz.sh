@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang, -fsanitize=fuzzer,address,undefined) and runs each
+# for a bounded time on a seed corpus made from the test fixtures.
+#   bash tools/fuzz.sh [SECONDS_PER_TARGET]     (default 60)
+# A finding (crash, leak, timeout, out of memory) fails the script; its input is copied to
+# tests/data/fuzz/<target>-<name>, which the unit suite replays ("[fuzz-findings]").
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+secs=${1:-60}
+out=${PTREAD_FUZZ_BUILD:-$root/build-test/fuzz}
+mkdir -p "$out"
+cxx=${CXX_FUZZ:-clang++}
+flags=(-std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+       -DPTREAD_WITH_ZLIB=1 -Iinclude)
+
+# Seeds: the small fixtures (whole files), and their pickles (for the VM target).
+seeds=$out/seeds
+rm -rf "$seeds"; mkdir -p "$seeds/checkpoint" "$seeds/zip" "$seeds/pickle"
+find tests/fixtures -maxdepth 1 -type f \( -name '*.pt' -o -name '*.ptl' -o -name '*.pth' \) -size -64k \
+  -exec cp {} "$seeds/checkpoint/" \;
+cp "$seeds"/checkpoint/* "$seeds/zip/"
+python3 - "$seeds/checkpoint" "$seeds/pickle" <<'PY'
+import os, sys, zipfile
+src, dst = sys.argv[1], sys.argv[2]
+for f in sorted(os.listdir(src)):
+    p = os.path.join(src, f)
+    if zipfile.is_zipfile(p):
+        with zipfile.ZipFile(p) as z:
+            for n in z.namelist():
+                if n.endswith(".pkl"):
+                    with open(os.path.join(dst, f + "-" + n.replace("/", "_")), "wb") as o:
+                        o.write(z.read(n))
+PY
+
+status=0
+for target in zip pickle checkpoint; do
+  echo "== fuzz_$target: building"
+  "$cxx" "${flags[@]}" "tests/fuzz/fuzz_$target.cpp" -lz -o "$out/fuzz_$target"
+  work=$out/corpus_$target
+  mkdir -p "$work" "$out/artifacts"
+  echo "== fuzz_$target: ${secs}s"
+  if ! "$out/fuzz_$target" -max_total_time="$secs" -rss_limit_mb=2048 -max_len=65536 -timeout=10 \
+      -dict=tests/fuzz/ptread.dict -artifact_prefix="$out/artifacts/fuzz_$target-" -print_final_stats=1 \
+      "$work" "$seeds/$target" 2>"$out/fuzz_$target.log"; then
+    status=1
+    tail -40 "$out/fuzz_$target.log"
+    mkdir -p tests/data/fuzz
+    for a in "$out"/artifacts/fuzz_"$target"-*; do
+      [[ -f $a ]] && cp "$a" "tests/data/fuzz/$(basename "$a")" && echo "finding saved: tests/data/fuzz/$(basename "$a")"
+    done
+  else
+    grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$out/fuzz_$target.log" || true
+  fi
+done
+exit $status
