@@ -3,8 +3,11 @@
 //   ptread ls [--json] FILE              tensors: name, dtype, shape, stored device, bytes
 //   ptread tree FILE                     the object tree with metadata
 //   ptread export FILE OUT.safetensors   every tensor safetensors can hold
+//   ptread audit [--json] FILE           the globals torch.load would import, and which
+//                                        torch.load(weights_only=True) would refuse
 //
-// Exit status: 0 done, 1 the file could not be read (or the output written), 2 wrong usage.
+// Exit status: 0 done, 1 the file could not be read (or the output written), 2 wrong usage,
+// 3 (audit) torch.load(weights_only=False) would import something it cannot vouch for.
 // Output is built in one string and written once: listing 100,000 tensors must stay fast.
 #include "ptread/ptread.hpp"
 
@@ -26,7 +29,7 @@
 
 namespace {
 
-constexpr int kExitOk = 0, kExitFailed = 1, kExitUsage = 2;
+constexpr int kExitOk = 0, kExitFailed = 1, kExitUsage = 2, kExitUnsafe = 3;
 
 const char kUsage[] =
     "usage: ptread <command> [options] FILE...\n"
@@ -38,14 +41,17 @@ const char kUsage[] =
     "  ls --json FILE               the same as JSON\n"
     "  tree FILE                    the object tree with its metadata\n"
     "  export FILE OUT.safetensors  write every tensor safetensors can hold\n"
+    "  audit FILE                   the globals torch.load would import; those\n"
+    "                               torch.load(weights_only=True) refuses are marked\n"
     "\n"
     "options:\n"
-    "  --json                       (ls) print JSON\n"
+    "  --json                       (ls, audit) print JSON\n"
     "  --mode mmap|read             map the file (default) or read it into memory\n"
     "  -h, --help                   print this help\n"
     "  --version                    print the version\n"
     "\n"
-    "exit status: 0 done, 1 the file could not be read or written, 2 wrong usage\n";
+    "exit status: 0 done, 1 the file could not be read or written, 2 wrong usage,\n"
+    "             3 (audit) a global torch.load(weights_only=True) would refuse\n";
 
 // ---- output helpers ----
 
@@ -299,14 +305,14 @@ int parse_args(int argc, char** argv, Args* args) {
   args->command = positional[0];
   args->files.assign(positional.begin() + 1, positional.end());
   size_t want = 0;
-  if (args->command == "ls" || args->command == "tree") {
+  if (args->command == "ls" || args->command == "tree" || args->command == "audit") {
     want = 1;
   } else if (args->command == "export") {
     want = 2;
   } else {
     return usage_error("unknown command '" + args->command + "'");
   }
-  if (args->json && args->command != "ls") return usage_error("--json is an option of ls");
+  if (args->json && args->command != "ls" && args->command != "audit") return usage_error("--json is an option of ls and audit");
   if (args->files.size() != want) {
     return usage_error(args->command + (want == 1 ? " takes one FILE" : " takes FILE and OUT.safetensors"));
   }
@@ -906,6 +912,58 @@ int export_safetensors(const ptread::Checkpoint& ck, const std::string& out_path
   return kExitOk;
 }
 
+// ---- audit ----
+
+int audit(const ptread::Checkpoint& ck, bool json) {
+  const ptread::AuditReport r = ptread::audit(ck);
+  std::string out;
+  if (json) {
+    out += "{\n  \"format\": ";
+    append_json_string(out, r.format);
+    out += ",\n  \"globals\": [";
+    for (size_t k = 0; k < r.globals.size(); ++k) {
+      const auto& g = r.globals[k];
+      out += k ? ",\n    {\"module\": " : "\n    {\"module\": ";
+      append_json_string(out, g.module);
+      out += ", \"name\": ";
+      append_json_string(out, g.name);
+      out += ", \"count\": " + std::to_string(g.count);
+      out += g.allowed ? ", \"weights_only\": \"allowed\"}" : ", \"weights_only\": \"refused\"}";
+    }
+    out += r.globals.empty() ? "],\n" : "\n  ],\n";
+    out += "  \"refused\": " + std::to_string(r.refused()) + "\n}\n";
+  } else {
+    size_t w = 6;
+    std::vector<std::string> names;
+    for (const auto& g : r.globals) {
+      names.push_back(display(g.module + "." + g.name));
+      w = std::max(w, columns(names.back()));
+    }
+    out += "GLOBAL";
+    pad_to(out, 6, w + 2);
+    out += "COUNT  torch.load(weights_only=True)\n";
+    for (size_t k = 0; k < r.globals.size(); ++k) {
+      out += names[k];
+      pad_to(out, columns(names[k]), w + 2);
+      const std::string c = std::to_string(r.globals[k].count);
+      pad_to(out, c.size(), 5);
+      out += c;
+      out += r.globals[k].allowed ? "  allowed\n" : "  REFUSED\n";
+    }
+    out += std::to_string(r.globals.size()) + (r.globals.size() == 1 ? " global" : " globals") + ", format " + r.format;
+    if (r.refused() == 0) {
+      out += ": nothing torch.load(weights_only=True) would refuse\n";
+    } else {
+      out += ": " + std::to_string(r.refused()) +
+             " refused by torch.load(weights_only=True); torch.load(weights_only=False) would import them and may call "
+             "them (ptread never does)\n";
+    }
+  }
+  const int written = finish_stdout(out);
+  if (written != kExitOk) return written;
+  return r.refused() ? kExitUnsafe : kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -922,5 +980,6 @@ int main(int argc, char** argv) {
   }
   if (args.command == "ls") return finish_stdout(args.json ? ls_json(*ck) : ls_table(*ck));
   if (args.command == "tree") return finish_stdout(TreePrinter().run(ck->root()));
+  if (args.command == "audit") return audit(*ck, args.json);
   return export_safetensors(*ck, args.files[1]);
 }

@@ -22,6 +22,10 @@
 
 namespace ptread {
 
+namespace detail {
+struct AuditAccess;
+}
+
 struct Options {
   LoadMode mode = LoadMode::mmap;
   Limits limits;
@@ -113,6 +117,7 @@ class Checkpoint {
     return e;
   }
 
+  friend struct detail::AuditAccess;
   std::shared_ptr<detail::Model> model_;
   LoadMode mode_ = LoadMode::mmap;
   std::string path_;

@@ -13,3 +13,5 @@
 #include "tensor.hpp"
 #include "value.hpp"
 #include "checkpoint.hpp"
+#include "quantized.hpp"
+#include "audit.hpp"

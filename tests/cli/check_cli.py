@@ -5,7 +5,8 @@
 
 ls --json must list what torch.load sees (expected.json: names in order, dtype, shape,
 strides, device, nbytes); export must write a valid safetensors file whose tensors hash to
-torch's values; broken files exit 1 with their error code on stderr; usage errors exit 2.
+torch's values; broken files exit 1 with their error code on stderr; usage errors exit 2;
+audit exits 0 or 3 and lists the refused globals.
 """
 import hashlib
 import json
@@ -112,6 +113,23 @@ with tempfile.TemporaryDirectory() as tmp:
         r = run("export", os.path.join(fixtures, name), os.path.join(tmp, "x.safetensors"))
         if r.returncode != 1 or os.path.exists(os.path.join(tmp, "x.safetensors")):
             fail(name, "export of a broken file must exit 1 and write nothing")
+
+# audit: exit 0 when torch.load(weights_only=True) accepts every global, 3 when not, 1 when
+# unreadable; --json lists each global with its count.
+for name, status, refused in [("proto2.pt", 0, []), ("legacy_model.pt", 3, ["fixture_models.Net"]),
+                              ("meta.pt", 3, ["argparse.Namespace"]), ("ts_trace.pt", 0, [])]:
+    r = run("audit", "--json", os.path.join(fixtures, name))
+    if r.returncode != status:
+        fail("audit", name, "exit", r.returncode, "expected", status)
+        continue
+    report = json.loads(r.stdout)
+    got = {g["module"] + "." + g["name"] for g in report["globals"] if g["weights_only"] == "refused"}
+    if report["refused"] != len(got) or any(x not in got for x in refused) or (not refused and got):
+        fail("audit", name, "refused", sorted(got))
+    if run("audit", os.path.join(fixtures, name)).returncode != status:
+        fail("audit", name, "table form exit differs")
+if run("audit", os.path.join(fixtures, "err_truncated.pt")).returncode != 1:
+    fail("audit of an unreadable file must exit 1")
 
 for args, status in [((), 2), (("frobnicate", "x"), 2), (("ls",), 2), (("--help",), 0), (("--version",), 0),
                      (("ls", "--bogus", os.path.join(fixtures, "cuda.pt")), 2),
