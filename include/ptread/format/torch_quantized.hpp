@@ -1,0 +1,189 @@
+// ptread — quantized and sparse tensors in checkpoints (TorchHooks' rebuilds for
+// torch._utils._rebuild_qtensor, _rebuild_sparse_tensor, _rebuild_sparse_csr_tensor): typed
+// entries, see quantized.hpp for what users get.
+#pragma once
+
+#include "torch_pickle.hpp"
+
+namespace ptread {
+namespace detail {
+
+// _rebuild_qtensor(storage, offset, size, stride, quantizer_params, requires_grad, hooks)
+// with quantizer_params (qscheme, scale, zero_point) or (qscheme, scales, zero_points,
+// axis); qscheme is a torch global (torch.per_tensor_affine ...).
+inline Result<uint32_t> TorchHooks::qtensor(Graph& g, const Items& a) {
+  if (a.size() < 5) return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor needs 7 arguments");
+  const NodeView qp = g.at(a[4]);
+  if (qp.kind != ValueKind::tuple || qp.items.size() < 3 || g.kind(qp.items[0]) != ValueKind::global) {
+    return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: quantizer parameters are not (qscheme, ...)");
+  }
+  const Items q = qp.items;
+  QuantSpec spec;
+  if (g.kind(a[0]) == ValueKind::storage && (static_cast<DType>(g.nodes[a[0]].i & 0xff) == DType::QUINT4X2 ||
+                                             static_cast<DType>(g.nodes[a[0]].i & 0xff) == DType::QUINT2X4)) {
+    PTREAD_TRY(spec.int_repr, packed_qtensor(g, a, &spec));
+  } else {
+    PTREAD_TRY(uint32_t t, rebuild(g, a, RebuildKind::v1));
+    spec.int_repr = g.nodes[t].ref;
+    TensorSpec& ts = m_.specs[spec.int_repr];
+    spec.dtype = ts.dtype;
+    spec.shape = ts.dims;
+    spec.rank = ts.rank;
+    // int_repr() as torch gives it: the plain integer dtype.
+    if (ts.dtype == DType::QINT8) ts.dtype = DType::I8;
+    else if (ts.dtype == DType::QUINT8) ts.dtype = DType::U8;
+    else if (ts.dtype == DType::QINT32) ts.dtype = DType::I32;
+    else return unsupported(g, std::string("quantized tensor of dtype ") + dtype_name(ts.dtype) + " is not supported");
+  }
+  if (a.size() > 5 && g.kind(a[5]) == ValueKind::boolean) m_.specs[spec.int_repr].requires_grad = g.at(a[5]).i != 0;
+  const std::string_view scheme = g.global_name(q[0]);
+  if (!qscheme_from_name(scheme, &spec.qscheme)) {
+    return unsupported(g, "quantized tensor with qscheme '" + std::string(scheme) + "' is not supported");
+  }
+  auto number = [&](uint32_t n, double* out) {
+    if (g.kind(n) == ValueKind::floating) *out = g.at(n).f;
+    else if (g.kind(n) == ValueKind::integer) *out = static_cast<double>(g.at(n).i);
+    else return false;
+    return true;
+  };
+  if (q.size() == 3) {
+    if (!number(q[1], &spec.scale) || g.kind(q[2]) != ValueKind::integer) {
+      return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: per-tensor scale or zero point is not a number");
+    }
+    spec.zero_point = g.at(q[2]).i;
+    if (spec.qscheme != QScheme::per_tensor_affine && spec.qscheme != QScheme::per_tensor_symmetric) {
+      return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: a per-channel qscheme with per-tensor parameters");
+    }
+  } else if (q.size() == 4) {
+    if (g.kind(q[1]) != ValueKind::tensor || g.kind(q[2]) != ValueKind::tensor || g.kind(q[3]) != ValueKind::integer) {
+      return unsupported(g, "quantized tensor whose per-channel parameters are not tensors is not supported");
+    }
+    spec.scales = g.nodes[q[1]].ref;
+    spec.zero_points = g.nodes[q[2]].ref;
+    spec.axis = g.at(q[3]).i;
+    if (spec.axis < 0 || static_cast<uint64_t>(spec.axis) >= spec.rank) {
+      return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: axis " + std::to_string(spec.axis) + " of a " +
+                                                        std::to_string(spec.rank) + "-d tensor");
+    }
+    // torch writes per_channel_affine for float_qparams too: the zero points' dtype tells.
+    const DType zt = m_.specs[spec.zero_points].dtype;
+    if (zt == DType::F32 || zt == DType::F64 || zt == DType::F16) spec.qscheme = QScheme::per_channel_affine_float_qparams;
+    if (spec.qscheme == QScheme::per_tensor_affine || spec.qscheme == QScheme::per_tensor_symmetric) {
+      return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: a per-tensor qscheme with per-channel parameters");
+    }
+  } else {
+    return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: quantizer parameters have " + std::to_string(q.size()) + " items");
+  }
+  m_.qspecs.push_back(spec);
+  return g.emit_int(ValueKind::quantized, static_cast<uint32_t>(m_.qspecs.size() - 1), 0);
+}
+
+// A quantized tensor of packed sub-byte elements (QUINT4X2: two per byte, low nibble
+// first; QUINT2X4: four): int_repr() is the packed bytes, as torch gives it. Only the
+// contiguous layout torch produces is read.
+inline Result<uint32_t> TorchHooks::packed_qtensor(Graph& g, const Items& a, QuantSpec* spec) {
+  if (g.kind(a[1]) != ValueKind::integer) return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: bad offset");
+  const Node& sn = g.nodes[a[0]];
+  spec->dtype = static_cast<DType>(sn.i & 0xff);
+  PTREAD_TRY(size_t rank, dims_count(g, a[2], "size"));
+  int64_t* dims = new_dims(g, rank);
+  PTREAD_CHECK(read_dims(g, a[2], "size", dims));
+  PTREAD_TRY(size_t stride_rank, dims_count(g, a[3], "stride"));
+  PTREAD_CHECK(read_dims(g, a[3], "stride", stride_rank == rank ? dims + rank : nullptr));
+  uint64_t numel = 1, expect = 1;
+  bool contiguous = stride_rank == rank && g.at(a[1]).i == 0;
+  for (size_t d = rank; d-- > 0;) {
+    if (dims[d] < 0 || mul_overflow(numel, static_cast<uint64_t>(dims[d]), &numel)) {
+      return make_error(ErrorCode::shape_overflow, "_rebuild_qtensor: bad size");
+    }
+    if (contiguous && dims[d] != 1 && dims[rank + d] != static_cast<int64_t>(expect)) contiguous = false;
+    expect *= static_cast<uint64_t>(dims[d]);
+  }
+  if (!contiguous) {
+    return make_error(ErrorCode::bad_tensor_args,
+                      std::string("_rebuild_qtensor: a non-contiguous ") + dtype_name(spec->dtype) + " tensor");
+  }
+  const uint64_t per_byte = spec->dtype == DType::QUINT4X2 ? 2 : 4;
+  const uint64_t nbytes = (numel + per_byte - 1) / per_byte;
+  const uint32_t storage = sn.ref;
+  if (m_.storage_table[storage]->nbytes() < nbytes) {
+    return make_error(ErrorCode::view_out_of_bounds, "_rebuild_qtensor: " + std::to_string(numel) + " packed elements of " +
+                                                         dtype_name(spec->dtype) + " need " + std::to_string(nbytes) +
+                                                         " bytes; the storage holds " +
+                                                         std::to_string(m_.storage_table[storage]->nbytes()));
+  }
+  spec->shape = dims;
+  spec->rank = static_cast<uint32_t>(rank);
+  int64_t* packed = new_dims(g, 1);
+  packed[0] = static_cast<int64_t>(nbytes);
+  packed[1] = 1;
+  TensorSpec t;
+  t.dims = packed;
+  t.rank = 1;
+  t.storage = storage;
+  t.location = static_cast<uint32_t>(static_cast<uint64_t>(sn.i) >> 8);
+  t.dtype = DType::U8;
+  m_.specs.push_back(t);
+  return static_cast<uint32_t>(m_.specs.size() - 1);
+}
+
+// _rebuild_sparse_tensor(layout, data): coo (indices, values, size[, is_coalesced]);
+// csr/csc/bsr/bsc (compressed_indices, plain_indices, values, size).
+inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a) {
+  if (a.size() < 2 || g.kind(a[1]) != ValueKind::tuple) {
+    return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor needs (layout, data)");
+  }
+  // The layout: a torch global (torch.sparse_coo), or torch.serialization._get_layout(
+  // 'torch.sparse_coo') as torch >= 1.13 pickles it.
+  std::string_view layout;
+  if (g.kind(a[0]) == ValueKind::global) {
+    layout = g.global_name(a[0]);
+  } else if (g.kind(a[0]) == ValueKind::object) {
+    const NodeView o = g.at(a[0]);
+    const uint32_t cls = o.items[kObjClass], args = o.items[kObjArgs];
+    if (g.kind(cls) == ValueKind::global && g.global_name(cls) == "_get_layout" && args != kNoNode &&
+        g.count(args) == 1 && g.kind(g.at(args).items[0]) == ValueKind::string) {
+      layout = g.text(g.at(args).items[0]);
+      if (layout.compare(0, 6, "torch.") == 0) layout.remove_prefix(6);
+    }
+  }
+  if (layout.empty()) return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor: the layout is not a torch layout");
+  SparseSpec spec;
+  if (layout == "sparse_coo") spec.layout = SparseLayout::coo;
+  else if (layout == "sparse_csr") spec.layout = SparseLayout::csr;
+  else if (layout == "sparse_csc") spec.layout = SparseLayout::csc;
+  else if (layout == "sparse_bsr") spec.layout = SparseLayout::bsr;
+  else if (layout == "sparse_bsc") spec.layout = SparseLayout::bsc;
+  else return unsupported(g, "sparse tensor of layout '" + std::string(layout) + "' is not supported");
+  const Items d = g.at(a[1]).items;
+  const bool coo = spec.layout == SparseLayout::coo;
+  const size_t parts = coo ? 2 : 3;
+  if (d.size() < parts + 1) return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor: data has too few items");
+  for (size_t k = 0; k < parts; ++k) {
+    if (g.kind(d[k]) != ValueKind::tensor) {
+      return unsupported(g, std::string("sparse tensor whose part ") + std::to_string(k) + " is a " + value_kind_name(g.kind(d[k])) +
+                                " is not supported");
+    }
+  }
+  if (coo) {
+    spec.indices = g.nodes[d[0]].ref;
+    spec.values = g.nodes[d[1]].ref;
+    if (d.size() > 3 && g.kind(d[3]) == ValueKind::boolean) spec.coalesced = g.at(d[3]).i != 0 ? 1 : 0;
+  } else {
+    spec.compressed = g.nodes[d[0]].ref;
+    spec.plain = g.nodes[d[1]].ref;
+    spec.values = g.nodes[d[2]].ref;
+  }
+  PTREAD_TRY(size_t rank, dims_count(g, d[parts], "sparse size"));
+  int64_t* dims = new_dims(g, rank);
+  PTREAD_CHECK(read_dims(g, d[parts], "sparse size", dims));
+  for (size_t k = 0; k < rank; ++k) {
+    if (dims[k] < 0) return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor: a negative size");
+  }
+  spec.shape = dims;
+  spec.rank = static_cast<uint32_t>(rank);
+  m_.sparse_specs.push_back(spec);
+  return g.emit_int(ValueKind::sparse, static_cast<uint32_t>(m_.sparse_specs.size() - 1), 0);
+}
+}  // namespace detail
+}  // namespace ptread
