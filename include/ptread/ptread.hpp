@@ -1,6 +1,7 @@
 // ptread — read PyTorch checkpoints in C++ without LibTorch or Python.
 //
-// One include for the core: containers, pickle, dtypes, tensors, Checkpoint.
+// One include for the core: containers, pickle, dtypes, tensors, Checkpoint, and the nn
+// layers' portable CPU path (Embedding, EmbeddingBag, Linear).
 // Optional backends have their own headers (nn/openblas.hpp, cuda/*.cuh).
 // Documentation: README.md. License: MIT.
 #pragma once
@@ -13,3 +14,5 @@
 #include "tensor.hpp"
 #include "value.hpp"
 #include "checkpoint.hpp"
+#include "nn/embedding.hpp"
+#include "nn/linear.hpp"
