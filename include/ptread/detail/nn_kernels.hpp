@@ -242,6 +242,13 @@ struct V {
 PTREAD_NN_SIMD_KERNELS(PTREAD_NN_TARGET_AVX2, V)
 }  // namespace nn_avx2
 
+// GCC 12 reports the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics as
+// uninitialized when they are inlined at -O3 (GCC bug 105593, fixed in 13).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 namespace nn_avx512 {
 struct V {
   using R = __m512;
@@ -271,6 +278,9 @@ struct V {
 };
 PTREAD_NN_SIMD_KERNELS(PTREAD_NN_TARGET_AVX512, V)
 }  // namespace nn_avx512
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 #endif  // PTREAD_NN_X86
 

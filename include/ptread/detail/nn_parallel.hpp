@@ -70,6 +70,7 @@ class WorkerPool {
         workers_.emplace_back([this, id] { worker_loop(id); });
       }
       gen = ++gen_;
+      published_.store(gen, std::memory_order_release);
       call_ = [](void* ctx, size_t t) { (*static_cast<F*>(ctx))(t); };
       ctx_ = &fn;
       tasks_ = static_cast<uint32_t>(tasks);
@@ -109,6 +110,11 @@ class WorkerPool {
       void* ctx;
       uint32_t tasks;
       uint64_t gen;
+      // Back-to-back calls (a layer per token, say) find the worker awake: it yields a few
+      // hundred times, polling, before it sleeps.
+      for (int spin = 0; spin < 300 && published_.load(std::memory_order_acquire) == seen; ++spin) {
+        std::this_thread::yield();
+      }
       {
         std::unique_lock<std::mutex> lock(m_);
         wake_.wait(lock, [&] { return stop_ || gen_ != seen; });
@@ -141,6 +147,7 @@ class WorkerPool {
   void* ctx_ = nullptr;
   uint32_t tasks_ = 0;
   unsigned active_ = 0;
+  std::atomic<uint64_t> published_{0};  // gen_, readable without the lock
   std::atomic<uint64_t> next_{0};  // generation << 32 | next task
   std::atomic<size_t> done_{0};
 };

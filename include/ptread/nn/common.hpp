@@ -96,11 +96,11 @@ inline Result<WeightMatrix> weight_matrix(const Checkpoint& ck, const std::strin
   return w;
 }
 
-// Splits `count` items into tasks of at least `min_items` (at most 4 per thread).
-inline size_t task_count(size_t count, size_t min_items, unsigned threads) {
+// Splits `count` items into tasks of at least `min_items`, at most `per_thread` a thread.
+inline size_t task_count(size_t count, size_t min_items, unsigned threads, size_t per_thread = 4) {
   if (threads <= 1 || count < 2 * min_items) return 1;
   const size_t by_size = count / min_items;
-  const size_t cap = static_cast<size_t>(threads) * 4;
+  const size_t cap = static_cast<size_t>(threads) * per_thread;
   return by_size < cap ? by_size : cap;
 }
 

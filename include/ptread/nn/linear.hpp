@@ -151,12 +151,15 @@ class Linear {
       }
     }
     if (K == 0) return;
-    // Tasks of whole 4-row groups of W, each at least ~256K multiply-adds, up to 4 per thread.
+    // Tasks of whole 4-row groups of W, each at least ~256K multiply-adds. Small batches
+    // stream W: one task a thread, so each thread keeps reading the same rows (they stay in
+    // its cache from call to call). Larger ones: up to 16 tasks a thread, so a thread the OS
+    // delays holds back little.
     const size_t groups = (N + 3) / 4;
     const size_t macs_per_group = 4 * m * K;
     const size_t min_groups = (size_t{1} << 18) / macs_per_group + 1;
     const unsigned threads = ptread::detail::resolve_threads(threads_);
-    const size_t tasks = detail::task_count(groups, min_groups, threads);
+    const size_t tasks = detail::task_count(groups, min_groups, threads, m <= 4 ? 1 : 16);
     const size_t per = (groups + tasks - 1) / tasks;
     ptread::detail::parallel_for(threads, tasks, [&](size_t t) {
       const size_t n0 = std::min(N, t * per * 4), n1 = std::min(N, (t + 1) * per * 4);
