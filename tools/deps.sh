@@ -2,7 +2,7 @@
 # Installs what ptread's build, tests and benchmarks need, from Debian's packages by name.
 # Safe to run again; needs root (or sudo).
 set -euo pipefail
-pkgs=(g++ clang cmake ninja-build meson pkg-config catch2 zlib1g-dev python3 python3-torch python3-numpy)
+pkgs=(g++ clang cmake ninja-build meson pkg-config catch2 zlib1g-dev libopenblas-dev python3 python3-torch python3-numpy)
 if [[ ${PTREAD_DEPS_SANITIZERS:-1} == 1 ]]; then pkgs+=(libclang-rt-14-dev); fi
 missing=()
 for p in "${pkgs[@]}"; do

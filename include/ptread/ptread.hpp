@@ -1,6 +1,7 @@
 // ptread — read PyTorch checkpoints in C++ without LibTorch or Python.
 //
-// One include for the core: containers, pickle, dtypes, tensors, Checkpoint.
+// One include for the core: containers, pickle, dtypes, tensors, Checkpoint, and the nn
+// layers' portable CPU path (Embedding, EmbeddingBag, Linear).
 // Optional backends have their own headers (nn/openblas.hpp, cuda/*.cuh).
 // Documentation: README.md. License: MIT.
 #pragma once
@@ -15,3 +16,5 @@
 #include "checkpoint.hpp"
 #include "quantized.hpp"
 #include "audit.hpp"
+#include "nn/embedding.hpp"
+#include "nn/linear.hpp"

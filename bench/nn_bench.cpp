@@ -1,0 +1,167 @@
+// The nn layers on the CPU, with the baselines run in the same process: memcpy of the same bytes
+// (gathers), a read of W's bytes (the weight-streaming bound of batch 1), and raw OpenBLAS
+// cblas_sgemm / cblas_sgemv when built with ptread::openblas.
+//   nn_bench FILE [--only PREFIX]
+// FILE: the checkpoint bench/make_nn_inputs.py writes. Prints "name median_ms" lines (the
+// names bench/nn_torch.py prints for torch); run_nn.sh joins them.
+#include <ptread/ptread.hpp>
+#if PTREAD_BENCH_OPENBLAS
+#include <ptread/nn/openblas.hpp>
+#endif
+
+#include <algorithm>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+std::string only;
+volatile uint64_t sink;
+
+// Median ms of fn over at least 5 runs and about 0.3 s (at most 200 runs), after one warm-up.
+template <class F>
+double median_ms(F&& fn) {
+  fn();
+  std::vector<double> ms;
+  const auto start = clock_type::now();
+  while (ms.size() < 5 || (ms.size() < 200 && std::chrono::duration<double>(clock_type::now() - start).count() < 0.3)) {
+    const auto t0 = clock_type::now();
+    fn();
+    ms.push_back(std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+void report(const std::string& name, double ms) {
+  std::printf("%s %.4f\n", name.c_str(), ms);
+  std::fflush(stdout);
+}
+bool want(const std::string& name) { return only.empty() || name.compare(0, only.size(), only) == 0; }
+
+// Reads every byte once: the streaming-read bound (wide loads, eight independent chains).
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2"))) uint64_t read_all(const void* p, size_t bytes) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  __m256i acc[8];
+  for (auto& a : acc) a = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + 256 <= bytes; i += 256) {
+    for (int k = 0; k < 8; ++k) {
+      acc[k] = _mm256_xor_si256(acc[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i + 32 * k)));
+    }
+  }
+  for (int k = 1; k < 8; ++k) acc[0] = _mm256_xor_si256(acc[0], acc[k]);
+  uint64_t r = static_cast<uint64_t>(_mm256_extract_epi64(acc[0], 0));
+  for (; i < bytes; ++i) r ^= b[i];
+  return r;
+}
+#else
+uint64_t read_all(const void* p, size_t bytes) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  uint64_t r = 0;
+  for (size_t i = 0; i < bytes; ++i) r ^= b[i];
+  return r;
+}
+#endif
+
+template <class T>
+std::vector<T> tensor_values(const ptread::Checkpoint& ck, const char* name) {
+  const T* p = ck.find(name)->data<T>().value();
+  return std::vector<T>(p, p + ck.find(name)->numel());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: nn_bench FILE [--only PREFIX]\n");
+    return 2;
+  }
+  if (argc > 3 && std::string(argv[2]) == "--only") only = argv[3];
+  auto ck = ptread::Checkpoint::open(argv[1]);
+  if (!ck) {
+    std::fprintf(stderr, "%s\n", ck.error().what());
+    return 1;
+  }
+  namespace nn = ptread::nn;
+  std::fprintf(stderr, "nn_bench: kernels %s\n", ptread::detail::nn_isa_name(ptread::detail::nn_isa()));
+
+  const auto idx = tensor_values<int64_t>(*ck, "idx");
+  for (size_t d : {64, 256}) {
+    const std::string base = "emb.d" + std::to_string(d);
+    if (!want(base)) continue;
+    std::vector<float> out(idx.size() * d);
+    const auto* table = ck->find(base == "emb.d64" ? "emb64.weight" : "emb256.weight");
+    report(base + ".memcpy", median_ms([&] { std::memcpy(out.data(), table->data_ptr(), out.size() * 4); }));
+    for (unsigned t : {1u, 2u}) {
+      nn::EmbeddingOptions opt;
+      opt.threads = t;
+      auto emb = nn::Embedding::from(*ck, "emb" + std::to_string(d), opt).value();
+      report(base + ".ptread.t" + std::to_string(t),
+             median_ms([&] { (void)emb.forward(idx.data(), idx.size(), out.data()); }));
+    }
+  }
+
+  const auto bidx = tensor_values<int64_t>(*ck, "bag_idx");
+  const auto boffs = tensor_values<int64_t>(*ck, "bag_offsets");
+  for (size_t d : {32, 128}) {
+    for (nn::Reduce r : {nn::Reduce::sum, nn::Reduce::mean, nn::Reduce::max}) {
+      const std::string base = "bag.d" + std::to_string(d) + "." + nn::reduce_name(r);
+      if (!want(base)) continue;
+      std::vector<float> out(boffs.size() * d);
+      for (unsigned t : {1u, 2u}) {
+        nn::EmbeddingOptions opt;
+        opt.threads = t;
+        auto bag = nn::EmbeddingBag::from(*ck, "bag" + std::to_string(d), r, opt).value();
+        report(base + ".ptread.t" + std::to_string(t), median_ms([&] {
+                 (void)bag.forward(bidx.data(), bidx.size(), boffs.data(), boffs.size(), nullptr, out.data());
+               }));
+      }
+    }
+  }
+
+  for (int n : {1024, 4096}) {
+    const std::string prefix = "fc" + std::to_string(n);
+    const std::string base = "linear." + std::to_string(n);
+    if (!want(base)) continue;
+    const ptread::Tensor* w = ck->find(prefix + ".weight");
+    report(base + ".readw", median_ms([&] { sink = read_all(w->data_ptr(), static_cast<size_t>(w->nbytes())); }));
+    for (int m : {1, 8, 64, 512}) {
+      std::vector<float> x(static_cast<size_t>(m) * static_cast<size_t>(n)), y(x.size());
+      for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) * 0.01f - 0.08f;
+      const std::string mb = base + ".m" + std::to_string(m);
+      for (unsigned t : {1u, 2u}) {
+        const std::string ts = ".t" + std::to_string(t);
+        nn::LinearOptions opt;
+        opt.threads = t;
+        auto fc = nn::Linear::from(*ck, prefix, opt).value();
+        report(mb + ".ptread" + ts, median_ms([&] { (void)fc.forward(x.data(), static_cast<size_t>(m), y.data()); }));
+#if PTREAD_BENCH_OPENBLAS
+        nn::LinearOptions bo;
+        bo.backend = nn::openblas_backend(static_cast<int>(t));
+        auto fb = nn::Linear::from(*ck, prefix, bo).value();
+        report(mb + ".openblas" + ts, median_ms([&] { (void)fb.forward(x.data(), static_cast<size_t>(m), y.data()); }));
+        openblas_set_num_threads(static_cast<int>(t));
+        const float* W = static_cast<const float*>(w->data_ptr());
+        report(mb + ".sgemm" + ts, median_ms([&] {
+                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, n, 1.0f, x.data(), n, W, n, 0.0f, y.data(), n);
+               }));
+        if (m == 1) {
+          report(mb + ".sgemv" + ts, median_ms([&] {
+                   cblas_sgemv(CblasRowMajor, CblasNoTrans, n, n, 1.0f, W, n, x.data(), 1, 0.0f, y.data(), 1);
+                 }));
+        }
+#endif
+      }
+    }
+  }
+  return 0;
+}

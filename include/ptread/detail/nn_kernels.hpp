@@ -1,0 +1,320 @@
+// ptread — CPU kernels of the nn layers, with runtime dispatch on the instruction set.
+//
+// Three builds of the same kernels: generic C++ (whatever the compiler targets), AVX2+FMA+F16C
+// and AVX-512 (F, BW). The x86 ones are compiled with GCC/Clang target attributes, so users
+// need no -march flag; which one runs is decided once from the CPU (cpuid, and the OS's
+// saved-state mask, through __builtin_cpu_supports). Every kernel computes in F32; F16 and
+// BF16 elements are widened as they are loaded.
+//
+//   tile:  y[i][j] += sum_k x[i][k] * w[j][k] for an mb x nb block (mb <= 4, nb <= 4): the
+//          dot-product form of y = x W^T, reading W's rows where they lie
+//   widen: dst[k] = float(src[k])
+//   axpy:  acc[k] += a * row[k]          vmax: acc[k] = max(acc[k], row[k])
+#pragma once
+
+#include "../dtype.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__)) && \
+    !defined(__CUDACC__) && !defined(__NVCOMPILER)
+#define PTREAD_NN_X86 1
+#include <immintrin.h>
+#else
+#define PTREAD_NN_X86 0
+#endif
+
+namespace ptread {
+namespace detail {
+
+// Instruction-set levels of the kernels.
+enum class NnIsa : int { generic = 0, avx2 = 1, avx512 = 2 };
+
+inline NnIsa nn_detect_isa() noexcept {
+#if PTREAD_NN_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) return NnIsa::avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return NnIsa::avx2;
+#endif
+  return NnIsa::generic;
+}
+
+// The level the kernels use: the best the CPU has, or a lower one set for tests and
+// benchmarks (nn_set_isa). Never above what the CPU has.
+inline std::atomic<int>& nn_isa_setting() noexcept {
+  static std::atomic<int> level{static_cast<int>(nn_detect_isa())};
+  return level;
+}
+inline NnIsa nn_isa() noexcept { return static_cast<NnIsa>(nn_isa_setting().load(std::memory_order_relaxed)); }
+// Returns the level now in use (min of the request and the CPU's best).
+inline NnIsa nn_set_isa(NnIsa want) noexcept {
+  const int best = static_cast<int>(nn_detect_isa());
+  const int level = std::min(static_cast<int>(want), best);
+  nn_isa_setting().store(level, std::memory_order_relaxed);
+  return static_cast<NnIsa>(level);
+}
+inline const char* nn_isa_name(NnIsa i) noexcept {
+  return i == NnIsa::avx512 ? "avx512" : i == NnIsa::avx2 ? "avx2" : "generic";
+}
+
+template <DType DT>
+inline float nn_load1(const void* base, size_t k) noexcept {
+  if constexpr (DT == DType::F32) {
+    return static_cast<const float*>(base)[k];
+  } else if constexpr (DT == DType::F16) {
+    return f16_to_float(static_cast<const uint16_t*>(base)[k]);
+  } else {
+    return bf16_to_float(static_cast<const uint16_t*>(base)[k]);
+  }
+}
+template <DType DT>
+inline const void* nn_advance(const void* base, size_t elements) noexcept {
+  return static_cast<const uint8_t*>(base) + elements * (DT == DType::F32 ? 4 : 2);
+}
+
+// ---- generic kernels -------------------------------------------------------------------
+namespace nn_generic {
+
+template <DType DT>
+inline void tile(const float* x, size_t ldx, const void* w, size_t ldw, float* y, size_t ldy, int mb, int nb,
+                 size_t k) noexcept {
+  for (int i = 0; i < mb; ++i) {
+    const float* xi = x + static_cast<size_t>(i) * ldx;
+    for (int j = 0; j < nb; ++j) {
+      const void* wj = nn_advance<DT>(w, static_cast<size_t>(j) * ldw);
+      float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      size_t q = 0;
+      for (; q + 4 <= k; q += 4) {
+        s0 += xi[q] * nn_load1<DT>(wj, q);
+        s1 += xi[q + 1] * nn_load1<DT>(wj, q + 1);
+        s2 += xi[q + 2] * nn_load1<DT>(wj, q + 2);
+        s3 += xi[q + 3] * nn_load1<DT>(wj, q + 3);
+      }
+      for (; q < k; ++q) s0 += xi[q] * nn_load1<DT>(wj, q);
+      y[static_cast<size_t>(i) * ldy + static_cast<size_t>(j)] += (s0 + s1) + (s2 + s3);
+    }
+  }
+}
+template <DType DT>
+inline void widen(const void* src, float* dst, size_t n) noexcept {
+  if constexpr (DT == DType::F32) {
+    std::memcpy(dst, src, n * sizeof(float));
+  } else {
+    for (size_t q = 0; q < n; ++q) dst[q] = nn_load1<DT>(src, q);
+  }
+}
+template <DType DT>
+inline void axpy(float* acc, const void* row, size_t n, float a) noexcept {
+  for (size_t q = 0; q < n; ++q) acc[q] += a * nn_load1<DT>(row, q);
+}
+template <DType DT>
+inline void vmax(float* acc, const void* row, size_t n) noexcept {
+  for (size_t q = 0; q < n; ++q) {
+    const float v = nn_load1<DT>(row, q);
+    acc[q] = v > acc[q] ? v : acc[q];
+  }
+}
+
+}  // namespace nn_generic
+
+#if PTREAD_NN_X86
+
+// The kernel bodies, written once over a vector type V and compiled per target.
+// TARGET: the function attribute; V: a struct of vector operations; MB: rows of x per tile.
+#define PTREAD_NN_SIMD_KERNELS(TARGET, V)                                                               \
+  template <DType DT>                                                                                   \
+  TARGET inline typename V::R load(const void* base, size_t k) noexcept {                               \
+    if constexpr (DT == DType::F32) {                                                                   \
+      return V::loadf(static_cast<const float*>(base) + k);                                             \
+    } else if constexpr (DT == DType::F16) {                                                            \
+      return V::load_f16(static_cast<const uint16_t*>(base) + k);                                       \
+    } else {                                                                                            \
+      return V::load_bf16(static_cast<const uint16_t*>(base) + k);                                      \
+    }                                                                                                   \
+  }                                                                                                     \
+  template <int MB, int NB, DType DT>                                                                   \
+  TARGET inline void micro(const float* x, size_t ldx, const void* w, size_t ldw, float* y, size_t ldy, \
+                           size_t k) noexcept {                                                         \
+    typename V::R acc[MB][NB];                                                                          \
+    for (int i = 0; i < MB; ++i)                                                                        \
+      for (int j = 0; j < NB; ++j) acc[i][j] = V::zero();                                               \
+    const void* wr[NB];                                                                                 \
+    for (int j = 0; j < NB; ++j) wr[j] = nn_advance<DT>(w, static_cast<size_t>(j) * ldw);              \
+    size_t q = 0;                                                                                       \
+    for (; q + V::L <= k; q += V::L) {                                                                  \
+      typename V::R wv[NB];                                                                             \
+      for (int j = 0; j < NB; ++j) wv[j] = load<DT>(wr[j], q);                                          \
+      for (int i = 0; i < MB; ++i) {                                                                    \
+        const typename V::R xv = V::loadf(x + static_cast<size_t>(i) * ldx + q);                        \
+        for (int j = 0; j < NB; ++j) acc[i][j] = V::fma(xv, wv[j], acc[i][j]);                          \
+      }                                                                                                 \
+    }                                                                                                   \
+    for (int i = 0; i < MB; ++i) {                                                                      \
+      const float* xi = x + static_cast<size_t>(i) * ldx;                                               \
+      for (int j = 0; j < NB; ++j) {                                                                    \
+        float s = V::hsum(acc[i][j]);                                                                   \
+        for (size_t r = q; r < k; ++r) s += xi[r] * nn_load1<DT>(wr[j], r);                             \
+        y[static_cast<size_t>(i) * ldy + static_cast<size_t>(j)] += s;                                  \
+      }                                                                                                 \
+    }                                                                                                   \
+  }                                                                                                     \
+  template <int MB, DType DT>                                                                           \
+  TARGET inline void tile_m(const float* x, size_t ldx, const void* w, size_t ldw, float* y, size_t ldy,  \
+                            int nb, size_t k) noexcept {                                                \
+    switch (nb) {                                                                                       \
+      case 4: micro<MB, 4, DT>(x, ldx, w, ldw, y, ldy, k); break;                                       \
+      case 3: micro<MB, 3, DT>(x, ldx, w, ldw, y, ldy, k); break;                                       \
+      case 2: micro<MB, 2, DT>(x, ldx, w, ldw, y, ldy, k); break;                                       \
+      default: micro<MB, 1, DT>(x, ldx, w, ldw, y, ldy, k); break;                                      \
+    }                                                                                                   \
+  }                                                                                                     \
+  template <DType DT>                                                                                   \
+  TARGET void tile(const float* x, size_t ldx, const void* w, size_t ldw, float* y, size_t ldy, int mb,  \
+                   int nb, size_t k) noexcept {                                                         \
+    while (mb > 0) {                                                                                    \
+      const int step = mb >= V::MB ? V::MB : mb;                                                        \
+      switch (step) {                                                                                   \
+        case 4: tile_m<4, DT>(x, ldx, w, ldw, y, ldy, nb, k); break;                                    \
+        case 3: tile_m<3, DT>(x, ldx, w, ldw, y, ldy, nb, k); break;                                    \
+        case 2: tile_m<2, DT>(x, ldx, w, ldw, y, ldy, nb, k); break;                                    \
+        default: tile_m<1, DT>(x, ldx, w, ldw, y, ldy, nb, k); break;                                   \
+      }                                                                                                 \
+      x += static_cast<size_t>(step) * ldx;                                                             \
+      y += static_cast<size_t>(step) * ldy;                                                             \
+      mb -= step;                                                                                       \
+    }                                                                                                   \
+  }                                                                                                     \
+  template <DType DT>                                                                                   \
+  TARGET void widen(const void* src, float* dst, size_t n) noexcept {                                   \
+    size_t q = 0;                                                                                       \
+    for (; q + V::L <= n; q += V::L) V::store(dst + q, load<DT>(src, q));                               \
+    for (; q < n; ++q) dst[q] = nn_load1<DT>(src, q);                                                   \
+  }                                                                                                     \
+  template <DType DT>                                                                                   \
+  TARGET void axpy(float* acc, const void* row, size_t n, float a) noexcept {                           \
+    const typename V::R av = V::set1(a);                                                                \
+    size_t q = 0;                                                                                       \
+    for (; q + V::L <= n; q += V::L) V::store(acc + q, V::fma(av, load<DT>(row, q), V::loadf(acc + q)));  \
+    for (; q < n; ++q) acc[q] += a * nn_load1<DT>(row, q);                                              \
+  }                                                                                                     \
+  template <DType DT>                                                                                   \
+  TARGET void vmax(float* acc, const void* row, size_t n) noexcept {                                    \
+    size_t q = 0;                                                                                       \
+    for (; q + V::L <= n; q += V::L) V::store(acc + q, V::max(load<DT>(row, q), V::loadf(acc + q)));    \
+    for (; q < n; ++q) {                                                                                \
+      const float v = nn_load1<DT>(row, q);                                                             \
+      acc[q] = v > acc[q] ? v : acc[q];                                                                 \
+    }                                                                                                   \
+  }
+
+#define PTREAD_NN_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define PTREAD_NN_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx2,fma,f16c")))
+
+namespace nn_avx2 {
+struct V {
+  using R = __m256;
+  static constexpr size_t L = 8;
+  static constexpr int MB = 2;  // 16 ymm registers: 2 x 4 accumulators, 4 weights, 1 input
+  PTREAD_NN_TARGET_AVX2 static R zero() noexcept { return _mm256_setzero_ps(); }
+  PTREAD_NN_TARGET_AVX2 static R set1(float a) noexcept { return _mm256_set1_ps(a); }
+  PTREAD_NN_TARGET_AVX2 static R loadf(const float* p) noexcept { return _mm256_loadu_ps(p); }
+  PTREAD_NN_TARGET_AVX2 static R load_f16(const uint16_t* p) noexcept {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  PTREAD_NN_TARGET_AVX2 static R load_bf16(const uint16_t* p) noexcept {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
+  PTREAD_NN_TARGET_AVX2 static R fma(R a, R b, R c) noexcept { return _mm256_fmadd_ps(a, b, c); }
+  PTREAD_NN_TARGET_AVX2 static R max(R a, R b) noexcept { return _mm256_max_ps(a, b); }
+  PTREAD_NN_TARGET_AVX2 static void store(float* p, R v) noexcept { _mm256_storeu_ps(p, v); }
+  PTREAD_NN_TARGET_AVX2 static float hsum(R v) noexcept {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+};
+PTREAD_NN_SIMD_KERNELS(PTREAD_NN_TARGET_AVX2, V)
+}  // namespace nn_avx2
+
+// GCC 12 reports the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics as
+// uninitialized when they are inlined at -O3 (GCC bug 105593, fixed in 13).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+namespace nn_avx512 {
+struct V {
+  using R = __m512;
+  static constexpr size_t L = 16;
+  static constexpr int MB = 4;  // 32 zmm registers: 4 x 4 accumulators, 4 weights, 1 input
+  PTREAD_NN_TARGET_AVX512 static R zero() noexcept { return _mm512_setzero_ps(); }
+  PTREAD_NN_TARGET_AVX512 static R set1(float a) noexcept { return _mm512_set1_ps(a); }
+  PTREAD_NN_TARGET_AVX512 static R loadf(const float* p) noexcept { return _mm512_loadu_ps(p); }
+  PTREAD_NN_TARGET_AVX512 static R load_f16(const uint16_t* p) noexcept {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  PTREAD_NN_TARGET_AVX512 static R load_bf16(const uint16_t* p) noexcept {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
+  PTREAD_NN_TARGET_AVX512 static R fma(R a, R b, R c) noexcept { return _mm512_fmadd_ps(a, b, c); }
+  PTREAD_NN_TARGET_AVX512 static R max(R a, R b) noexcept { return _mm512_max_ps(a, b); }
+  PTREAD_NN_TARGET_AVX512 static void store(float* p, R v) noexcept { _mm512_storeu_ps(p, v); }
+  PTREAD_NN_TARGET_AVX512 static float hsum(R v) noexcept {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
+                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+};
+PTREAD_NN_SIMD_KERNELS(PTREAD_NN_TARGET_AVX512, V)
+}  // namespace nn_avx512
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#endif  // PTREAD_NN_X86
+
+// Dispatch: one table of function pointers per (level, dtype), chosen once per call.
+struct NnKernels {
+  void (*tile)(const float*, size_t, const void*, size_t, float*, size_t, int, int, size_t) noexcept;
+  void (*widen)(const void*, float*, size_t) noexcept;
+  void (*axpy)(float*, const void*, size_t, float) noexcept;
+  void (*vmax)(float*, const void*, size_t) noexcept;
+  int mb;  // rows of x a tile computes at once (a multiple of it keeps the kernel busiest)
+};
+
+template <DType DT>
+inline NnKernels nn_kernels_for(NnIsa isa) noexcept {
+#if PTREAD_NN_X86
+  if (isa == NnIsa::avx512) {
+    return {&nn_avx512::tile<DT>, &nn_avx512::widen<DT>, &nn_avx512::axpy<DT>, &nn_avx512::vmax<DT>,
+            nn_avx512::V::MB};
+  }
+  if (isa == NnIsa::avx2) {
+    return {&nn_avx2::tile<DT>, &nn_avx2::widen<DT>, &nn_avx2::axpy<DT>, &nn_avx2::vmax<DT>, nn_avx2::V::MB};
+  }
+#else
+  (void)isa;
+#endif
+  return {&nn_generic::tile<DT>, &nn_generic::widen<DT>, &nn_generic::axpy<DT>, &nn_generic::vmax<DT>, 4};
+}
+
+inline NnKernels nn_kernels(DType dt) noexcept {
+  const NnIsa isa = nn_isa();
+  if (dt == DType::F16) return nn_kernels_for<DType::F16>(isa);
+  if (dt == DType::BF16) return nn_kernels_for<DType::BF16>(isa);
+  return nn_kernels_for<DType::F32>(isa);
+}
+
+}  // namespace detail
+}  // namespace ptread

@@ -1,0 +1,161 @@
+// ptread — a small process-wide worker pool for the nn layers (std::thread, no OpenMP).
+//
+// parallel_for(threads, tasks, fn) runs fn(t) for t in [0, tasks) on up to `threads`
+// threads, the caller included. Workers start on first use and sleep on a condition
+// variable between jobs. The caller claims tasks too and never waits for a worker to wake:
+// it waits only for tasks a worker has already claimed, so asking for more threads never
+// costs more than a wake-up call. Tasks are claimed through one 64-bit counter that holds
+// the job's generation, so a worker that wakes late cannot claim a task of a later job.
+// One job runs at a time; a call made while another thread's job runs computes serially.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ptread {
+namespace detail {
+
+// 0 means "every hardware thread".
+inline unsigned resolve_threads(unsigned threads) noexcept {
+  if (threads != 0) return threads;
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw == 0 ? 1 : hw;
+}
+
+class WorkerPool {
+ public:
+  static constexpr unsigned kMaxWorkers = 255;
+
+  static WorkerPool& instance() {
+    static WorkerPool pool;
+    return pool;
+  }
+
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+  ~WorkerPool() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
+  template <class F>
+  void run(unsigned threads, size_t tasks, F& fn) {
+    if (tasks == 0) return;
+    if (threads <= 1 || tasks == 1 || tasks >= (size_t{1} << 31)) {
+      for (size_t t = 0; t < tasks; ++t) fn(t);
+      return;
+    }
+    std::unique_lock<std::mutex> busy(job_mutex_, std::try_to_lock);
+    if (!busy.owns_lock()) {
+      for (size_t t = 0; t < tasks; ++t) fn(t);
+      return;
+    }
+    const unsigned helpers = static_cast<unsigned>(
+        std::min<size_t>({static_cast<size_t>(threads - 1), tasks - 1, size_t{kMaxWorkers}}));
+    uint64_t gen;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      while (workers_.size() < helpers) {
+        const unsigned id = static_cast<unsigned>(workers_.size());
+        workers_.emplace_back([this, id] { worker_loop(id); });
+      }
+      gen = ++gen_;
+      published_.store(gen, std::memory_order_release);
+      call_ = [](void* ctx, size_t t) { (*static_cast<F*>(ctx))(t); };
+      ctx_ = &fn;
+      tasks_ = static_cast<uint32_t>(tasks);
+      active_ = helpers;
+      done_.store(0, std::memory_order_relaxed);
+      next_.store(gen << 32, std::memory_order_release);
+    }
+    wake_.notify_all();
+    size_t mine = 0;
+    for (size_t t; claim(gen, static_cast<uint32_t>(tasks), &t);) {
+      fn(t);
+      ++mine;
+    }
+    if (mine != 0 && done_.fetch_add(mine, std::memory_order_acq_rel) + mine == tasks) return;
+    std::unique_lock<std::mutex> lock(m_);
+    finished_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == tasks; });
+  }
+
+ private:
+  WorkerPool() = default;
+
+  bool claim(uint64_t gen, uint32_t tasks, size_t* task) {
+    uint64_t v = next_.load(std::memory_order_acquire);
+    for (;;) {
+      if ((v >> 32) != (gen & 0xffffffffu) || static_cast<uint32_t>(v) >= tasks) return false;
+      if (next_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel)) {
+        *task = static_cast<uint32_t>(v);
+        return true;
+      }
+    }
+  }
+
+  void worker_loop(unsigned id) {
+    uint64_t seen = 0;
+    for (;;) {
+      void (*call)(void*, size_t);
+      void* ctx;
+      uint32_t tasks;
+      uint64_t gen;
+      // Back-to-back calls (a layer per token, say) find the worker awake: it yields a few
+      // hundred times, polling, before it sleeps.
+      for (int spin = 0; spin < 300 && published_.load(std::memory_order_acquire) == seen; ++spin) {
+        std::this_thread::yield();
+      }
+      {
+        std::unique_lock<std::mutex> lock(m_);
+        wake_.wait(lock, [&] { return stop_ || gen_ != seen; });
+        if (stop_) return;
+        seen = gen = gen_;
+        if (id >= active_) continue;
+        call = call_;
+        ctx = ctx_;
+        tasks = tasks_;
+      }
+      size_t mine = 0;
+      for (size_t t; claim(gen, tasks, &t);) {
+        call(ctx, t);
+        ++mine;
+      }
+      if (mine != 0 && done_.fetch_add(mine, std::memory_order_acq_rel) + mine == tasks) {
+        std::lock_guard<std::mutex> lock(m_);
+        finished_.notify_all();
+      }
+    }
+  }
+
+  std::mutex job_mutex_;  // one job at a time
+  std::mutex m_;
+  std::condition_variable wake_, finished_;
+  std::vector<std::thread> workers_;
+  bool stop_ = false;
+  uint64_t gen_ = 0;
+  void (*call_)(void*, size_t) = nullptr;
+  void* ctx_ = nullptr;
+  uint32_t tasks_ = 0;
+  unsigned active_ = 0;
+  std::atomic<uint64_t> published_{0};  // gen_, readable without the lock
+  std::atomic<uint64_t> next_{0};  // generation << 32 | next task
+  std::atomic<size_t> done_{0};
+};
+
+template <class F>
+void parallel_for(unsigned threads, size_t tasks, F&& fn) {
+  WorkerPool::instance().run(threads, tasks, fn);
+}
+
+}  // namespace detail
+}  // namespace ptread

@@ -1,0 +1,109 @@
+// ptread — what the nn layers share: options, the reduction enum, and the weight matrix a
+// layer reads (a checked 2-D view into the checkpoint's storage, never a copy).
+#pragma once
+
+#include "../checkpoint.hpp"
+#include "../detail/nn_kernels.hpp"
+#include "../detail/nn_parallel.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ptread {
+namespace nn {
+
+enum class Reduce { sum, mean, max };
+
+inline const char* reduce_name(Reduce r) noexcept {
+  return r == Reduce::sum ? "sum" : r == Reduce::mean ? "mean" : "max";
+}
+
+struct EmbeddingOptions {
+  // torch's padding_idx (negative counts from the end). Embedding returns that row as stored,
+  // as F.embedding does; EmbeddingBag leaves entries equal to it out of their bag (mean divides
+  // by the entries left, a bag of padding only is zeros).
+  std::optional<int64_t> padding_idx;
+  // EmbeddingBag: offsets holds num_bags + 1 entries, the last one equal to the number of
+  // indices (torch's include_last_offset).
+  bool include_last_offset = false;
+  // Threads for one forward call (the caller's included); 0 = every hardware thread.
+  unsigned threads = 0;
+};
+
+class LinearBackend;  // nn/linear.hpp
+
+struct LinearOptions {
+  // Threads for one forward call of the portable path (the caller's included); 0 = every
+  // hardware thread. Small products run on the calling thread alone.
+  unsigned threads = 0;
+  // Another implementation of the product (ptread::nn::openblas_backend() from
+  // nn/openblas.hpp); null = the portable path.
+  std::shared_ptr<const LinearBackend> backend;
+};
+
+// A 2-D F32/F16/BF16 weight as the layers read it: rows of `cols` elements, `row_stride` and
+// `col_stride` elements apart, at `data` inside the storage `tensor` keeps alive.
+struct WeightMatrix {
+  Tensor tensor;
+  const void* data = nullptr;
+  DType dtype = DType::F32;
+  size_t rows = 0, cols = 0;
+  size_t row_stride = 0, col_stride = 1;
+
+  size_t element_size() const noexcept { return dtype == DType::F32 ? 4 : 2; }
+  const void* row(size_t r) const noexcept {
+    return static_cast<const uint8_t*>(data) + r * row_stride * element_size();
+  }
+  // Rows whose elements are adjacent: the kernels read them directly.
+  bool rows_contiguous() const noexcept { return col_stride == 1 || cols <= 1; }
+};
+
+namespace detail {
+
+inline std::string param_name(std::string_view prefix, const char* leaf) {
+  std::string name(prefix);
+  if (!name.empty()) name += '.';
+  return name + leaf;
+}
+
+// The weight named prefix.weight as a checked 2-D matrix. Tensors with the neg bit are
+// materialized (the bytes are not the values); strided ones stay views.
+inline Result<WeightMatrix> weight_matrix(const Checkpoint& ck, const std::string& name, const char* layer) {
+  PTREAD_TRY(Tensor t, ck.get(name));
+  if (t.dtype() != DType::F32 && t.dtype() != DType::F16 && t.dtype() != DType::BF16) {
+    return make_error(ErrorCode::dtype_mismatch, std::string(layer) + ": '" + name + "' is " +
+                                                     dtype_name(t.dtype()) + "; F32, F16 or BF16 expected");
+  }
+  if (t.dim() != 2) {
+    return make_error(ErrorCode::invalid_argument,
+                      std::string(layer) + ": '" + name + "' has " + std::to_string(t.dim()) +
+                          " dimensions; a 2-D weight expected");
+  }
+  if (t.is_neg() || t.is_conj()) {
+    PTREAD_TRY(t, t.contiguous());
+  }
+  WeightMatrix w;
+  w.rows = static_cast<size_t>(t.shape()[0]);
+  w.cols = static_cast<size_t>(t.shape()[1]);
+  w.row_stride = static_cast<size_t>(t.strides()[0]);
+  w.col_stride = static_cast<size_t>(t.strides()[1]);
+  w.dtype = t.dtype();
+  w.data = t.data_ptr();
+  w.tensor = std::move(t);
+  return w;
+}
+
+// Splits `count` items into tasks of at least `min_items`, at most `per_thread` a thread.
+inline size_t task_count(size_t count, size_t min_items, unsigned threads, size_t per_thread = 4) {
+  if (threads <= 1 || count < 2 * min_items) return 1;
+  const size_t by_size = count / min_items;
+  const size_t cap = static_cast<size_t>(threads) * per_thread;
+  return by_size < cap ? by_size : cap;
+}
+
+}  // namespace detail
+}  // namespace nn
+}  // namespace ptread

@@ -1,0 +1,312 @@
+// ptread — nn::Embedding and nn::EmbeddingBag: F.embedding and F.embedding_bag on the CPU.
+//
+//   auto ck = ptread::Checkpoint::open("model.pt");
+//   auto emb = ptread::nn::Embedding::from(*ck, "model.emb");          // finds model.emb.weight
+//   std::vector<float> out(n * emb->dim());
+//   if (auto st = emb->forward(ids, n, out.data()); !st) { ... st.error().what() ... }
+//
+//   auto bag = ptread::nn::EmbeddingBag::from(*ck, "emb", ptread::nn::Reduce::mean);
+//   bag->forward(ids, n, offsets, num_bags, /*per_sample_weights=*/nullptr, out.data());
+//
+// The table is never copied: each row is read where the checkpoint holds it (in mmap mode the
+// mapped file, so a table larger than RAM is paged in by the OS as rows are touched), F16 and
+// BF16 rows are widened to F32 as they are read, and strided (non-contiguous) tables are read
+// element by element through their strides. The layer holds the weight Tensor, which keeps the
+// mapping alive: it may outlive the Checkpoint.
+//
+// Semantics are torch's (1.13): indices must lie in [0, num_embeddings); offsets[0] must be 0,
+// offsets never decrease and never pass n; without include_last_offset the last bag ends at n,
+// with it offsets holds num_bags + 1 entries and the last one must be n (as torch documents;
+// torch 1.13 corrupts its heap when it is less). Empty bags are zeros. per_sample_weights scale each row (Reduce::sum only, as in torch). Entries equal to
+// padding_idx are left out of their bag. Everything is computed in F32 (torch 1.13 has no
+// BF16 embedding_bag on the CPU; its F16 one accumulates in F16).
+//
+// Every argument is checked before anything is read; on an error `out` is left untouched.
+#pragma once
+
+#include "common.hpp"
+
+#include <cstring>
+#include <vector>
+
+namespace ptread {
+namespace nn {
+
+namespace detail {
+
+inline void prefetch_row(const void* p, size_t bytes) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  const auto* b = static_cast<const char*>(p);
+  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(b + off, 0, 1);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+// How far ahead (in indices) rows are prefetched: far enough to cover DRAM latency.
+inline constexpr size_t kPrefetchDistance = 8;
+
+template <class Index>
+Status check_indices(const Index* indices, size_t n, size_t num_embeddings, const char* layer) {
+  if (n != 0 && indices == nullptr) return make_error(ErrorCode::invalid_argument, std::string(layer) + ": indices is null");
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t v = static_cast<int64_t>(indices[i]);
+    if (v < 0 || static_cast<uint64_t>(v) >= num_embeddings) {
+      return make_error(ErrorCode::invalid_argument, std::string(layer) + ": index " + std::to_string(v) +
+                                                         " at position " + std::to_string(i) +
+                                                         " is out of range [0, " + std::to_string(num_embeddings) + ")");
+    }
+  }
+  return {};
+}
+
+// Rows and the arithmetic on them, for one table.
+class RowReader {
+ public:
+  explicit RowReader(const WeightMatrix& w) : w_(&w), k_(ptread::detail::nn_kernels(w.dtype)) {}
+
+  // out[0..cols) = row r as F32.
+  void copy(size_t r, float* out) const noexcept {
+    if (w_->rows_contiguous()) {
+      k_.widen(w_->row(r), out, w_->cols);
+    } else {
+      strided(r, out, [](float& o, float v) { o = v; });
+    }
+  }
+  void axpy(size_t r, float a, float* acc) const noexcept {
+    if (w_->rows_contiguous()) {
+      k_.axpy(acc, w_->row(r), w_->cols, a);
+    } else {
+      strided(r, acc, [a](float& o, float v) { o += a * v; });
+    }
+  }
+  void max(size_t r, float* acc) const noexcept {
+    if (w_->rows_contiguous()) {
+      k_.vmax(acc, w_->row(r), w_->cols);
+    } else {
+      strided(r, acc, [](float& o, float v) { o = v > o ? v : o; });
+    }
+  }
+  void prefetch(size_t r) const noexcept {
+    if (w_->rows_contiguous()) prefetch_row(w_->row(r), w_->cols * w_->element_size());
+  }
+
+ private:
+  template <class F>
+  void strided(size_t r, float* out, F f) const noexcept {
+    const void* base = w_->row(r);
+    const size_t cs = w_->col_stride;
+    for (size_t c = 0; c < w_->cols; ++c) {
+      float v;
+      if (w_->dtype == DType::F32) {
+        v = ptread::detail::nn_load1<DType::F32>(base, c * cs);
+      } else if (w_->dtype == DType::F16) {
+        v = ptread::detail::nn_load1<DType::F16>(base, c * cs);
+      } else {
+        v = ptread::detail::nn_load1<DType::BF16>(base, c * cs);
+      }
+      f(out[c], v);
+    }
+  }
+
+  const WeightMatrix* w_;
+  ptread::detail::NnKernels k_;
+};
+
+inline Result<WeightMatrix> table(const Checkpoint& ck, std::string_view prefix, const char* layer,
+                                  const EmbeddingOptions& opt, int64_t* padding) {
+  PTREAD_TRY(WeightMatrix w, weight_matrix(ck, param_name(prefix, "weight"), layer));
+  *padding = -1;
+  if (opt.padding_idx) {
+    int64_t p = *opt.padding_idx;
+    const auto num = static_cast<int64_t>(w.rows);
+    if (p < -num || p >= num) {
+      return make_error(ErrorCode::invalid_argument, std::string(layer) + ": padding_idx " + std::to_string(p) +
+                                                         " is outside [-" + std::to_string(num) + ", " +
+                                                         std::to_string(num) + ")");
+    }
+    *padding = p < 0 ? p + num : p;
+  }
+  return w;
+}
+
+}  // namespace detail
+
+class Embedding {
+ public:
+  Embedding() = default;
+
+  static Result<Embedding> from(const Checkpoint& ck, std::string_view prefix, EmbeddingOptions options = {}) {
+    Embedding e;
+    PTREAD_TRY(e.w_, detail::table(ck, prefix, "Embedding", options, &e.padding_));
+    e.threads_ = options.threads;
+    return e;
+  }
+
+  // out[i * dim() + c] = weight[indices[i]][c], as F32.
+  Status forward(const int64_t* indices, size_t n, float* out) const { return forward_impl(indices, n, out); }
+  Status forward(const int32_t* indices, size_t n, float* out) const { return forward_impl(indices, n, out); }
+
+  size_t num_embeddings() const noexcept { return w_.rows; }
+  size_t dim() const noexcept { return w_.cols; }
+  // The row F.embedding's padding_idx names (normalized), or -1.
+  int64_t padding_idx() const noexcept { return padding_; }
+  const Tensor& weight() const noexcept { return w_.tensor; }
+
+ private:
+  template <class Index>
+  Status forward_impl(const Index* indices, size_t n, float* out) const {
+    PTREAD_CHECK(detail::check_indices(indices, n, w_.rows, "Embedding"));
+    if (n != 0 && out == nullptr) return make_error(ErrorCode::invalid_argument, "Embedding: out is null");
+    const detail::RowReader rows(w_);
+    const size_t dim = w_.cols;
+    const unsigned threads = ptread::detail::resolve_threads(threads_);
+    const size_t min_rows = dim == 0 ? n + 1 : (size_t{1} << 14) / dim + 1;  // >= 64 KiB of output a task
+    const size_t tasks = detail::task_count(n, min_rows, threads);
+    const size_t per = (n + tasks - 1) / (tasks == 0 ? 1 : tasks);
+    ptread::detail::parallel_for(threads, tasks, [&](size_t t) {
+      const size_t begin = t * per, end = std::min(n, begin + per);
+      for (size_t i = begin; i < end; ++i) {
+        if (i + detail::kPrefetchDistance < end) rows.prefetch(static_cast<size_t>(indices[i + detail::kPrefetchDistance]));
+        rows.copy(static_cast<size_t>(indices[i]), out + i * dim);
+      }
+    });
+    return {};
+  }
+
+  WeightMatrix w_;
+  int64_t padding_ = -1;
+  unsigned threads_ = 0;
+};
+
+class EmbeddingBag {
+ public:
+  EmbeddingBag() = default;
+
+  static Result<EmbeddingBag> from(const Checkpoint& ck, std::string_view prefix, Reduce mode,
+                                   EmbeddingOptions options = {}) {
+    EmbeddingBag e;
+    PTREAD_TRY(e.w_, detail::table(ck, prefix, "EmbeddingBag", options, &e.padding_));
+    e.mode_ = mode;
+    e.include_last_offset_ = options.include_last_offset;
+    e.threads_ = options.threads;
+    return e;
+  }
+
+  // Bag b holds indices[offsets[b] .. end_b), end_b = offsets[b + 1] (or n for the last bag
+  // without include_last_offset); out[b * dim() + c] is its reduction. per_sample_weights
+  // (n values, Reduce::sum only) may be null.
+  Status forward(const int64_t* indices, size_t n, const int64_t* offsets, size_t num_bags,
+                 const float* per_sample_weights, float* out) const {
+    return forward_impl(indices, n, offsets, num_bags, per_sample_weights, out);
+  }
+  Status forward(const int32_t* indices, size_t n, const int32_t* offsets, size_t num_bags,
+                 const float* per_sample_weights, float* out) const {
+    return forward_impl(indices, n, offsets, num_bags, per_sample_weights, out);
+  }
+
+  size_t num_embeddings() const noexcept { return w_.rows; }
+  size_t dim() const noexcept { return w_.cols; }
+  Reduce mode() const noexcept { return mode_; }
+  int64_t padding_idx() const noexcept { return padding_; }
+  bool include_last_offset() const noexcept { return include_last_offset_; }
+  const Tensor& weight() const noexcept { return w_.tensor; }
+
+ private:
+  template <class Index>
+  Status check_offsets(const Index* offsets, size_t n, size_t num_bags) const {
+    if (num_bags == 0) return {};
+    if (offsets == nullptr) return make_error(ErrorCode::invalid_argument, "EmbeddingBag: offsets is null");
+    const size_t count = num_bags + (include_last_offset_ ? 1 : 0);
+    if (static_cast<int64_t>(offsets[0]) != 0) {
+      return make_error(ErrorCode::invalid_argument,
+                        "EmbeddingBag: offsets[0] is " + std::to_string(static_cast<int64_t>(offsets[0])) +
+                            "; the first bag starts at 0 (as torch requires)");
+    }
+    for (size_t b = 1; b < count; ++b) {
+      const auto prev = static_cast<int64_t>(offsets[b - 1]), cur = static_cast<int64_t>(offsets[b]);
+      if (cur < prev) {
+        return make_error(ErrorCode::invalid_argument, "EmbeddingBag: offsets decrease at " + std::to_string(b) +
+                                                           " (" + std::to_string(prev) + " then " +
+                                                           std::to_string(cur) + ")");
+      }
+      if (static_cast<uint64_t>(cur) > n) {
+        return make_error(ErrorCode::invalid_argument, "EmbeddingBag: offsets[" + std::to_string(b) + "] is " +
+                                                           std::to_string(cur) + ", past the " + std::to_string(n) +
+                                                           " indices");
+      }
+    }
+    if (include_last_offset_ && static_cast<uint64_t>(offsets[num_bags]) != n) {
+      return make_error(ErrorCode::invalid_argument,
+                        "EmbeddingBag: offsets[" + std::to_string(num_bags) + "] ends the last bag at " +
+                            std::to_string(static_cast<int64_t>(offsets[num_bags])) +
+                            "; with include_last_offset it is the number of indices, " + std::to_string(n));
+    }
+    return {};
+  }
+
+  template <class Index>
+  Status forward_impl(const Index* indices, size_t n, const Index* offsets, size_t num_bags,
+                      const float* psw, float* out) const {
+    if (psw != nullptr && mode_ != Reduce::sum) {
+      return make_error(ErrorCode::invalid_argument,
+                        std::string("EmbeddingBag: per_sample_weights is only supported for Reduce::sum, not ") +
+                            reduce_name(mode_));
+    }
+    PTREAD_CHECK(check_offsets(offsets, n, num_bags));
+    PTREAD_CHECK(detail::check_indices(indices, n, w_.rows, "EmbeddingBag"));
+    if (num_bags != 0 && out == nullptr) return make_error(ErrorCode::invalid_argument, "EmbeddingBag: out is null");
+    const detail::RowReader rows(w_);
+    const size_t dim = w_.cols;
+    const unsigned threads = ptread::detail::resolve_threads(threads_);
+    const size_t avg = num_bags == 0 ? 0 : n / num_bags + 1;
+    const size_t min_bags = (size_t{1} << 14) / (avg * (dim == 0 ? 1 : dim) + 1) + 1;
+    const size_t tasks = detail::task_count(num_bags, min_bags, threads);
+    const size_t per = (num_bags + tasks - 1) / (tasks == 0 ? 1 : tasks);
+    ptread::detail::parallel_for(threads, tasks, [&](size_t t) {
+      const size_t bag_begin = t * per, bag_end = std::min(num_bags, bag_begin + per);
+      for (size_t b = bag_begin; b < bag_end; ++b) {
+        const auto start = static_cast<size_t>(offsets[b]);
+        const size_t end = b + 1 < num_bags || include_last_offset_ ? static_cast<size_t>(offsets[b + 1]) : n;
+        const size_t ahead_end = std::min(n, end + detail::kPrefetchDistance);
+        float* acc = out + b * dim;
+        size_t count = 0;
+        for (size_t i = start; i < end; ++i) {
+          if (i + detail::kPrefetchDistance < ahead_end) {
+            rows.prefetch(static_cast<size_t>(indices[i + detail::kPrefetchDistance]));
+          }
+          const auto r = static_cast<size_t>(indices[i]);
+          if (static_cast<int64_t>(r) == padding_) continue;
+          if (mode_ == Reduce::max) {
+            if (count == 0) {
+              rows.copy(r, acc);
+            } else {
+              rows.max(r, acc);
+            }
+          } else {
+            if (count == 0) std::memset(acc, 0, dim * sizeof(float));
+            rows.axpy(r, psw ? psw[i] : 1.0f, acc);
+          }
+          ++count;
+        }
+        if (count == 0) {
+          std::memset(acc, 0, dim * sizeof(float));
+        } else if (mode_ == Reduce::mean && count > 1) {
+          const float c = static_cast<float>(count);
+          for (size_t k = 0; k < dim; ++k) acc[k] /= c;
+        }
+      }
+    });
+    return {};
+  }
+
+  WeightMatrix w_;
+  Reduce mode_ = Reduce::sum;
+  int64_t padding_ = -1;
+  bool include_last_offset_ = false;
+  unsigned threads_ = 0;
+};
+
+}  // namespace nn
+}  // namespace ptread

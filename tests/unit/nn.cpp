@@ -1,0 +1,388 @@
+// nn layers against torch: F.embedding, F.embedding_bag and F.linear outputs that torch 1.13
+// computed on the weights of tests/fixtures/nn/nn.pt (written by tests/fixtures/gen_nn.py),
+// for every kernel level the CPU has (generic, AVX2, AVX-512) and one and two threads.
+#include <catch2/catch.hpp>
+
+#include "support/helpers.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#ifdef PTREAD_TEST_OPENBLAS
+#include <ptread/nn/openblas.hpp>
+#endif
+
+namespace {
+
+using ptread_test::Json;
+namespace nn = ptread::nn;
+using ptread::detail::NnIsa;
+
+std::string nn_dir() {
+  const char* env = std::getenv("PTREAD_NN_FIXTURES");
+  return env && *env ? std::string(env) : ptread_test::fixture_dir() + "/nn";
+}
+
+const Json& nn_json() {
+  static Json j;
+  static bool loaded = false;
+  if (!loaded) {
+    std::string err;
+    const std::string path = nn_dir() + "/expected.json";
+    if (!ptread_test::read_json_file(path, j, &err)) FAIL("cannot read " << path << ": " << err);
+    loaded = true;
+  }
+  return j;
+}
+
+const ptread::Checkpoint& nn_ck() {
+  static ptread::Result<ptread::Checkpoint> ck = ptread::Checkpoint::open(nn_dir() + "/nn.pt");
+  if (!ck) FAIL(ck.error().what());
+  return *ck;
+}
+
+std::vector<int64_t> ints(const Json& j) {
+  std::vector<int64_t> v;
+  for (size_t k = 0; k < j.size(); ++k) v.push_back(j[k].as_int());
+  return v;
+}
+std::vector<float> floats(const Json& j) {
+  std::vector<float> v;
+  for (size_t k = 0; k < j.size(); ++k) v.push_back(static_cast<float>(j[k].as_double()));
+  return v;
+}
+std::vector<int32_t> narrow(const std::vector<int64_t>& v) {
+  std::vector<int32_t> r;
+  for (int64_t x : v) r.push_back(static_cast<int32_t>(x));
+  return r;
+}
+// The inputs gen_nn.py computes by formula for the large cases.
+std::vector<float> formula_x(size_t m, size_t k) {
+  std::vector<float> x(m * k);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<double>(i * 7919 % 1000) / 500.0 - 1.0);
+  return x;
+}
+
+// Every kernel level this CPU runs, lowest first.
+std::vector<NnIsa> isa_levels() {
+  std::vector<NnIsa> v{NnIsa::generic};
+  const NnIsa best = ptread::detail::nn_detect_isa();
+  if (best >= NnIsa::avx2) v.push_back(NnIsa::avx2);
+  if (best >= NnIsa::avx512) v.push_back(NnIsa::avx512);
+  return v;
+}
+struct IsaRestore {
+  ~IsaRestore() { ptread::detail::nn_set_isa(ptread::detail::nn_detect_isa()); }
+};
+
+int64_t opt_int(const Json& j) { return j.as_int(); }
+
+}  // namespace
+
+TEST_CASE("Embedding equals F.embedding", "[nn]") {
+  const Json& cases = nn_json()["embedding"];
+  REQUIRE(cases.size() >= 6);
+  IsaRestore restore;
+  for (NnIsa isa : isa_levels()) {
+    ptread::detail::nn_set_isa(isa);
+    for (unsigned threads : {1u, 2u}) {
+      for (size_t c = 0; c < cases.size(); ++c) {
+        const Json& e = cases[c];
+        INFO("isa " << ptread::detail::nn_isa_name(isa) << " threads " << threads << " " << e["prefix"].as_string());
+        nn::EmbeddingOptions opt;
+        opt.threads = threads;
+        if (!e["padding_idx"].is_null()) opt.padding_idx = opt_int(e["padding_idx"]);
+        auto emb = nn::Embedding::from(nn_ck(), e["prefix"].as_string(), opt);
+        REQUIRE(emb.ok());
+        const auto idx = ints(e["indices"]);
+        const auto want = floats(e["out"]);
+        REQUIRE(want.size() == idx.size() * emb->dim());
+        std::vector<float> out(want.size(), -777.0f);
+        REQUIRE(emb->forward(idx.data(), idx.size(), out.data()).ok());
+        CHECK(out == want);  // a gather: bit for bit
+        std::vector<float> out32(want.size(), -777.0f);
+        const auto idx32 = narrow(idx);
+        REQUIRE(emb->forward(idx32.data(), idx32.size(), out32.data()).ok());
+        CHECK(out32 == want);
+      }
+    }
+  }
+  auto emb = nn::Embedding::from(nn_ck(), "emb_f32");
+  REQUIRE(emb.ok());
+  CHECK(emb->num_embeddings() == 50);
+  CHECK(emb->dim() == 12);
+  CHECK_FALSE(emb->weight().storage() == nullptr);
+}
+
+TEST_CASE("Embedding reads rows in place, and threads split a large batch", "[nn]") {
+  auto emb = nn::Embedding::from(nn_ck(), "emb_f32");
+  REQUIRE(emb.ok());
+  const ptread::Tensor* w = nn_ck().find("emb_f32.weight");
+  REQUIRE(w != nullptr);
+  CHECK(emb->weight().data_ptr() == w->data_ptr());  // no copy of the table
+  const auto rows = w->to_float32().value();
+  std::vector<int64_t> idx(20000);
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>((i * 37) % 50);
+  IsaRestore restore;
+  for (NnIsa isa : isa_levels()) {
+    ptread::detail::nn_set_isa(isa);
+    for (unsigned threads : {1u, 2u, 3u}) {
+      nn::EmbeddingOptions opt;
+      opt.threads = threads;
+      auto e = nn::Embedding::from(nn_ck(), "emb_bf16", opt);
+      REQUIRE(e.ok());
+      std::vector<float> out(idx.size() * 12);
+      REQUIRE(e->forward(idx.data(), idx.size(), out.data()).ok());
+      const auto bf = nn_ck().find("emb_bf16.weight")->to_float32().value();  // torch's own widening
+      bool same = true;
+      for (size_t i = 0; i < idx.size() && same; ++i) {
+        for (size_t c = 0; c < 12; ++c) same = same && out[i * 12 + c] == bf[static_cast<size_t>(idx[i]) * 12 + c];
+      }
+      CHECK(same);
+    }
+  }
+  (void)rows;
+}
+
+TEST_CASE("EmbeddingBag equals F.embedding_bag", "[nn]") {
+  const Json& cases = nn_json()["embedding_bag"];
+  REQUIRE(cases.size() >= 40);
+  IsaRestore restore;
+  for (NnIsa isa : isa_levels()) {
+    ptread::detail::nn_set_isa(isa);
+    for (unsigned threads : {1u, 2u}) {
+      for (size_t c = 0; c < cases.size(); ++c) {
+        const Json& e = cases[c];
+        const std::string mode = e["mode"].as_string();
+        const nn::Reduce r = mode == "sum" ? nn::Reduce::sum : mode == "mean" ? nn::Reduce::mean : nn::Reduce::max;
+        nn::EmbeddingOptions opt;
+        opt.threads = threads;
+        opt.include_last_offset = e["include_last_offset"].as_bool();
+        if (!e["padding_idx"].is_null()) opt.padding_idx = opt_int(e["padding_idx"]);
+        INFO("isa " << ptread::detail::nn_isa_name(isa) << " threads " << threads << " case " << c << " "
+                    << e["prefix"].as_string() << " " << mode << " padding "
+                    << (opt.padding_idx ? std::to_string(*opt.padding_idx) : "none") << " ilo "
+                    << opt.include_last_offset << " psw " << !e["per_sample_weights"].is_null());
+        auto bag = nn::EmbeddingBag::from(nn_ck(), e["prefix"].as_string(), r, opt);
+        REQUIRE(bag.ok());
+        const auto idx = ints(e["indices"]);
+        const auto offs = ints(e["offsets"]);
+        const size_t bags = offs.size() - (opt.include_last_offset ? 1 : 0);
+        const auto want = floats(e["out"]);
+        REQUIRE(want.size() == bags * bag->dim());
+        std::vector<float> psw;
+        if (!e["per_sample_weights"].is_null()) psw = floats(e["per_sample_weights"]);
+        std::vector<float> out(want.size(), -777.0f);
+        REQUIRE(bag->forward(idx.data(), idx.size(), offs.data(), bags, psw.empty() ? nullptr : psw.data(),
+                             out.data()).ok());
+        for (size_t k = 0; k < want.size(); ++k) {
+          INFO("element " << k);
+          if (r == nn::Reduce::max) {
+            CHECK(out[k] == want[k]);
+          } else {
+            CHECK(std::fabs(out[k] - want[k]) <= 1e-6f + 2e-6f * std::fabs(want[k]));
+          }
+        }
+        const auto idx32 = narrow(idx), offs32 = narrow(offs);
+        std::vector<float> out32(want.size(), -777.0f);
+        REQUIRE(bag->forward(idx32.data(), idx32.size(), offs32.data(), bags, psw.empty() ? nullptr : psw.data(),
+                             out32.data()).ok());
+        CHECK(out32 == out);
+      }
+    }
+  }
+}
+
+namespace {
+
+template <class MakeLinear>
+void check_linear_cases(MakeLinear make, const char* what) {
+  const Json& cases = nn_json()["linear"];
+  REQUIRE(cases.size() >= 20);
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const Json& e = cases[c];
+    const std::string prefix = e["prefix"].as_string();
+    const auto m = static_cast<size_t>(e["m"].as_int());
+    INFO(what << " case " << c << " " << prefix << " m " << m);
+    auto fc = make(prefix);
+    REQUIRE(fc.ok());
+    const size_t K = fc->in_features(), N = fc->out_features();
+    const auto x = e["x"].is_string() ? formula_x(m, K) : floats(e["x"]);
+    REQUIRE(x.size() == m * K);
+    const auto want = floats(e["out"]);
+    REQUIRE(want.size() == m * N);
+    std::vector<float> y(m * N, -777.0f);
+    REQUIRE(fc->forward(x.data(), m, y.data()).ok());
+    // Tolerance from the sum of |x_k w_k| (what any summation order can differ by), with the
+    // weight as torch widens it.
+    const auto w = fc->weight().to_float32().value();
+    const ptread::Tensor* b = nn_ck().find(prefix + ".bias");
+    const std::vector<float> bias = b ? b->to_float32().value() : std::vector<float>(N, 0.0f);
+    size_t bad = 0;
+    for (size_t i = 0; i < m; ++i) {
+      for (size_t o = 0; o < N; ++o) {
+        double mag = std::fabs(bias[o]);
+        for (size_t k = 0; k < K; ++k) mag += std::fabs(static_cast<double>(x[i * K + k]) * w[o * K + k]);
+        const double err = std::fabs(static_cast<double>(y[i * N + o]) - want[i * N + o]);
+        if (err > 2e-6 * mag + 1e-7) {
+          if (bad++ < 5) FAIL_CHECK("y[" << i << "][" << o << "] = " << y[i * N + o] << ", torch " << want[i * N + o]);
+        }
+      }
+    }
+    CHECK(bad == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Linear (portable) equals F.linear", "[nn]") {
+  IsaRestore restore;
+  for (NnIsa isa : isa_levels()) {
+    ptread::detail::nn_set_isa(isa);
+    for (unsigned threads : {1u, 2u, 3u}) {
+      const std::string what = std::string("portable ") + ptread::detail::nn_isa_name(isa) + " threads " +
+                               std::to_string(threads);
+      check_linear_cases(
+          [&](const std::string& prefix) {
+            nn::LinearOptions opt;
+            opt.threads = threads;
+            return nn::Linear::from(nn_ck(), prefix, opt);
+          },
+          what.c_str());
+    }
+  }
+  auto fc = nn::Linear::from(nn_ck(), "fc_f16");
+  REQUIRE(fc.ok());
+  CHECK(fc->in_features() == 37);
+  CHECK(fc->out_features() == 24);
+  CHECK(fc->has_bias());
+  CHECK(std::string(fc->backend_name()) == "portable");
+  CHECK(fc->weight().data_ptr() == nn_ck().find("fc_f16.weight")->data_ptr());  // read in place
+  auto nb = nn::Linear::from(nn_ck(), "fc_nobias");
+  REQUIRE(nb.ok());
+  CHECK_FALSE(nb->has_bias());
+}
+
+#ifdef PTREAD_TEST_OPENBLAS
+TEST_CASE("Linear (OpenBLAS) equals F.linear", "[nn][openblas]") {
+  for (int threads : {0, 1, 2}) {
+    check_linear_cases(
+        [&](const std::string& prefix) {
+          nn::LinearOptions opt;
+          opt.backend = nn::openblas_backend(threads);
+          return nn::Linear::from(nn_ck(), prefix, opt);
+        },
+        "openblas");
+  }
+  nn::LinearOptions opt;
+  opt.backend = nn::openblas_backend();
+  auto fc = nn::Linear::from(nn_ck(), "fc_f32", opt);
+  REQUIRE(fc.ok());
+  CHECK(std::string(fc->backend_name()) == "openblas");
+  std::vector<float> x(37, 0.5f), y(24);
+  CHECK(fc->forward(nullptr, 1, y.data()).code() == ptread::ErrorCode::invalid_argument);
+  CHECK(fc->forward(x.data(), 0, nullptr).ok());
+}
+#endif
+
+TEST_CASE("nn layers reject bad weights and names", "[nn]") {
+  using ptread::ErrorCode;
+  const auto& ck = nn_ck();
+  CHECK(nn::Linear::from(ck, "nothere").code() == ErrorCode::not_found);
+  CHECK(nn::Embedding::from(ck, "model").code() == ErrorCode::not_found);
+  CHECK(nn::Embedding::from(ck, "bad_rank").code() == ErrorCode::invalid_argument);
+  CHECK(nn::Linear::from(ck, "bad_int").code() == ErrorCode::dtype_mismatch);
+  CHECK(nn::EmbeddingBag::from(ck, "bad_int", nn::Reduce::sum).code() == ErrorCode::dtype_mismatch);
+  auto bias = nn::Linear::from(ck, "bad_bias");
+  REQUIRE(bias.code() == ErrorCode::invalid_argument);
+  CHECK(bias.error().str().find("bad_bias.bias") != std::string::npos);
+  nn::EmbeddingOptions pad;
+  pad.padding_idx = 50;
+  CHECK(nn::Embedding::from(ck, "emb_f32", pad).code() == ErrorCode::invalid_argument);
+  pad.padding_idx = -51;
+  CHECK(nn::EmbeddingBag::from(ck, "emb_f32", nn::Reduce::mean, pad).code() == ErrorCode::invalid_argument);
+  pad.padding_idx = -50;
+  auto ok = nn::Embedding::from(ck, "emb_f32", pad);
+  REQUIRE(ok.ok());
+  CHECK(ok->padding_idx() == 0);
+}
+
+TEST_CASE("nn layers reject bad indices and offsets before reading", "[nn]") {
+  using ptread::ErrorCode;
+  const auto& ck = nn_ck();
+  auto emb = nn::Embedding::from(ck, "emb_f16").value();
+  std::vector<float> out(4 * 12, -777.0f);
+  const std::vector<float> untouched = out;
+  const int64_t past[] = {0, 50, 1, 2};
+  auto st = emb.forward(past, 4, out.data());
+  CHECK(st.code() == ErrorCode::invalid_argument);
+  CHECK(st.error().str().find("index 50 at position 1") != std::string::npos);
+  const int64_t neg[] = {0, -1};
+  CHECK(emb.forward(neg, 2, out.data()).code() == ErrorCode::invalid_argument);
+  const int32_t neg32[] = {3, -2147483647 - 1};
+  CHECK(emb.forward(neg32, 2, out.data()).code() == ErrorCode::invalid_argument);
+  const int64_t huge[] = {INT64_MAX};
+  CHECK(emb.forward(huge, 1, out.data()).code() == ErrorCode::invalid_argument);
+  CHECK(out == untouched);
+  CHECK(emb.forward(static_cast<const int64_t*>(nullptr), 3, out.data()).code() == ErrorCode::invalid_argument);
+  CHECK(emb.forward(past, 1, nullptr).code() == ErrorCode::invalid_argument);
+  CHECK(emb.forward(static_cast<const int64_t*>(nullptr), 0, nullptr).ok());
+
+  const int64_t idx[] = {1, 2, 3, 4, 5};
+  const float psw[] = {1, 1, 1, 1, 1};
+  auto check_bag = [&](nn::Reduce r, bool ilo, std::vector<int64_t> offs, size_t bags, const float* w,
+                       const char* needle) {
+    nn::EmbeddingOptions opt;
+    opt.include_last_offset = ilo;
+    auto bag = nn::EmbeddingBag::from(ck, "emb_f32", r, opt).value();
+    std::vector<float> o(bags * 12 + 1, -777.0f);
+    const std::vector<float> before = o;
+    auto s = bag.forward(idx, 5, offs.data(), bags, w, o.data());
+    INFO(needle);
+    REQUIRE(s.code() == ErrorCode::invalid_argument);
+    CHECK(s.error().str().find(needle) != std::string::npos);
+    CHECK(o == before);
+  };
+  check_bag(nn::Reduce::sum, false, {1, 3}, 2, nullptr, "offsets[0] is 1");
+  check_bag(nn::Reduce::sum, false, {0, 3, 2}, 3, nullptr, "offsets decrease at 2");
+  check_bag(nn::Reduce::sum, false, {0, 6}, 2, nullptr, "past the 5 indices");
+  check_bag(nn::Reduce::sum, true, {0, 2, 6}, 2, nullptr, "past the 5 indices");
+  check_bag(nn::Reduce::sum, true, {0, 2, 4}, 2, nullptr, "ends the last bag at 4");
+  check_bag(nn::Reduce::mean, false, {0, 2}, 2, psw, "only supported for Reduce::sum");
+  check_bag(nn::Reduce::max, false, {0, 2}, 2, psw, "only supported for Reduce::sum");
+  const int64_t bad_idx[] = {1, 2, 3, 4, 99};
+  auto bag = nn::EmbeddingBag::from(ck, "emb_f32", nn::Reduce::sum).value();
+  const int64_t offs[] = {0, 2};
+  std::vector<float> o(2 * 12);
+  CHECK(bag.forward(bad_idx, 5, offs, 2, nullptr, o.data()).code() == ErrorCode::invalid_argument);
+  CHECK(bag.forward(idx, 5, static_cast<const int64_t*>(nullptr), 2, nullptr, o.data()).code() ==
+        ErrorCode::invalid_argument);
+  CHECK(bag.forward(idx, 5, offs, 0, nullptr, nullptr).ok());  // no bags: nothing to write
+
+  auto fc = nn::Linear::from(ck, "fc_f32").value();
+  std::vector<float> x(37), y(24);
+  CHECK(fc.forward(nullptr, 1, y.data()).code() == ErrorCode::invalid_argument);
+  CHECK(fc.forward(x.data(), 1, nullptr).code() == ErrorCode::invalid_argument);
+  CHECK(fc.forward(x.data(), SIZE_MAX / 2, y.data()).code() == ErrorCode::invalid_argument);
+  CHECK(fc.forward(nullptr, 0, nullptr).ok());
+}
+
+TEST_CASE("nn layers keep the mapping alive past the Checkpoint", "[nn]") {
+  ptread::Result<nn::Embedding> emb = ptread::Error();
+  {
+    auto ck = ptread::Checkpoint::open(nn_dir() + "/nn.pt");
+    REQUIRE(ck.ok());
+    emb = nn::Embedding::from(*ck, "model.emb");
+  }
+  REQUIRE(emb.ok());
+  const auto& e = nn_json()["embedding"];
+  for (size_t c = 0; c < e.size(); ++c) {
+    if (e[c]["prefix"].as_string() != "model.emb") continue;
+    const auto idx = ints(e[c]["indices"]);
+    std::vector<float> out(idx.size() * emb->dim());
+    REQUIRE(emb->forward(idx.data(), idx.size(), out.data()).ok());
+    CHECK(out == floats(e[c]["out"]));
+  }
+}
