@@ -182,6 +182,10 @@ class PickleVM {
             ok = truncated();
             break;
           }
+          if (PTREAD_UNLIKELY(!valid_pickle_utf8(p, len))) {
+            ok = bad_utf8();
+            break;
+          }
           ok = push(g_.add_text(ValueKind::string, std::string_view(reinterpret_cast<const char*>(p), len)));
           p += len;
           break;
@@ -195,6 +199,10 @@ class PickleVM {
           p += 4;
           if (PTREAD_UNLIKELY(static_cast<size_t>(end - p) < len)) {
             ok = truncated();
+            break;
+          }
+          if (PTREAD_UNLIKELY(!valid_pickle_utf8(p, len))) {
+            ok = bad_utf8();
             break;
           }
           ok = push(g_.add_text(ValueKind::string, std::string_view(reinterpret_cast<const char*>(p), len)));
@@ -307,6 +315,17 @@ class PickleVM {
   // ---- reading operands ----
   PTREAD_ALWAYS_INLINE bool need(size_t k) const { return static_cast<size_t>(end_ - p_) >= k; }
   PTREAD_NOINLINE bool truncated() { return fail(ErrorCode::pickle_truncated, "operand runs past the end"); }
+  PTREAD_NOINLINE bool bad_utf8() {
+    return fail(ErrorCode::pickle_malformed, "text that is not UTF-8 (Python's unpickler refuses it)");
+  }
+  // The node kind of the operand of `op` (BINSTRING, SHORT_BINSTRING, BINBYTES,
+  // SHORT_BINBYTES, BINUNICODE, SHORT_BINUNICODE): bytes are bytes; unicode is text, checked
+  // as Python checks it; Python 2 str is text when it decodes as UTF-8 (torch.load's
+  // encoding), else the bytes it is.
+  static ValueKind text_kind(uint8_t op, std::string_view s) {
+    if (op == 'B' || op == 'C') return ValueKind::bytes;
+    return valid_pickle_utf8(reinterpret_cast<const uint8_t*>(s.data()), s.size()) ? ValueKind::string : ValueKind::bytes;
+  }
   PTREAD_ALWAYS_INLINE bool take(uint64_t k, std::string_view* out) {
     if (static_cast<uint64_t>(end_ - p_) < k) return truncated();
     *out = std::string_view(reinterpret_cast<const char*>(p_), static_cast<size_t>(k));
@@ -429,6 +448,10 @@ class PickleVM {
     auto r = std::from_chars(s.data(), s.data() + s.size(), v);
     if (r.ec == std::errc() && r.ptr == s.data() + s.size()) return push(g_.add_int(v));
     std::string big;
+    if (s.size() > kMaxIntDigits + 2) {  // sign and Python 2's 'L'
+      return fail(ErrorCode::limit_exceeded, "integer text of " + std::to_string(s.size()) +
+                                                 " characters (Python refuses int literals over 4300 digits)");
+    }
     if (!decimal_to_big(s, &big)) return fail(ErrorCode::pickle_malformed, "bad integer text '" + std::string(s.substr(0, 40)) + "'");
     return push_long(big);
   }
@@ -681,13 +704,17 @@ inline bool PickleVM::step() {
       const uint32_t n = u32();
       if (op_ == 'T' && n > 0x7fffffffu) return fail(ErrorCode::pickle_malformed, "negative BINSTRING length");
       std::string_view s;
-      return take(n, &s) && push(g_.add_text(op_ == 'B' ? ValueKind::bytes : ValueKind::string, s));
+      if (!take(n, &s)) return false;
+      if (op_ == 'X' && !valid_pickle_utf8(reinterpret_cast<const uint8_t*>(s.data()), s.size())) return bad_utf8();
+      return push(g_.add_text(text_kind(op_, s), s));
     }
     case 'U': case 'C': case 0x8c: {  // 1-byte length: SHORT_BINSTRING, SHORT_BINBYTES, SHORT_BINUNICODE
       if (!need(1)) return truncated();
       const uint8_t n = *p_++;
       std::string_view s;
-      return take(n, &s) && push(g_.add_text(op_ == 'C' ? ValueKind::bytes : ValueKind::string, s));
+      if (!take(n, &s)) return false;
+      if (op_ == 0x8c && !valid_pickle_utf8(reinterpret_cast<const uint8_t*>(s.data()), s.size())) return bad_utf8();
+      return push(g_.add_text(text_kind(op_, s), s));
     }
     case 0x8d: case 0x8e: case 0x96: {  // 8-byte length: BINUNICODE8, BINBYTES8, BYTEARRAY8
       if (!need(8)) return truncated();
@@ -695,7 +722,9 @@ inline bool PickleVM::step() {
       for (int k = 7; k >= 0; --k) n = (n << 8) | p_[k];
       p_ += 8;
       std::string_view s;
-      return take(n, &s) && push(g_.add_text(op_ == 0x8d ? ValueKind::string : ValueKind::bytes, s));
+      if (!take(n, &s)) return false;
+      if (op_ == 0x8d && !valid_pickle_utf8(reinterpret_cast<const uint8_t*>(s.data()), s.size())) return bad_utf8();
+      return push(g_.add_text(op_ == 0x8d ? ValueKind::string : ValueKind::bytes, s));
     }
     case 'V': {
       std::string_view s;

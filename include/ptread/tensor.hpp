@@ -19,6 +19,7 @@
 
 #include <complex>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -186,7 +187,12 @@ inline Status check_view_slow(const int64_t* shape, size_t rank, const int64_t* 
       return make_error(ErrorCode::shape_overflow, "element count overflows 64 bits");
     }
   }
-  if (numel > (uint64_t{1} << 62)) return make_error(ErrorCode::shape_overflow, "element count overflows");
+  uint64_t total_bytes;
+  if (numel > (uint64_t{1} << 62) || mul_overflow(numel, dtype_size(dtype), &total_bytes) ||
+      total_bytes > (uint64_t{1} << 62)) {
+    return make_error(ErrorCode::shape_overflow, "the tensor's " + std::to_string(numel) + " elements of " + dtype_name(dtype) +
+                                                     " are more bytes than 64 bits count (2^62)");
+  }
   *numel_out = static_cast<int64_t>(numel);
   if (numel == 0) return {};
   for (size_t d = 0; d < rank; ++d) {
@@ -219,7 +225,8 @@ inline Status check_view(const int64_t* shape, size_t rank, const int64_t* strid
     for (size_t d = 0; d < rank && ok; ++d) {
       ok = shape[d] >= 0 && strides[d] >= 0 && !mul_overflow(numel, static_cast<uint64_t>(shape[d]), &numel);
     }
-    if (ok && numel <= (uint64_t{1} << 62)) {
+    // numel * element size (at most 16) stays below 2^62: nbytes() cannot overflow.
+    if (ok && numel <= (uint64_t{1} << 58)) {
       if (numel == 0) {
         *numel_out = 0;
         return {};
@@ -376,6 +383,14 @@ class Tensor {
 
   // The values as float (from any real dtype; F64 and 64-bit integers round).
   Result<std::vector<float>> to_float32() const {
+    // A stride-0 view can stand for more elements than memory holds: ask the allocator
+    // first, so that a refusal is an error, not an exception (or an abort without them).
+    const uint64_t bytes = static_cast<uint64_t>(numel_) * sizeof(float);
+    void* probe = bytes < (uint64_t{1} << 62) ? std::malloc(static_cast<size_t>(bytes) + 1) : nullptr;
+    if (probe == nullptr) {
+      return make_error(ErrorCode::limit_exceeded, "to_float32: cannot allocate " + std::to_string(bytes) + " bytes");
+    }
+    std::free(probe);
     std::vector<float> out(static_cast<size_t>(numel_));
     PTREAD_CHECK(copy_to(out.data(), out.size() * sizeof(float), DType::F32));
     return out;

@@ -22,6 +22,7 @@
 #include "detail/flat_map.hpp"
 #include "io.hpp"
 
+#include <algorithm>
 #include <string_view>
 #include <vector>
 
@@ -206,11 +207,12 @@ class ZipArchive {
                             std::to_string(cd_size) + ") does not fit before byte " +
                             std::to_string(cd_end_limit));
     }
-    if (count > cd_size / 46 || count > limits_.max_zip_entries) {
-      return make_error(count > limits_.max_zip_entries ? ErrorCode::limit_exceeded
-                                                        : ErrorCode::zip_corrupt,
-                        "zip: " + std::to_string(count) + " entries cannot fit in a " +
-                            std::to_string(cd_size) + "-byte central directory");
+    if (count > cd_size / 46) {
+      return make_error(ErrorCode::zip_corrupt, "zip: " + std::to_string(count) + " entries cannot fit in a " +
+                                                    std::to_string(cd_size) + "-byte central directory");
+    }
+    if (count > limits_.max_zip_entries) {
+      return make_error(ErrorCode::limit_exceeded, "zip: " + std::to_string(count) + " entries (Limits::max_zip_entries)");
     }
     directory_offset_ = cd_offset;
     PTREAD_TRY(cd_, src_->bytes(cd_offset, cd_size));
@@ -294,6 +296,16 @@ class ZipArchive {
                             std::to_string(e.compressed_size) +
                             " (Limits::max_inflated_bytes / max_inflate_ratio)");
     }
+    // All records together: entries may share one deflated record (torch reads such files),
+    // so a small file could otherwise inflate without bound.
+    uint64_t budget = 0, total = 0;
+    if (mul_overflow(std::max<uint64_t>(src_->size(), uint64_t{1} << 16), limits_.max_inflate_ratio, &budget)) budget = UINT64_MAX;
+    if (add_overflow(inflated_total_, out_size, &total) || total > budget) {
+      return make_error(ErrorCode::limit_exceeded,
+                        "zip: inflating '" + std::string(e.name) + "' would bring the archive's inflated records to " +
+                            std::to_string(total) + " bytes, over max_inflate_ratio times the file's size");
+    }
+    inflated_total_ = total;
     PTREAD_TRY(Bytes in, src_->bytes(off, e.compressed_size));
     PTREAD_TRY(auto buf, allocate_aligned(static_cast<size_t>(out_size)));
     z_stream zs;
@@ -340,6 +352,7 @@ class ZipArchive {
 
   std::shared_ptr<const Source> src_;
   Limits limits_;
+  mutable uint64_t inflated_total_ = 0;  // bytes inflated so far, all records
   Bytes cd_;  // the central directory: entry names view into it
   std::vector<ZipEntry> entries_;
   mutable StringIndex index_;  // built by the first find()

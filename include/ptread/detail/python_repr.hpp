@@ -84,54 +84,93 @@ inline std::string python_quote(std::string_view s, bool bytes) {
 }
 
 // str(value) for scalars and tuples, as Python prints a dict key; `repr` quotes strings.
-inline std::string python_str(const Graph& g, uint32_t i, bool repr = false, int depth = 0) {
+// Appends to out; false once out would pass `max` bytes (a graph of shared tuples can
+// spell an exponentially long text), with out cut there.
+inline bool python_str_into(const Graph& g, uint32_t i, bool repr, int depth, std::string& out, size_t max) {
+  if (out.size() > max) return false;
   const NodeView n = g.at(i);
   switch (n.kind) {
-    case ValueKind::none: return "None";
-    case ValueKind::boolean: return n.i ? "True" : "False";
-    case ValueKind::integer: return std::to_string(n.i);
-    case ValueKind::big_integer: return big_to_decimal(g.text(i));
-    case ValueKind::floating: return python_float_repr(n.f);
-    case ValueKind::string: return repr ? python_quote(g.text(i), false) : std::string(g.text(i));
-    case ValueKind::bytes: return python_quote(g.text(i), true);
-    case ValueKind::global: {
-      std::string out(g.global_module(i));
+    case ValueKind::none: out += "None"; break;
+    case ValueKind::boolean: out += n.i ? "True" : "False"; break;
+    case ValueKind::integer: out += std::to_string(n.i); break;
+    case ValueKind::big_integer: out += big_to_decimal(g.text(i)); break;
+    case ValueKind::floating: out += python_float_repr(n.f); break;
+    case ValueKind::string:
+      if (repr) out += python_quote(g.text(i), false);
+      else out += g.text(i);
+      break;
+    case ValueKind::bytes: out += python_quote(g.text(i), true); break;
+    case ValueKind::global:
+      out += g.global_module(i);
       out += '.';
       out += g.global_name(i);
-      return out;
-    }
+      break;
     case ValueKind::dict: {
-      if (depth > 16) return "...";
-      std::string out = "{";
+      if (depth > 16) {
+        out += "...";
+        break;
+      }
+      out += "{";
       for (size_t k = 0; k + 1 < n.items.size(); k += 2) {
         if (k) out += ", ";
-        out += python_str(g, n.items[k], true, depth + 1);
+        if (!python_str_into(g, n.items[k], true, depth + 1, out, max)) return false;
         out += ": ";
-        out += python_str(g, n.items[k + 1], true, depth + 1);
+        if (!python_str_into(g, n.items[k + 1], true, depth + 1, out, max)) return false;
       }
-      return out + "}";
+      out += "}";
+      break;
     }
     case ValueKind::tuple: case ValueKind::list: case ValueKind::set: case ValueKind::frozenset: {
-      if (depth > 16) return "...";
-      if (n.items.empty() && n.kind == ValueKind::set) return "set()";
-      if (n.items.empty() && n.kind == ValueKind::frozenset) return "frozenset()";
+      if (depth > 16) {
+        out += "...";
+        break;
+      }
+      if (n.items.empty() && n.kind == ValueKind::set) {
+        out += "set()";
+        break;
+      }
+      if (n.items.empty() && n.kind == ValueKind::frozenset) {
+        out += "frozenset()";
+        break;
+      }
       const char* open = n.kind == ValueKind::tuple ? "(" : n.kind == ValueKind::list ? "[" : "{";
       const char* close = n.kind == ValueKind::tuple ? ")" : n.kind == ValueKind::list ? "]" : "}";
-      std::string out = n.kind == ValueKind::frozenset ? "frozenset({" : open;
+      out += n.kind == ValueKind::frozenset ? "frozenset({" : open;
       for (size_t k = 0; k < n.items.size(); ++k) {
         if (k) out += ", ";
-        out += python_str(g, n.items[k], true, depth + 1);
+        if (!python_str_into(g, n.items[k], true, depth + 1, out, max)) return false;
       }
       if (n.kind == ValueKind::tuple && n.items.size() == 1) out += ",";
       out += n.kind == ValueKind::frozenset ? "})" : close;
-      return out;
+      break;
     }
     case ValueKind::object: {
       const uint32_t cls = n.items[kObjClass];
-      return "<" + (g.kind(cls) == ValueKind::global ? python_str(g, cls) : std::string("object")) + " object>";
+      out += "<";
+      if (g.kind(cls) == ValueKind::global) {
+        if (!python_str_into(g, cls, false, depth + 1, out, max)) return false;
+      } else {
+        out += "object";
+      }
+      out += " object>";
+      break;
     }
-    default: return std::string("<") + value_kind_name(n.kind) + ">";
+    default:
+      out += "<";
+      out += value_kind_name(n.kind);
+      out += ">";
   }
+  return out.size() <= max;
+}
+
+// The text of python_str_into, cut with "..." past `max` bytes (1 MiB by default).
+inline std::string python_str(const Graph& g, uint32_t i, bool repr = false, int depth = 0, size_t max = size_t{1} << 20) {
+  std::string out;
+  if (!python_str_into(g, i, repr, depth, out, max)) {
+    out.resize(max);
+    out += "...";
+  }
+  return out;
 }
 
 }  // namespace detail

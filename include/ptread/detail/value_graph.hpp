@@ -326,7 +326,16 @@ inline bool fits_int64(const uint8_t* p, size_t n, int64_t* out) {
 }
 
 // Decimal text of a two's complement little-endian integer.
+// Python refuses to convert ints of more digits between text and int
+// (sys.get_int_max_str_digits()): torch.load fails on such literals, and str() of such a
+// key fails, so no tensor name can contain one.
+inline constexpr size_t kMaxIntDigits = 4300;
+
+// Whether the little-endian two's complement integer `le` has over kMaxIntDigits digits.
+inline bool big_too_long(std::string_view le);
+
 inline std::string big_to_decimal(std::string_view le) {
+  if (le.size() > 1786) return "<int of " + std::to_string(le.size()) + " bytes>";  // over 4300 digits
   std::vector<uint8_t> mag(le.begin(), le.end());
   const bool neg = !mag.empty() && (mag.back() & 0x80);
   if (neg) {  // magnitude = two's complement negation
@@ -352,6 +361,13 @@ inline std::string big_to_decimal(std::string_view le) {
   }
   if (neg) digits.push_back('-');
   return std::string(digits.rbegin(), digits.rend());
+}
+
+inline bool big_too_long(std::string_view le) {
+  if (le.size() > 1786) return true;
+  if (le.size() < 1786) return false;
+  const std::string d = big_to_decimal(le);
+  return d.size() - (d[0] == '-' ? 1 : 0) > kMaxIntDigits;
 }
 
 // Two's complement little-endian bytes of a decimal text ("-123").
@@ -383,6 +399,46 @@ inline bool decimal_to_big(std::string_view s, std::string* out) {
     }
   }
   out->assign(mag.begin(), mag.end());
+  return true;
+}
+
+// Whether [p, p + n) decodes as Python's str(b, 'utf-8', 'surrogatepass') decodes pickled
+// text: well-formed UTF-8, where encoded surrogates (U+D800..U+DFFF) are allowed.
+inline bool valid_pickle_utf8(const uint8_t* p, size_t n) {
+  size_t k = 0;
+  while (k < n) {
+    // ASCII eight bytes at a time.
+    while (k + 8 <= n) {
+      uint64_t w;
+      std::memcpy(&w, p + k, 8);
+      if (w & 0x8080808080808080ull) break;
+      k += 8;
+    }
+    if (k >= n) break;
+    const uint8_t c = p[k];
+    if (c < 0x80) {
+      ++k;
+      continue;
+    }
+    size_t len;
+    uint32_t cp, min;
+    if ((c & 0xe0) == 0xc0) {
+      len = 2, cp = c & 0x1fu, min = 0x80;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3, cp = c & 0x0fu, min = 0x800;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4, cp = c & 0x07u, min = 0x10000;
+    } else {
+      return false;
+    }
+    if (n - k < len) return false;
+    for (size_t j = 1; j < len; ++j) {
+      if ((p[k + j] & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (p[k + j] & 0x3fu);
+    }
+    if (cp < min || cp > 0x10ffff) return false;
+    k += len;
+  }
   return true;
 }
 

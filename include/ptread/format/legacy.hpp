@@ -91,6 +91,7 @@ class LegacyReader {
     PTREAD_CHECK(with_growing_prefix(*src_, [&](const uint8_t* p, size_t n) { return parse_pickles(p, n, &data_start); }));
     PTREAD_CHECK(read_storages(data_start));
     PTREAD_CHECK(hooks_->finish());
+    PTREAD_CHECK(realign_storages(*model_));
     PTREAD_CHECK(name_tensors(*model_, opt_.limits));
     return model_;
   }

@@ -200,5 +200,23 @@ struct TensorAccess {
 
 inline void Model::make_tensor(uint32_t k, Tensor* t) const { TensorAccess::assign(t, *this, specs[k]); }
 
+// Every tensor's data must suit its dtype's alignment (data<T>() hands out typed pointers).
+// Storages viewed in place sit wherever the file put them: a zip written without torch's
+// 64-byte padding, a legacy storage shared under a wider dtype. Those are copied into an
+// aligned buffer (shared by all their tensors, as before).
+inline Status realign_storages(Model& m) {
+  for (size_t k = 0; k < m.specs.size(); ++k) {
+    const TensorSpec& t = m.specs[k];
+    const Storage& st = *m.storage_table[t.storage];
+    const size_t align = std::min<size_t>(dtype_size(t.dtype), 8);
+    if (align <= 1 || st.data() == nullptr || reinterpret_cast<uintptr_t>(st.data()) % align == 0) continue;
+    PTREAD_TRY(auto buf, allocate_aligned(st.nbytes()));
+    if (st.nbytes()) std::memcpy(buf.get(), st.data(), st.nbytes());
+    const uint8_t* p = buf.get();
+    m.storage_table[t.storage] = std::make_shared<const Storage>(p, st.nbytes(), std::move(buf));
+  }
+  return {};
+}
+
 }  // namespace detail
 }  // namespace ptread

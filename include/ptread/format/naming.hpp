@@ -105,7 +105,7 @@ class Namer {
         if (m_.named.size() >= limits_.max_tensors) {
           return make_error(ErrorCode::limit_exceeded, "more tensors than Limits::max_tensors");
         }
-        enter(key, key_kind, depth);
+        PTREAD_CHECK(enter(key, key_kind, depth));
         // The tensor is made where it is first listed; later names of it copy that one.
         uint32_t& home = m_.tensor_home[n.ref];
         m_.named.emplace_back();
@@ -120,16 +120,16 @@ class Namer {
         return {};
       }
       case ValueKind::unsupported:
-        enter(key, key_kind, depth);
+        PTREAD_CHECK(enter(key, key_kind, depth));
         m_.named_unsupported.push_back({path_, m_.unsupported[n.ref]});
         return {};
       case ValueKind::quantized:
-        enter(key, key_kind, depth);
+        PTREAD_CHECK(enter(key, key_kind, depth));
         m_.named_quantized.push_back({path_, QuantizedTensor()});
         m_.quantized_of.push_back(n.ref);
         return {};
       case ValueKind::sparse:
-        enter(key, key_kind, depth);
+        PTREAD_CHECK(enter(key, key_kind, depth));
         m_.named_sparse.push_back({path_, SparseTensor()});
         m_.sparse_of.push_back(n.ref);
         return {};
@@ -139,7 +139,7 @@ class Namer {
         return {};  // scalars, strings, sets, globals: metadata, not tensors
     }
     if (on_path_[i]) return {};  // a cycle back into the path
-    enter(key, key_kind, depth);
+    PTREAD_CHECK(enter(key, key_kind, depth));
     if (depth >= limits_.max_nesting_depth) {
       return make_error(ErrorCode::limit_exceeded,
                         "objects nested deeper than Limits::max_nesting_depth at '" + path_ + "'");
@@ -170,7 +170,7 @@ class Namer {
 
   // path_ becomes the item's name: its parent's name (the first path_len_[depth - 1]
   // bytes: the walk is depth-first), a dot, its key.
-  void enter(uint32_t key, KeyKind key_kind, uint32_t depth) {
+  Status enter(uint32_t key, KeyKind key_kind, uint32_t depth) {
     if (depth == 0) {
       path_.clear();
     } else {
@@ -182,6 +182,10 @@ class Namer {
     }
     if (path_len_.size() <= depth) path_len_.resize(depth + 1);
     path_len_[depth] = path_.size();
+    if (!key_error_.empty()) {
+      return make_error(ErrorCode::limit_exceeded, "naming '" + path_.substr(0, 200) + "': " + key_error_);
+    }
+    return {};
   }
   void append_key(uint32_t key, KeyKind key_kind) {
     char digits[24];
@@ -195,8 +199,15 @@ class Namer {
       } else if (k == ValueKind::integer) {
         const auto r = std::to_chars(digits, digits + sizeof digits, g_.at(key).i);
         path_.append(digits, static_cast<size_t>(r.ptr - digits));
+      } else if (k == ValueKind::big_integer && big_too_long(g_.text(key))) {
+        key_error_ = "a dict key is an int of over 4300 digits, which Python's str() refuses";
       } else {
-        path_ += python_str(g_, key);
+        std::string text;
+        if (python_str_into(g_, key, false, 0, text, kMaxKeyBytes)) {
+          path_ += text;
+        } else {
+          key_error_ = "a dict key's text is longer than " + std::to_string(kMaxKeyBytes) + " bytes";
+        }
       }
     }
   }
@@ -314,6 +325,8 @@ class Namer {
   std::string path_;               // the name of the item being visited
   std::vector<size_t> path_len_;   // path_len_[d]: length of the name of the last item visited at depth d
   std::unordered_map<std::string, const ScriptClass*> script_index_;
+  static constexpr size_t kMaxKeyBytes = size_t{1} << 16;  // the text of one non-string key
+  std::string key_error_;
   uint64_t steps_ = 0;
   uint64_t max_steps_ = 0;
 };

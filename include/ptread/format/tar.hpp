@@ -57,7 +57,8 @@ inline Status tar_members(const Source& src, const char* const* want, TarMember*
     }
     if (pax_size != UINT64_MAX) size = pax_size;
     const uint64_t data = pos + 512;
-    if (!range_inside(data, size, src.size())) {
+    // tarfile (and so torch) wants each member's padding to the next 512-byte block too.
+    if (size > (uint64_t{1} << 62) || !range_inside(data, (size + 511) / 512 * 512, src.size())) {
       return make_error(ErrorCode::truncated, "tar member at byte " + std::to_string(pos) + " (" + std::to_string(size) +
                                                  " bytes) lies past the end of the file");
     }
@@ -174,6 +175,7 @@ class TarReader {
     PTREAD_CHECK(read_tensors(mem[2]));
     uint64_t pos = mem[3].offset;
     PTREAD_TRY(model_->root, pickle_at(&pos, mem[3], "pickle"));
+    PTREAD_CHECK(realign_storages(*model_));
     PTREAD_CHECK(name_tensors(*model_, opt_.limits));
     return model_;
   }

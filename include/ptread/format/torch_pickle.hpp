@@ -283,8 +283,13 @@ class TorchHooks : public PickleHooks {
       // torch 0.1-0.3 pickled Parameters and Variables as Parameter() with the state
       // (data, ...): the object is its data tensor.
       if (is_old_variable(g, cls) && g.kind(state) == ValueKind::tuple && !g.at(state).items.empty()) {
-        const uint32_t data = g.at(state).items[0];
+        const Items st = g.at(state).items;
+        const uint32_t data = st[0];
         if (g.kind(data) == ValueKind::tensor || g.kind(data) == ValueKind::unsupported) {
+          // (data, grad, backward_hooks, requires_grad, volatile): Tensor.__setstate__
+          if (g.kind(data) == ValueKind::tensor && st.size() == 5 && g.kind(st[3]) == ValueKind::boolean) {
+            m_.specs[g.nodes[data].ref].requires_grad = g.at(st[3]).i != 0;
+          }
           g.set_leaf(obj, g.kind(data), g.nodes[data].ref);
         }
       }

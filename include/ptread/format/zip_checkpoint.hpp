@@ -165,6 +165,11 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
       return make_error(ErrorCode::zip_corrupt, "record '" + std::string(bo->name) + "' says byte order '" + order + "'");
     }
   }
+  if (pkl->method == 0 && pkl->uncompressed_size > src->size()) {
+    return make_error(ErrorCode::zip_record_out_of_bounds, "record '" + std::string(pkl->name) + "' claims " +
+                                                               std::to_string(pkl->uncompressed_size) +
+                                                               " stored bytes, more than the file holds");
+  }
   if (pkl->uncompressed_size > opt.limits.max_pickle_bytes) {
     return make_error(ErrorCode::limit_exceeded, "data.pkl is larger than Limits::max_pickle_bytes");
   }
@@ -274,6 +279,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
 inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const Source> src, const ReadOptions& opt) {
   auto model = std::make_shared<Model>();
   PTREAD_CHECK(read_zip_graph(src, opt, *model));
+  PTREAD_CHECK(realign_storages(*model));
   PTREAD_CHECK(name_tensors(*model, opt.limits));
   return model;
 }
