@@ -1,0 +1,770 @@
+#!/usr/bin/env python3
+"""Writes ptread's adversarial corpus: hostile, truncated and malformed checkpoints.
+
+    python3 tests/data/adversarial/make.py        (standard library only; deterministic)
+
+Each file is a small variation on a valid checkpoint, made to attack one thing: the zip
+directory (truncation at every record boundary, entries outside the file or overlapping,
+inconsistent ZIP64 records), deflate (bombs, streams longer or shorter than their header),
+the pickle VM (memo bombs, 10^6-deep nesting, huge literals and lengths, bad UTF-8,
+unknown and unsupported opcodes, stack misuse), tensor arguments (overflowing shapes,
+negative sizes, views past their storage, storages shared under two dtypes), the legacy
+format (storage counts that lie) and the tar format (members past the end of the file).
+
+Besides the files it writes expected.json ({file: ErrorCode name, or "ok"}: what ptread must
+answer in every load mode) and README.md (the table of files). tests/unit/adversarial.cpp
+reads both. Files named deflate_* hold deflated records: without zlib (PTREAD_WITH_ZLIB=0)
+their expected code is zip_unsupported_compression.
+
+Truncations start from the torch-written fixture tests/fixtures/tensor_root.pt (its records
+are found by parsing it, not by fixed offsets); the rest is built here by a writer that lays
+out archives as torch's PyTorchStreamWriter does (records under one folder, stored data
+64-byte aligned, ZIP64 end records always present) and pickles as torch's protocol 2.
+"""
+
+import json
+import os
+import struct
+import sys
+import tarfile
+import io
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(HERE, "..", "..", "fixtures")
+
+ENTRIES = []  # (file name, description, expected code)
+
+
+def emit(name, data, expected, what):
+    assert name not in [e[0] for e in ENTRIES], name
+    with open(os.path.join(HERE, name), "wb") as f:
+        f.write(bytes(data))
+    ENTRIES.append((name, what, expected))
+
+
+# ---------------------------------------------------------------------------------------
+# Pickle opcodes (protocol 2, as torch.save writes them)
+
+def p_int(i):
+    if 0 <= i < 256:
+        return b"K" + bytes([i])
+    if 0 <= i < 65536:
+        return b"M" + struct.pack("<H", i)
+    if -(2 ** 31) <= i < 2 ** 31:
+        return b"J" + struct.pack("<i", i)
+    n = (i.bit_length() + 8) // 8  # two's complement, room for the sign
+    return b"\x8a" + bytes([n]) + i.to_bytes(n, "little", signed=True)
+
+
+def p_str(s):
+    b = s.encode("utf-8") if isinstance(s, str) else s  # bytes: written as they are
+    return b"X" + struct.pack("<I", len(b)) + b
+
+
+def p_global(module, name):
+    return b"c" + module.encode() + b"\n" + name.encode() + b"\n"
+
+
+def p_tuple(items):
+    if len(items) == 0:
+        return b")"
+    if len(items) <= 3:
+        return b"".join(items) + bytes([0x84 + len(items)])
+    return b"(" + b"".join(items) + b"t"
+
+
+def p_ints(values):
+    return p_tuple([p_int(v) for v in values])
+
+
+def p_dict(pairs):
+    """pairs: [(key opcodes, value opcodes)]"""
+    if not pairs:
+        return b"}"
+    return b"}(" + b"".join(k + v for k, v in pairs) + b"u"
+
+
+def p_ordered_dict():
+    return p_global("collections", "OrderedDict") + b")R"
+
+
+def pid(cls, key, numel, location="cpu", view=None, tag="storage"):
+    items = [p_str(tag), p_global("torch", cls), p_str(key), p_str(location), p_int(numel)]
+    if view is not None:
+        items.append(view)
+    return b"(" + b"".join(items) + b"t"
+
+
+def rebuild_v2(persistent_id, offset, size, stride, size_ops=None, stride_ops=None):
+    """torch._utils._rebuild_tensor_v2(storage, offset, size, stride, False, OrderedDict())"""
+    return (p_global("torch._utils", "_rebuild_tensor_v2") + b"(" + persistent_id + b"Q" + p_int(offset) +
+            (size_ops if size_ops is not None else p_ints(size)) +
+            (stride_ops if stride_ops is not None else p_ints(stride)) + b"\x89" + p_ordered_dict() + b"tR")
+
+
+def tensor(key, numel, size=None, stride=None, offset=0, cls="FloatStorage", **kw):
+    size = (numel,) if size is None else size
+    if stride is None:
+        stride, acc = [], 1
+        for d in reversed(size):
+            stride.insert(0, acc)
+            acc *= max(d, 1)
+    return rebuild_v2(pid(cls, key, numel), offset, size, stride, **kw)
+
+
+def pickle(body, proto=2):
+    return b"\x80" + bytes([proto]) + body + b"."
+
+
+def floats(n, start=0.0):
+    return struct.pack("<%df" % n, *[start + 0.5 * k for k in range(n)])
+
+
+# The state dict most files vary: {'w': F32[4] on storage '0', 'b': F32[2] on storage '1'}.
+BASE_PKL = pickle(p_dict([(p_str("w"), tensor("0", 4)), (p_str("b"), tensor("1", 2))]))
+BASE_DATA = {"0": floats(4, 1.0), "1": floats(2, -1.0)}
+
+
+# ---------------------------------------------------------------------------------------
+# Zip archives laid out like torch's PyTorchStreamWriter
+
+def raw_deflate(data, level=9):
+    c = zlib.compressobj(level, zlib.DEFLATED, -15)
+    return c.compress(data) + c.flush()
+
+
+def zip_build(records, zip64=True, align=64):
+    """records: dicts with name, data; optional method (0 stored, 8 deflate), comp (the
+    bytes written for a deflated record), zip64_extra (put sizes and offset in a ZIP64
+    extra field), unaligned (no padding: data right after the header, plus `unaligned`
+    junk bytes before the header). Returns (bytearray, layout) where layout gives the
+    offsets of every structure, for patching."""
+    out = bytearray()
+    lay = {"local": [], "data": [], "cd_entry": [], "cd_extra": []}
+    metas = []
+    for r in records:
+        name = r["name"].encode()
+        data = r["data"]
+        method = r.get("method", 0)
+        comp = r.get("comp", raw_deflate(data) if method == 8 else data)
+        crc = zlib.crc32(data) & 0xFFFFFFFF
+        out += b"\0" * r.get("unaligned", 0)
+        off = len(out)
+        head_len = 30 + len(name)
+        extra = b""
+        if method == 0 and not r.get("unaligned"):
+            pad = (-(off + head_len + 4)) % align
+            extra = b"FB" + struct.pack("<H", pad) + b"Z" * pad
+        out += struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, method, 0, 0x21, crc, len(comp), len(data),
+                           len(name), len(extra)) + name + extra
+        lay["local"].append(off)
+        lay["data"].append(len(out))
+        out += comp
+        metas.append((name, method, crc, len(comp), len(data), off, r.get("zip64_extra", False)))
+    cd_off = len(out)
+    for name, method, crc, csize, usize, off, z64 in metas:
+        extra = b""
+        if z64:
+            extra = struct.pack("<HHQQQ", 1, 24, usize, csize, off)
+            csize = usize = off = 0xFFFFFFFF
+        lay["cd_entry"].append(len(out))
+        lay["cd_extra"].append(len(out) + 46 + len(name) if z64 else None)
+        out += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 0x031E, 20, 0, method, 0, 0x21, crc, csize, usize,
+                           len(name), len(extra), 0, 0, 0, 0, off) + name + extra
+    cd_size = len(out) - cd_off
+    n = len(records)
+    lay["cd"], lay["cd_size"] = cd_off, cd_size
+    if zip64:
+        lay["eocd64"] = len(out)
+        out += struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 0x031E, 45, 0, 0, n, n, cd_size, cd_off)
+        lay["locator"] = len(out)
+        out += struct.pack("<IIQI", 0x07064B50, 0, lay["eocd64"], 1)
+    lay["eocd"] = len(out)
+    out += struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, n, n, cd_size, cd_off, 0)
+    return out, lay
+
+
+def checkpoint(pkl, data=BASE_DATA, prefix="adv", method=0, extra_records=(), **kw):
+    recs = [{"name": prefix + "/data.pkl", "data": pkl, "method": method}]
+    for k, v in data.items():
+        recs.append({"name": prefix + "/data/" + k, "data": v, "method": method})
+    recs.append({"name": prefix + "/version", "data": b"3\n", "method": method})
+    recs.extend(extra_records)
+    return zip_build(recs, **kw)
+
+
+def ck(pkl, **kw):
+    return checkpoint(pkl, **kw)[0]
+
+
+def u16(b, off, v):
+    struct.pack_into("<H", b, off, v)
+
+
+def u32(b, off, v):
+    struct.pack_into("<I", b, off, v)
+
+
+def u64(b, off, v):
+    struct.pack_into("<Q", b, off, v)
+
+
+# Central directory entry fields: csize @20, usize @24, name_len @28, extra_len @30,
+# local header offset @42. Local header: method @8, extra_len @28.
+CD_CSIZE, CD_USIZE, CD_METHOD, CD_OFFSET = 20, 24, 10, 42
+# ZIP64 end record: entries on disk @24, total @32, cd size @40, cd offset @48.
+
+
+# ---------------------------------------------------------------------------------------
+# Truncations of a checkpoint written by torch
+
+def parse_zip(b):
+    """Offsets of a torch-written archive's structures (no assumptions on sizes)."""
+    eocd = b.rindex(b"PK\x05\x06")
+    loc = eocd - 20
+    assert b[loc:loc + 4] == b"PK\x06\x07"
+    eocd64 = struct.unpack_from("<Q", b, loc + 8)[0]
+    n, cd_size, cd_off = struct.unpack_from("<QQQ", b, eocd64 + 32)
+    entries, pos = [], cd_off
+    for _ in range(n):
+        nl, xl, cl = struct.unpack_from("<HHH", b, pos + 28)
+        local = struct.unpack_from("<I", b, pos + 42)[0]
+        csize = struct.unpack_from("<I", b, pos + 20)[0]
+        name = b[pos + 46:pos + 46 + nl].decode()
+        lnl, lxl = struct.unpack_from("<HH", b, local + 26)
+        entries.append({"name": name, "cd": pos, "local": local, "data": local + 30 + lnl + lxl, "size": csize})
+        pos += 46 + nl + xl + cl
+    return {"entries": entries, "cd": cd_off, "eocd64": eocd64, "locator": loc, "eocd": eocd}
+
+
+def truncations():
+    base = open(os.path.join(FIXTURES, "tensor_root.pt"), "rb").read()
+    z = parse_zip(base)
+    pkl = next(e for e in z["entries"] if e["name"].endswith("/data.pkl"))
+    st = next(e for e in z["entries"] if e["name"].endswith("/data/0"))
+    second_cd = z["entries"][1]["cd"]
+    cuts = [
+        ("trunc_magic_only.pt", 4, "only the first local header's signature"),
+        ("trunc_in_local_header.pt", 20, "cut inside the first local header"),
+        ("trunc_in_data_pkl.pt", pkl["data"] + pkl["size"] // 2, "cut inside data.pkl's bytes"),
+        ("trunc_at_storage_header.pt", st["local"], "cut at the local header of data/0 (a record boundary)"),
+        ("trunc_in_storage_data.pt", st["data"] + 5, "cut inside data/0's bytes"),
+        ("trunc_at_cd.pt", z["cd"], "cut where the central directory starts"),
+        ("trunc_in_cd.pt", second_cd + 10, "cut inside the second central directory entry"),
+        ("trunc_in_eocd64.pt", z["eocd64"] + 30, "cut inside the ZIP64 end of central directory record"),
+        ("trunc_in_locator.pt", z["locator"] + 10, "cut inside the ZIP64 locator"),
+        ("trunc_before_eocd.pt", z["eocd"], "cut right before the end of central directory record"),
+        ("trunc_in_eocd.pt", len(base) - 5, "the last 5 bytes of the end of central directory record missing"),
+    ]
+    for name, n, what in cuts:
+        emit(name, base[:n], "truncated", "tensor_root.pt (torch 1.13) " + what + " (%d of %d bytes)" % (n, len(base)))
+    # The end records survive but 64 bytes in the middle are gone: offsets point past them.
+    mid = pkl["data"] + 40
+    emit("trunc_middle_removed.pt", base[:mid] + base[mid + 64:], "zip_corrupt",
+         "tensor_root.pt with 64 bytes cut out of data.pkl: the intact end records point past the directory")
+
+
+# ---------------------------------------------------------------------------------------
+
+def zip_files():
+    b, lay = checkpoint(BASE_PKL)
+    emit("zip_base_ok.pt", b, "ok", "the valid base of the zip files below, as this generator writes it")
+
+    # Entries pointing outside the file or into the directory.
+    b, lay = checkpoint(BASE_PKL)
+    u32(b, lay["cd_entry"][1] + CD_OFFSET, len(b) + 1000)
+    emit("zip_local_offset_past_eof.pt", b, "zip_record_out_of_bounds",
+         "data/0's local header offset lies past the end of the file")
+    b, lay = checkpoint(BASE_PKL)
+    u32(b, lay["cd_entry"][1] + CD_OFFSET, lay["cd"] + 4)
+    emit("zip_local_offset_in_cd.pt", b, "zip_record_out_of_bounds",
+         "data/0's local header offset points into the central directory")
+    b, lay = checkpoint(BASE_PKL)
+    for f in (CD_CSIZE, CD_USIZE):
+        u32(b, lay["cd_entry"][1] + f, 0x7FFF0000)
+    emit("zip_size_past_eof.pt", b, "zip_record_out_of_bounds", "data/0 claims 2 GiB (stored) in a small file")
+    b, lay = checkpoint(BASE_PKL)
+    # data/1 is the last data record: make it run 8 bytes into the central directory.
+    grow = lay["cd"] - lay["data"][2] + 8
+    for f in (CD_CSIZE, CD_USIZE):
+        u32(b, lay["cd_entry"][2] + f, grow)
+    emit("zip_size_into_cd.pt", b, "zip_record_out_of_bounds",
+         "data/1's stored bytes run 8 bytes into the central directory")
+    b, lay = checkpoint(BASE_PKL)
+    u16(b, lay["local"][2] + 28, 0xFFFF)
+    emit("zip_local_extra_huge.pt", b, "zip_record_out_of_bounds",
+         "data/1's local header claims a 65535-byte extra field, pushing its data past the directory")
+    b, lay = checkpoint(BASE_PKL)
+    b[lay["local"][1]:lay["local"][1] + 4] = b"PK\x09\x09"
+    emit("zip_local_bad_signature.pt", b, "zip_corrupt", "data/0's local header has a wrong signature")
+    b, lay = checkpoint(BASE_PKL)
+    u32(b, lay["cd_entry"][1] + CD_USIZE, 32)
+    emit("zip_stored_size_mismatch.pt", b, "zip_corrupt",
+         "data/0 is stored but its compressed (16) and uncompressed (32) sizes differ")
+    b, lay = checkpoint(BASE_PKL)
+    u16(b, lay["cd_entry"][1] + CD_METHOD, 12)
+    emit("zip_method_bzip2.pt", b, "zip_unsupported_compression", "data/0 uses compression method 12 (bzip2)")
+
+    # Overlapping entries (stored): data/1's directory entry points at data/0's local header.
+    b, lay = checkpoint(BASE_PKL)
+    u32(b, lay["cd_entry"][2] + CD_OFFSET, lay["local"][1])
+    u32(b, lay["cd_entry"][2] + 16, struct.unpack_from("<I", b, lay["cd_entry"][1] + 16)[0])  # crc
+    emit("zip_overlap_stored.pt", b, "ok",
+         "data/1's directory entry points at data/0's record (overlapping stored entries): in bounds, "
+         "read-only, no amplification; torch (miniz) reads it")
+    # Stored data not aligned for its dtype (a re-zipped file): valid, must read.
+    recs = [{"name": "adv/data.pkl", "data": BASE_PKL}, {"name": "adv/data/0", "data": BASE_DATA["0"], "unaligned": 1},
+            {"name": "adv/data/1", "data": BASE_DATA["1"], "unaligned": 3}, {"name": "adv/version", "data": b"3\n"}]
+    emit("zip_unaligned_stored.pt", zip_build(recs)[0], "ok",
+         "stored storages at odd offsets (no alignment padding, as `zip -0` writes): valid; "
+         "tensors must still hand out F32-aligned data")
+
+    # End records.
+    b, lay = checkpoint(BASE_PKL, zip64=False)
+    u16(b, lay["eocd"] + 8, 0xFFFF)
+    u16(b, lay["eocd"] + 10, 0xFFFF)
+    emit("zip_eocd_count_65535.pt", b, "zip_corrupt",
+         "no ZIP64 records; the end record claims 65535 entries in a 4-entry directory")
+    b, lay = checkpoint(BASE_PKL)
+    u64(b, lay["eocd64"] + 24, 1 << 40)
+    u64(b, lay["eocd64"] + 32, 1 << 40)
+    emit("zip64_count_huge.pt", b, "zip_corrupt",
+         "the ZIP64 end record claims 2^40 entries in a %d-byte directory: they cannot fit, so the file "
+         "is corrupt (not a Limits matter: no limit would make it readable)" % lay["cd_size"])
+    b, lay = checkpoint(BASE_PKL)
+    u64(b, lay["eocd64"] + 24, 5)
+    u64(b, lay["eocd64"] + 32, 5)
+    emit("zip64_count_mismatch.pt", b, "zip_corrupt",
+         "the ZIP64 end record counts 5 entries, the directory (and the classic end record) 4")
+    b, lay = checkpoint(BASE_PKL)
+    u64(b, lay["eocd64"] + 48, 1 << 63)
+    emit("zip64_cd_offset_huge.pt", b, "zip_corrupt", "the ZIP64 end record puts the directory at byte 2^63")
+    b, lay = checkpoint(BASE_PKL)
+    u64(b, lay["eocd64"] + 40, lay["cd_size"] + 4096)
+    emit("zip64_cd_size_past_eocd64.pt", b, "zip_corrupt",
+         "the ZIP64 end record's directory size runs past the ZIP64 end record itself")
+    b, lay = checkpoint(BASE_PKL)
+    u64(b, lay["locator"] + 8, 1 << 62)
+    emit("zip64_locator_past_eof.pt", b, "zip_corrupt", "the ZIP64 locator points at byte 2^62")
+
+    # ZIP64 extra fields.
+    def z64(i, usize=None, csize=None, offset=None, drop_extra=False):
+        recs = [{"name": "adv/data.pkl", "data": BASE_PKL},
+                {"name": "adv/data/0", "data": BASE_DATA["0"], "zip64_extra": True},
+                {"name": "adv/data/1", "data": BASE_DATA["1"]}, {"name": "adv/version", "data": b"3\n"}]
+        b, lay = zip_build(recs)
+        x = lay["cd_extra"][1]
+        if usize is not None:
+            u64(b, x + 4, usize)
+        if csize is not None:
+            u64(b, x + 12, csize)
+        if offset is not None:
+            u64(b, x + 20, offset)
+        if drop_extra:
+            b[x:x + 2] = b"\x99\x99"  # an extra field of another kind: no ZIP64 sizes
+        return b
+    emit("zip64_extra_ok.pt", z64(1), "ok", "data/0's sizes and offset in a ZIP64 extra field (valid)")
+    emit("zip64_extra_missing.pt", z64(1, drop_extra=True), "zip_corrupt",
+         "data/0's directory sizes are 0xFFFFFFFF but it has no ZIP64 extra field")
+    emit("zip64_extra_size_huge.pt", z64(1, usize=1 << 62, csize=1 << 62), "zip_record_out_of_bounds",
+         "data/0's ZIP64 extra field claims 2^62 bytes (stored)")
+    emit("zip64_extra_sizes_disagree.pt", z64(1, usize=1 << 40), "zip_corrupt",
+         "data/0 is stored; its ZIP64 extra says 16 bytes compressed, 2^40 uncompressed")
+    emit("zip64_extra_offset_huge.pt", z64(1, offset=1 << 63), "zip_record_out_of_bounds",
+         "data/0's ZIP64 extra field puts its local header at byte 2^63")
+
+    recs = [{"name": "adv/data.pkl", "data": BASE_PKL, "zip64_extra": True},
+            {"name": "adv/data/0", "data": BASE_DATA["0"]},
+            {"name": "adv/data/1", "data": BASE_DATA["1"]}, {"name": "adv/version", "data": b"3\n"}]
+    b, lay = zip_build(recs)
+    u64(b, lay["cd_extra"][0] + 4, 5 << 30)
+    u64(b, lay["cd_extra"][0] + 12, 5 << 30)
+    emit("zip_pkl_claims_5gib.pt", b, "zip_record_out_of_bounds",
+         "data.pkl (stored) claims 5 GiB in a small file: its record lies past the directory; a limit "
+         "error would be misleading (raising Limits::max_pickle_bytes cannot make it readable)")
+
+    emit("zip_empty_archive.pt", struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 0, 0, 0, 0, 0), "no_data_pkl",
+         "an empty zip archive: only an end of central directory record")
+    emit("zip_pkl_truncated_pickle.pt", ck(BASE_PKL[:-20]), "pickle_truncated",
+         "a consistent archive whose data.pkl holds only the first bytes of the pickle")
+
+
+# ---------------------------------------------------------------------------------------
+
+def deflate_files():
+    emit("deflate_ok.pt", ck(BASE_PKL, method=8), "ok", "every record deflated (valid)")
+
+    def with_storage0(comp, usize, zip64_extra=False, pkl=BASE_PKL):
+        recs = [{"name": "adv/data.pkl", "data": pkl}, {"name": "adv/data/0", "data": b"", "method": 8, "comp": comp},
+                {"name": "adv/data/1", "data": BASE_DATA["1"]}, {"name": "adv/version", "data": b"3\n"}]
+        if zip64_extra:
+            recs[1]["zip64_extra"] = True
+        b, lay = zip_build(recs)
+        if zip64_extra:
+            u64(b, lay["cd_extra"][1] + 4, usize)
+        else:
+            u32(b, lay["cd_entry"][1] + CD_USIZE, usize)
+        return b
+
+    good = raw_deflate(BASE_DATA["0"])
+    emit("deflate_claims_2e40.pt", with_storage0(good, 1 << 40, zip64_extra=True), "limit_exceeded",
+         "deflated data/0 claims 2^40 bytes (ZIP64) from %d: refused before any allocation" % len(good))
+    emit("deflate_claims_1gib.pt", with_storage0(good, 1 << 30), "limit_exceeded",
+         "deflated data/0 claims 1 GiB from %d bytes, a ratio deflate cannot reach" % len(good))
+    big = raw_deflate(b"\0" * (1 << 20))
+    emit("deflate_real_larger.pt", with_storage0(big, 16), "zip_inflate_failed",
+         "deflated data/0 inflates to 1 MiB; its header says 16 bytes")
+    emit("deflate_real_smaller.pt", with_storage0(good, 64), "zip_inflate_failed",
+         "deflated data/0 inflates to 16 bytes; its header says 64")
+    emit("deflate_garbage.pt", with_storage0(b"\xff" * 32, 16), "zip_inflate_failed",
+         "data/0's deflate stream is invalid")
+    noise = b"".join(struct.pack("<I", (k * 2654435761) & 0xFFFFFFFF) for k in range(1024))  # incompressible-ish
+    cut = raw_deflate(noise)
+    u8 = pickle(p_dict([(p_str("w"), tensor("0", len(noise), cls="ByteStorage"))]))
+    emit("deflate_cut_stream.pt", with_storage0(cut[: len(cut) // 2], len(noise), pkl=u8),
+         "zip_inflate_failed", "data/0's deflate stream stops half-way")
+
+    # The overlap bomb: 40 directory entries share one deflated record (8 MiB of zeros in
+    # about 8 KiB): each passes the per-record ratio check, together they inflate to
+    # 320 MiB from a file of ~12 KiB.
+    n, size = 40, 8 << 20
+    comp = raw_deflate(b"\0" * size)
+    pairs = [(p_str("t%d" % k), tensor(str(k), size, cls="ByteStorage")) for k in range(n)]
+    pkl = pickle(p_dict(pairs))
+    recs = [{"name": "adv/data.pkl", "data": pkl}, {"name": "adv/data/0", "data": b"", "method": 8, "comp": comp}]
+    for k in range(1, n):
+        recs.append({"name": "adv/data/%d" % k, "data": b"", "method": 8, "comp": b""})
+    recs.append({"name": "adv/version", "data": b"3\n"})
+    b, lay = zip_build(recs)
+    crc = zlib.crc32(b"\0" * size) & 0xFFFFFFFF
+    for k in range(n):
+        e = lay["cd_entry"][k + 1]
+        u32(b, e + 16, crc)
+        u32(b, e + CD_CSIZE, len(comp))
+        u32(b, e + CD_USIZE, size)
+        u32(b, e + CD_OFFSET, lay["local"][1])
+    emit("deflate_overlap_bomb.pt", b, "limit_exceeded",
+         "%d directory entries share one deflated record (%d bytes inflating to %d MiB): %d MiB of storages "
+         "from a %d-byte file, each entry within the per-record ratio; the total must be bounded "
+         "(Limits::max_inflate_ratio over the file)" % (n, len(comp), size >> 20, (n * size) >> 20, len(b)))
+
+
+# ---------------------------------------------------------------------------------------
+
+def pickle_files():
+    w = tensor("0", 4)
+
+    def sd(*pairs):
+        return pickle(p_dict([(p_str("w"), w)] + list(pairs)))
+
+    # Deep nesting (the VM and every walk must be iterative).
+    n = 10 ** 6
+    emit("pkl_deep_tuple1.pt", ck(b"\x80\x02K\x00" + b"\x85" * n + b".", data={}), "limit_exceeded",
+         "10^6 tuples nested by TUPLE1 (1 byte a level): deeper than Limits::max_nesting_depth")
+    n = 10 ** 5
+    emit("pkl_deep_list_append.pt", ck(b"\x80\x02" + b"]" * n + b"a" * (n - 1) + b".", data={}), "limit_exceeded",
+         "10^5 lists nested by EMPTY_LIST ... APPEND chains")
+    emit("pkl_deep_mark_tuple.pt", ck(b"\x80\x02" + b"(" * n + b"t" * n + b".", data={}), "limit_exceeded",
+         "10^5 nested MARK ... TUPLE")
+
+    # Memo bombs: each level is a list of 10 references to the level below (BINGET).
+    def laughs(leaf, levels=9, fan=10):
+        body = b"\x80\x02" + leaf + b"q\x00"
+        for k in range(levels):
+            body += b"0(" + (b"h" + bytes([k])) * fan + b"l" + b"q" + bytes([k + 1])  # POP the level below
+        return body
+    emit("pkl_memo_bomb_tensors.pt", ck(b"\x80\x02" + p_dict([(p_str("x"), laughs(w)[2:])]) + b"."), "limit_exceeded",
+         "a tensor referenced 10^9 times through 9 levels of 10-item lists (BINGET): 10^9 names")
+    emit("pkl_memo_bomb_ints.pt", ck(laughs(p_int(7)) + b".", data={}), "limit_exceeded",
+         "the same 10^9-path list graph over an int")
+    dups = b"]q\x00(h\x00" + b"2" * 50000 + b"e"
+    emit("pkl_dup_append.pt", ck(pickle(p_dict([(p_str("w"), w), (p_str("l"), dups)]))), "ok",
+         "a list holding 50001 references to itself (BINGET, DUP, APPENDS): cycles are skipped, it reads")
+    # Memo keys 4095 apart: each LONG_BINPUT (5 bytes) must not grow the memo by 4096 slots.
+    far = b"".join(b"r" + struct.pack("<I", 4095 * (k + 1)) for k in range(2000))
+    emit("pkl_memo_sparse_keys.pt", ck(pickle(p_dict([(p_str("w"), w)]) + far)), "ok",
+         "2000 LONG_BINPUTs with keys 4095 apart (valid): memory must stay linear in the pickle's size")
+
+    # Huge integers. Python refuses int <-> decimal text beyond 4300 digits (ValueError; so
+    # torch.load fails on the first), and ptread's conversions are quadratic in the digits.
+    emit("pkl_long_literal_20k.pt", ck(sd((p_str("big"), b"L" + b"7" * 20000 + b"L\n"))), "limit_exceeded",
+         "a protocol-0 LONG literal of 20000 digits (Python: 'Exceeds the limit (4300 digits) for integer "
+         "string conversion')")
+    big = b"\x8b" + struct.pack("<i", 5000) + b"\x5a" * 5000
+    emit("pkl_long4_key_5k.pt", ck(pickle(p_dict([(big, w)]))), "limit_exceeded",
+         "a 5000-byte LONG4 integer as the key of a tensor: its name would be str() of a 12041-digit int, "
+         "which Python refuses (4300 digits)")
+    # A dict key that is a DAG of tuples (3 references to the level below, 13 levels, ~600
+    # bytes): str() of it, the tensor's name, is 3^13 items long (~5 MB); the same bytes
+    # with 10 references and 16 levels would ask for 10^16 bytes.
+    body = p_int(1) + b"q\x00"
+    for k in range(13):
+        body += b"0(" + (b"h" + bytes([k])) * 3 + b"t" + b"q" + bytes([k + 1])
+    emit("pkl_key_repr_bomb.pt", ck(pickle(b"}" + body + w + b"s")), "limit_exceeded",
+         "a tensor's dict key is a tuple DAG (3 references a level, 13 levels, via BINGET): its str(), the "
+         "tensor's name, is ~5 MB from ~600 bytes, and grows exponentially with the levels; names must be bounded")
+    emit("pkl_long4_value_ok.pt", ck(sd((p_str("big"), big))), "ok",
+         "a 5000-byte LONG4 integer as metadata (valid: binary, no decimal conversion needed)")
+    emit("pkl_long4_past_end.pt", ck(sd((p_str("big"), b"\x8b" + struct.pack("<i", 0x7FFFFFFF) + b"\x01" * 8))),
+         "pickle_truncated", "LONG4 with a length of 2^31-1 in a short pickle")
+    emit("pkl_long4_negative.pt", ck(sd((p_str("big"), b"\x8b" + struct.pack("<i", -5) + b"\x01" * 8))),
+         "pickle_malformed", "LONG4 with a negative length")
+
+    # Strings.
+    emit("pkl_binunicode_past_end.pt", ck(sd((p_str("s"), b"X" + struct.pack("<I", 0xFFFFFFF0) + b"abc"))),
+         "pickle_truncated", "BINUNICODE with a length of 0xFFFFFFF0")
+    emit("pkl_binunicode8_huge.pt", ck(sd((p_str("s"), b"\x8d" + struct.pack("<Q", (1 << 63) + 5) + b"abc"))),
+         "pickle_truncated", "BINUNICODE8 with a length of 2^63+5 (no overflow in the bounds check)")
+    emit("pkl_invalid_utf8_key.pt", ck(pickle(p_dict([(p_str(b"w\xff\xfe"), w)]))), "pickle_malformed",
+         "a tensor's key is BINUNICODE with bytes ff fe (not UTF-8: Python's unpickler raises "
+         "UnicodeDecodeError, and the name would not be text)")
+    emit("pkl_invalid_utf8_value.pt", ck(sd((p_str("s"), b"\x8c\x03a\xc0\xaf"))), "pickle_malformed",
+         "a SHORT_BINUNICODE value holding an overlong encoding (c0 af)")
+
+    # Opcodes.
+    emit("pkl_unknown_opcode.pt", ck(sd((p_str("s"), b"\xff"))), "pickle_unknown_opcode", "byte 0xff as an opcode")
+    emit("pkl_ext1.pt", ck(sd((p_str("s"), b"\x82\x01"))), "pickle_unsupported_opcode", "EXT1 (the copyreg registry)")
+    emit("pkl_next_buffer.pt", ck(pickle(p_dict([(p_str("w"), w), (p_str("s"), b"\x97")]), proto=5)),
+         "pickle_unsupported_opcode", "NEXT_BUFFER (protocol 5 out-of-band buffer)")
+    emit("pkl_stop_empty_stack.pt", ck(b"\x80\x02."), "pickle_malformed", "STOP on an empty stack")
+    emit("pkl_stop_after_mark.pt", ck(b"\x80\x02}(."), "pickle_malformed",
+         "STOP right after MARK (a dict below the mark, nothing above it)")
+    emit("pkl_no_stop.pt", ck(BASE_PKL[:-1]), "pickle_truncated", "the state dict pickle without its STOP")
+    emit("pkl_no_stop_loop.pt", ck(b"\x80\x02" + b"N0" * 5000), "pickle_truncated",
+         "5000 NONE/POP pairs and no STOP")
+    emit("pkl_proto_9.pt", ck(b"\x80\x09" + BASE_PKL[2:]), "pickle_malformed", "PROTO 9")
+    emit("pkl_memo_get_unset.pt", ck(sd((p_str("s"), b"h\x07"))), "pickle_malformed",
+         "BINGET of a memo key never stored")
+    emit("pkl_append_underflow.pt", ck(b"\x80\x02a."), "pickle_malformed", "APPEND on an empty stack")
+    emit("pkl_setitems_no_mark.pt", ck(b"\x80\x02}K\x01K\x02u."), "pickle_malformed", "SETITEMS without a MARK")
+
+
+# ---------------------------------------------------------------------------------------
+
+def tensor_files():
+    def one(t, data=BASE_DATA):
+        return ck(pickle(p_dict([(p_str("t"), t)])), data=data)
+
+    ranks = [1] * 65
+    emit("tensor_rank_65.pt", one(tensor("0", 4, size=ranks[:64] + [4], stride=[4] * 64 + [1])), "limit_exceeded",
+         "a tensor of 65 dimensions (Limits::max_rank is 64)")
+    emit("tensor_numel_overflow.pt", one(tensor("0", 4, size=(1 << 32, 1 << 32, 2), stride=(0, 0, 0))),
+         "shape_overflow",
+         "size (2^32, 2^32, 2): the element count overflows 64 bits")
+    emit("tensor_bytes_overflow.pt", one(tensor("0", 4, size=(1 << 31, 1 << 31), stride=(0, 0))), "shape_overflow",
+         "F32 size (2^31, 2^31), strides (0, 0) on a 4-element storage: 2^62 elements fit in 64 bits, "
+         "their 2^64 bytes do not (nbytes() and copy_to's size check would wrap to 0)")
+    emit("tensor_expand_stride0.pt", one(tensor("0", 4, size=(512, 1024), stride=(0, 0))), "ok",
+         "F32 size (512, 1024), strides (0, 0) over one element (an expanded tensor; valid)")
+    emit("tensor_expand_huge.pt", one(tensor("0", 4, size=(1 << 24, 1 << 24), stride=(0, 0))), "ok",
+         "F32 size (2^24, 2^24), strides (0, 0) over one element: 2^48 elements, 1 PiB when materialized "
+         "(valid: torch loads it; copying it out must fail cleanly, never throw or overflow)")
+    emit("tensor_negative_size.pt", one(tensor("0", 4, size=(-1, 4), stride=(4, 1))), "bad_tensor_args",
+         "size (-1, 4)")
+    emit("tensor_negative_stride.pt", one(tensor("0", 4, size=(4,), stride=(-1,), offset=3)), "bad_tensor_args",
+         "stride (-1,) from offset 3")
+    emit("tensor_negative_offset.pt", one(tensor("0", 4, size=(2,), stride=(1,), offset=-2)), "bad_tensor_args",
+         "storage offset -2")
+    emit("tensor_view_past_storage.pt", one(tensor("0", 4, size=(4,), stride=(1,), offset=1)), "view_out_of_bounds",
+         "4 elements from offset 1 of a 4-element storage")
+    emit("tensor_offset_int64_max.pt", one(tensor("0", 4, size=(2,), stride=(1,), offset=(1 << 63) - 1)),
+         "view_out_of_bounds", "storage offset 2^63-1")
+    emit("tensor_stride_extent_overflow.pt", one(tensor("0", 4, size=(4,), stride=((1 << 63) - 1,))), "shape_overflow",
+         "stride 2^63-1 over 4 elements: the view's extent overflows 64 bits")
+    emit("tensor_rank_mismatch.pt", one(tensor("0", 4, size=(2, 2), stride=(1,))), "bad_tensor_args",
+         "2 sizes, 1 stride")
+    emit("tensor_size_not_int.pt", one(tensor("0", 4, size_ops=p_tuple([p_str("4")]))), "bad_tensor_args",
+         "a size that is a string")
+
+    # One storage key referenced under two storage classes.
+    two = lambda second: pickle(p_dict([(p_str("a"), tensor("0", 4)), (p_str("b"), second)]))
+    emit("storage_dtype_conflict_larger.pt", ck(two(tensor("0", 4, cls="DoubleStorage"))), "storage_too_small",
+         "storage '0' (16 bytes) is FloatStorage of 4 for 'a', DoubleStorage of 4 (32 bytes) for 'b'")
+    emit("storage_dtype_conflict_fits.pt", ck(two(tensor("0", 2, cls="DoubleStorage"))), "ok",
+         "storage '0' is FloatStorage of 4 for 'a', DoubleStorage of 2 (the same 16 bytes) for 'b': "
+         "safe to read either way (torch 1.13 reuses the first TypedStorage: 'b' comes back F32)")
+    emit("storage_numel_past_record.pt", ck(pickle(p_dict([(p_str("t"), tensor("0", 8, size=(4,)))]))),
+         "storage_too_small", "the persistent id says 8 floats; record data/0 holds 16 bytes")
+    emit("storage_numel_overflow.pt", one(tensor("0", 1 << 62, size=(4,), cls="DoubleStorage")),
+         "shape_overflow", "a DoubleStorage of 2^62 elements: its byte size overflows 64 bits")
+    emit("storage_numel_negative.pt", one(rebuild_v2(pid("FloatStorage", "0", -4), 0, (4,), (1,))),
+         "bad_tensor_args", "a storage of -4 elements")
+    emit("pid_unknown_tag.pt", one(rebuild_v2(pid("FloatStorage", "0", 4, tag="evil"), 0, (4,), (1,))),
+         "bad_tensor_args", "persistent id ('evil', ...)")
+    emit("pid_not_tuple.pt", ck(pickle(p_dict([(p_str("t"), p_int(5) + b"Q")]))), "bad_tensor_args",
+         "a persistent id that is an int")
+    emit("pid_unknown_class.pt", ck(pickle(p_dict([(p_str("t"), tensor("0", 4, cls="EvilStorage"))]))),
+         "unknown_storage_class", "storage class torch.EvilStorage")
+    emit("pid_missing_record.pt", ck(pickle(p_dict([(p_str("t"), tensor("7", 4))]))), "record_missing",
+         "storage key '7': no record data/7")
+    emit("pid_key_traversal.pt", one(tensor("../../../../etc/passwd", 4)), "record_missing",
+         "storage key '../../../../etc/passwd' (a record name, never a path)")
+
+
+# ---------------------------------------------------------------------------------------
+# The legacy format (torch.save before 1.6, or _use_new_zipfile_serialization=False)
+
+LEGACY_MAGIC = b"\x80\x02\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little") + b"."
+LEGACY_VERSION = b"\x80\x02M\xe9\x03."
+LEGACY_SYSINFO = pickle(p_dict([(p_str("protocol_version"), p_int(1001)), (p_str("little_endian"), b"\x88"),
+                                (p_str("type_sizes"), p_dict([(p_str("short"), p_int(2)), (p_str("int"), p_int(4)),
+                                                              (p_str("long"), p_int(4))]))]))
+
+
+def lpid(cls, key, numel, view=b"N"):
+    return pid(cls, key, numel, view=view)
+
+
+def legacy(obj_pkl, keys, storages, counts=None):
+    """storages: {key: bytes}; counts: {key: the 8-byte element count written} (default: len/4)."""
+    key_list = pickle(b"(" + b"".join(p_str(k) for k in keys) + b"l")
+    out = LEGACY_MAGIC + LEGACY_VERSION + LEGACY_SYSINFO + obj_pkl + key_list
+    for k in keys:
+        data = storages[k]
+        n = (counts or {}).get(k, len(data) // 4)
+        out += struct.pack("<Q", n) + data
+    return out
+
+
+def legacy_files():
+    def obj(t0=None, t1=None):
+        t0 = t0 or rebuild_v2(lpid("FloatStorage", "0", 4), 0, (4,), (1,))
+        t1 = t1 or rebuild_v2(lpid("FloatStorage", "1", 2), 0, (2,), (1,))
+        return pickle(p_dict([(p_str("w"), t0), (p_str("b"), t1)]))
+    base = legacy(obj(), ["0", "1"], BASE_DATA)
+    emit("legacy_base_ok.pt", base, "ok", "the valid base of the legacy files below")
+    emit("legacy_count_mismatch.pt", legacy(obj(), ["0", "1"], BASE_DATA, {"0": 5}), "legacy_corrupt",
+         "storage '0': the file's count says 5 elements, the pickle 4")
+    emit("legacy_count_huge.pt", legacy(obj(), ["0", "1"], BASE_DATA, {"0": 1 << 62}), "legacy_corrupt",
+         "storage '0': the file's count says 2^62 elements, the pickle 4")
+    big = 1 << 30
+    t0 = rebuild_v2(lpid("FloatStorage", "0", big), 0, (4,), (1,))
+    emit("legacy_numel_past_eof.pt", legacy(obj(t0=t0), ["0", "1"], BASE_DATA, {"0": big}), "truncated",
+         "storage '0' is 2^30 floats by the pickle and the count alike: 4 GiB past the end of a small file")
+    emit("legacy_truncated_data.pt", base[:-5], "truncated", "the legacy base cut inside its last storage")
+    cut = len(LEGACY_MAGIC + LEGACY_VERSION + LEGACY_SYSINFO) + 40
+    emit("legacy_truncated_pickle.pt", base[:cut], "pickle_truncated", "the legacy base cut inside the object pickle")
+    emit("legacy_key_not_referenced.pt", legacy(obj(), ["0", "1", "9"], dict(BASE_DATA, **{"9": floats(1)})),
+         "legacy_corrupt", "the key list names storage '9', which the pickle never references")
+    emit("legacy_key_twice.pt", legacy(obj(), ["0", "0", "1"], BASE_DATA), "legacy_corrupt",
+         "the key list names storage '0' twice")
+    emit("legacy_key_missing.pt", legacy(obj(), ["0"], BASE_DATA), "record_missing",
+         "the key list leaves out storage '1', which the pickle references")
+    t1 = rebuild_v2(lpid("FloatStorage", "0", 4, view=p_tuple([p_str("5"), p_int(2), p_int(10)])), 0, (2,), (1,))
+    emit("legacy_view_past_root.pt", legacy(obj(t1=t1), ["0"], BASE_DATA), "view_out_of_bounds",
+         "view metadata ('5', offset 2, size 10) of a 4-element root storage")
+    # Storage '0' is 17 bytes, first referenced as bytes (so its place in the file needs no
+    # alignment), then as 2 doubles: the F64 tensor's data must still be aligned for double.
+    t0 = rebuild_v2(lpid("ByteStorage", "0", 17), 0, (17,), (1,))
+    t1 = rebuild_v2(lpid("DoubleStorage", "0", 2), 0, (2,), (1,))
+    for k in range(8):  # a padding string that puts the storage at an odd offset (8n + 1)
+        o = pickle(p_dict([(p_str("u8"), t0), (p_str("f64"), t1), (p_str("pad"), p_str("p" * k))]))
+        f = legacy(o, ["0"], {"0": bytes(range(1, 18))}, {"0": 17})
+        if (len(f) - 17) % 8 == 1:
+            break
+    assert (len(f) - 17) % 8 == 1
+    emit("legacy_dtype_conflict_align.pt", f, "ok",
+         "storage '0' (17 bytes at an odd file offset) is ByteStorage of 17 for 'u8', DoubleStorage of 2 for "
+         "'f64': safe to read; the F64 tensor must hand out 8-byte aligned data")
+
+
+# ---------------------------------------------------------------------------------------
+# The tar format of torch 0.1.x (torch/serialization.py, legacy_load)
+
+def tar_archive(members):
+    bio = io.BytesIO()
+    with tarfile.open(fileobj=bio, mode="w", format=tarfile.USTAR_FORMAT) as t:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mtime = 0
+            info.mode = 0o644
+            t.addfile(info, io.BytesIO(data))
+    return bytearray(bio.getvalue())
+
+
+def tar_files():
+    sys_info = LEGACY_SYSINFO
+    # storages: count; per storage (key, location, class), element count, bytes; views list.
+    storages = pickle(p_int(1)) + pickle(p_tuple([p_int(0), p_str("cpu"), p_global("torch", "FloatStorage")])) + \
+        struct.pack("<Q", 4) + BASE_DATA["0"] + pickle(b"]")
+
+    def tensors(ndim=1, sizes=(4,), strides=(1,), offset=0):
+        return pickle(p_int(1)) + pickle(p_tuple([p_int(1), p_int(0), p_global("torch", "FloatTensor")])) + \
+            struct.pack("<iI", ndim, 0) + struct.pack("<%dq" % len(sizes), *sizes) + \
+            struct.pack("<%dq" % len(strides), *strides) + struct.pack("<q", offset)
+    obj = pickle(p_dict([(p_str("w"), p_str("1") + b"Q")]))
+
+    def build(st=storages, te=None, ob=obj, drop=None):
+        members = [("sys_info", sys_info), ("storages", st), ("tensors", te or tensors()), ("pickle", ob)]
+        return tar_archive([m for m in members if m[0] != drop])
+    base = build()
+    emit("tar_base_ok.pt", base, "ok", "the valid base of the tar-format files below (torch 0.1.x layout)")
+    # The 'pickle' member is last: cut inside its data.
+    pos = bytes(base).index(b"pickle\0")
+    data_at = pos + 512
+    emit("tar_member_past_eof.pt", base[:data_at + 10], "truncated",
+         "the tar base cut inside its last member ('pickle'): the member runs past the end of the file")
+    b = bytearray(base)
+    h = bytes(base).index(b"storages\0")
+    b[h + 124:h + 136] = b"77777777777\0"  # 8 GiB
+    chk = sum(b[h:h + 148]) + 8 * 32 + sum(b[h + 156:h + 512])
+    b[h + 148:h + 156] = ("%06o\0 " % chk).encode()
+    emit("tar_member_size_huge.pt", b, "truncated", "the 'storages' member's header claims 8 GiB (checksum valid)")
+    b = bytearray(base)
+    b[h + 150] ^= 1
+    emit("tar_bad_checksum.pt", b, "legacy_corrupt", "the 'storages' member's header checksum is wrong")
+    assert storages.count(struct.pack("<Q", 4)) == 1
+    st = storages.replace(struct.pack("<Q", 4), struct.pack("<Q", 1 << 40))
+    emit("tar_storage_numel_huge.pt", build(st=st), "legacy_corrupt",
+         "storage 0 says it holds 2^40 floats, past the end of its member")
+    emit("tar_rank_65.pt", build(te=tensors(65, [1] * 64 + [4], [4] * 64 + [1])), "limit_exceeded",
+         "tensor 1 has 65 dimensions")
+    emit("tar_view_past_storage.pt", build(te=tensors(1, (4,), (1,), 2)), "view_out_of_bounds",
+         "tensor 1 reads 4 elements from offset 2 of a 4-element storage")
+    emit("tar_missing_member.pt", build(drop="tensors"), "record_missing", "no 'tensors' member")
+
+
+def main():
+    for f in os.listdir(HERE):
+        if f.endswith(".pt"):
+            os.remove(os.path.join(HERE, f))
+    truncations()
+    zip_files()
+    deflate_files()
+    pickle_files()
+    tensor_files()
+    legacy_files()
+    tar_files()
+    with open(os.path.join(HERE, "expected.json"), "w") as f:
+        json.dump({n: e for n, _, e in ENTRIES}, f, indent=1, sort_keys=True)
+        f.write("\n")
+    total = sum(os.path.getsize(os.path.join(HERE, n)) for n, _, _ in ENTRIES)
+    lines = [
+        "# Adversarial corpus",
+        "",
+        "Hostile, truncated and malformed checkpoints, written by `make.py` (Python standard library",
+        "only; deterministic: with the same zlib, a rerun changes no byte). `expected.json` maps each file to",
+        "the `ErrorCode` name ptread must answer in every load mode (mmap, read, memory), or `ok` for",
+        "files that look hostile but are valid and must read (every tensor materialized).",
+        "`tests/unit/adversarial.cpp` (tag `[adversarial]`) checks them. Files named `deflate_*` hold",
+        "deflated records: built without zlib, ptread answers `zip_unsupported_compression` for them.",
+        "",
+        "The `trunc_*` files are prefixes of `tests/fixtures/tensor_root.pt` (written by torch 1.13);",
+        "the others are built here the way torch lays out its files.",
+        "",
+        "%d files, %d bytes in all." % (len(ENTRIES), total),
+        "",
+        "| file | what it is | expected |",
+        "|---|---|---|",
+    ]
+    for n, what, e in ENTRIES:
+        lines.append("| `%s` | %s | `%s` |" % (n, what.replace("|", "\\|"), e))
+    with open(os.path.join(HERE, "README.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("%d files, %d bytes" % (len(ENTRIES), total))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
