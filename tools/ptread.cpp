@@ -9,9 +9,11 @@
 #include "ptread/ptread.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -352,23 +354,98 @@ std::string ls_json(const ptread::Checkpoint& ck) {
   return out;
 }
 
+// Names and devices that print as they are: printable ASCII, not empty (display() and
+// columns() of them are the text and its length). Anything else takes the general path.
+bool plain_ascii(std::string_view s) {
+  if (s.empty()) return false;
+  for (const char c : s) {
+    if (c < 0x20 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+size_t decimal_len(uint64_t v) {
+  size_t n = 1;
+  while (v >= 10) {
+    v /= 10;
+    ++n;
+  }
+  return n;
+}
+size_t decimal_len(int64_t v) {
+  return v < 0 ? 1 + decimal_len(0 - static_cast<uint64_t>(v)) : decimal_len(static_cast<uint64_t>(v));
+}
+
+// Length of append_dims(dims) with ", " between the dimensions.
+template <class Dims>
+size_t dims_len(const Dims& dims) {
+  size_t n = 2;
+  for (size_t d = 0; d < dims.size(); ++d) n += decimal_len(static_cast<int64_t>(dims[d])) + (d ? 2 : 0);
+  return n;
+}
+
+// The ls table rows, written straight into a buffer sized in advance: listing 100,000
+// tensors must cost little more than reading them.
+class TableWriter {
+ public:
+  explicit TableWriter(char* p) : p_(p) {}
+  char* pos() const { return p_; }
+  void text(const char* s, size_t n) {
+    std::memcpy(p_, s, n);
+    p_ += n;
+  }
+  void text(std::string_view s) { text(s.data(), s.size()); }
+  void pad(size_t have, size_t width) {
+    if (have < width) {
+      std::memset(p_, ' ', width - have);
+      p_ += width - have;
+    }
+  }
+  template <class T>
+  void number(T v) {
+    p_ = std::to_chars(p_, p_ + 24, v).ptr;
+  }
+  template <class Dims>
+  void dims(const Dims& d) {
+    *p_++ = '[';
+    for (size_t k = 0; k < d.size(); ++k) {
+      if (k) text(", ", 2);
+      number(static_cast<int64_t>(d[k]));
+    }
+    *p_++ = ']';
+  }
+
+ private:
+  char* p_;
+};
+
 std::string ls_table(const ptread::Checkpoint& ck) {
   const auto& tensors = ck.tensors();
   const size_t n = tensors.size();
-  std::vector<std::string> names(n), shapes(n), sizes(n);
+  size_t dtype_len[ptread::kDTypeCount];
+  for (int d = 0; d < ptread::kDTypeCount; ++d) dtype_len[d] = std::strlen(ptread::dtype_name(static_cast<ptread::DType>(d)));
+  // First pass: the column widths, and a bound on the bytes the rows take.
   size_t w_name = 4, w_dtype = 5, w_shape = 5, w_device = 6, w_bytes = 5;
+  size_t text_bytes = 0;  // names and devices, as printed
   uint64_t total = 0;
   for (size_t k = 0; k < n; ++k) {
     const ptread::Tensor& t = tensors[k].tensor;
-    names[k] = display(tensors[k].name);
-    append_dims(shapes[k], t.shape());
-    sizes[k] = std::to_string(t.nbytes());
+    const std::string& name = tensors[k].name;
+    if (plain_ascii(name)) {
+      w_name = std::max(w_name, name.size());
+      text_bytes += name.size();
+    } else {
+      const std::string shown = display(name);
+      w_name = std::max(w_name, columns(shown));
+      text_bytes += shown.size();
+    }
+    w_dtype = std::max(w_dtype, dtype_len[static_cast<size_t>(t.dtype())]);
+    w_shape = std::max(w_shape, dims_len(t.shape()));
+    const std::string& device = t.device();
+    w_device = std::max(w_device, plain_ascii(device) ? device.size() : columns(device));
+    text_bytes += device.size();
+    w_bytes = std::max(w_bytes, decimal_len(t.nbytes()));
     total += t.nbytes();
-    w_name = std::max(w_name, columns(names[k]));
-    w_dtype = std::max(w_dtype, std::strlen(ptread::dtype_name(t.dtype())));
-    w_shape = std::max(w_shape, shapes[k].size());
-    w_device = std::max(w_device, columns(t.device()));
-    w_bytes = std::max(w_bytes, sizes[k].size());
   }
   std::string out;
   out.reserve((n + 4) * (w_name + w_dtype + w_shape + w_device + w_bytes + 10));
@@ -387,10 +464,35 @@ std::string ls_table(const ptread::Checkpoint& ck) {
     out += '\n';
   };
   row("NAME", 4, "DTYPE", "SHAPE", "DEVICE", "BYTES");
+  // Second pass: the rows. Each takes at most its name and device and the padded widths.
+  const size_t base = out.size();
+  out.resize(base + text_bytes + n * (w_name + w_dtype + w_shape + w_device + w_bytes + 9));
+  TableWriter w(&out[base]);
   for (size_t k = 0; k < n; ++k) {
     const ptread::Tensor& t = tensors[k].tensor;
-    row(names[k], columns(names[k]), ptread::dtype_name(t.dtype()), shapes[k], t.device(), sizes[k]);
+    const std::string& name = tensors[k].name;
+    if (plain_ascii(name)) {
+      w.text(name);
+      w.pad(name.size(), w_name + 2);
+    } else {
+      const std::string shown = display(name);
+      w.text(shown);
+      w.pad(columns(shown), w_name + 2);
+    }
+    const size_t dl = dtype_len[static_cast<size_t>(t.dtype())];
+    w.text(ptread::dtype_name(t.dtype()), dl);
+    w.pad(dl, w_dtype + 2);
+    char* shape_at = w.pos();
+    w.dims(t.shape());
+    w.pad(static_cast<size_t>(w.pos() - shape_at), w_shape + 2);
+    const std::string& device = t.device();
+    w.text(device);
+    w.pad(plain_ascii(device) ? device.size() : columns(device), w_device + 2);
+    w.pad(decimal_len(t.nbytes()), w_bytes);
+    w.number(t.nbytes());
+    w.text("\n", 1);
   }
+  out.resize(static_cast<size_t>(w.pos() - out.data()));
   const auto& unsupported = ck.unsupported();
   for (const auto& u : unsupported) {
     const std::string name = display(u.name);
@@ -920,7 +1022,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ptread: %s\n", ck.error().what());
     return kExitFailed;
   }
-  if (args.command == "ls") return finish_stdout(args.json ? ls_json(*ck) : ls_table(*ck));
+  if (args.command == "ls") {
+    // The listing is written and flushed: exit without tearing down every tensor one by
+    // one (the system frees the process at once; for 100,000 tensors that is most of the
+    // time left).
+    const int status = finish_stdout(args.json ? ls_json(*ck) : ls_table(*ck));
+    std::fflush(stderr);
+    std::_Exit(status);
+  }
   if (args.command == "tree") return finish_stdout(TreePrinter().run(ck->root()));
   return export_safetensors(*ck, args.files[1]);
 }
