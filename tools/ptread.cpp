@@ -77,7 +77,7 @@ void append_i64(std::string& out, int64_t v) {
 }
 
 // "[4, 3]"; "[]" for a scalar.
-void append_dims(std::string& out, const std::vector<int64_t>& dims, const char* sep = ", ") {
+void append_dims(std::string& out, ptread::Dims dims, const char* sep = ", ") {
   out += '[';
   for (size_t d = 0; d < dims.size(); ++d) {
     if (d) out += sep;
