@@ -384,11 +384,27 @@ size_t dims_len(const Dims& dims) {
   return n;
 }
 
-// The ls table rows, written straight into a buffer sized in advance: listing 100,000
-// tensors must cost little more than reading them.
+// The ls table rows, written straight into a buffer that is flushed to a FILE whenever
+// the next row might not fit: it stays small and in cache, so listing 100,000 tensors
+// costs little more than reading them.
 class TableWriter {
  public:
-  explicit TableWriter(char* p) : p_(p) {}
+  explicit TableWriter(std::FILE* f) : f_(f), buf_(kChunk), p_(buf_.data()) {}
+  // Room for n more bytes (writes out what the buffer holds when needed).
+  void reserve(size_t n) {
+    if (n <= static_cast<size_t>(buf_.data() + buf_.size() - p_)) return;
+    flush();
+    if (n > buf_.size()) {
+      buf_.resize(n);
+      p_ = buf_.data();
+    }
+  }
+  void flush() {
+    const size_t n = static_cast<size_t>(p_ - buf_.data());
+    if (n && std::fwrite(buf_.data(), 1, n, f_) != n) ok_ = false;
+    p_ = buf_.data();
+  }
+  bool ok() const { return ok_; }
   char* pos() const { return p_; }
   void text(const char* s, size_t n) {
     std::memcpy(p_, s, n);
@@ -416,39 +432,38 @@ class TableWriter {
   }
 
  private:
+  static constexpr size_t kChunk = size_t{1} << 18;
+  std::FILE* f_;
+  std::vector<char> buf_;
   char* p_;
+  bool ok_ = true;
 };
 
-std::string ls_table(const ptread::Checkpoint& ck) {
+// Prints the table on stdout; returns the exit status.
+int ls_table(const ptread::Checkpoint& ck) {
   const auto& tensors = ck.tensors();
   const size_t n = tensors.size();
   size_t dtype_len[ptread::kDTypeCount];
   for (int d = 0; d < ptread::kDTypeCount; ++d) dtype_len[d] = std::strlen(ptread::dtype_name(static_cast<ptread::DType>(d)));
-  // First pass: the column widths, and a bound on the bytes the rows take.
+  // First pass: the column widths.
   size_t w_name = 4, w_dtype = 5, w_shape = 5, w_device = 6, w_bytes = 5;
-  size_t text_bytes = 0;  // names and devices, as printed
   uint64_t total = 0;
   for (size_t k = 0; k < n; ++k) {
     const ptread::Tensor& t = tensors[k].tensor;
     const std::string& name = tensors[k].name;
     if (plain_ascii(name)) {
       w_name = std::max(w_name, name.size());
-      text_bytes += name.size();
     } else {
-      const std::string shown = display(name);
-      w_name = std::max(w_name, columns(shown));
-      text_bytes += shown.size();
+      w_name = std::max(w_name, columns(display(name)));
     }
     w_dtype = std::max(w_dtype, dtype_len[static_cast<size_t>(t.dtype())]);
     w_shape = std::max(w_shape, dims_len(t.shape()));
     const std::string& device = t.device();
     w_device = std::max(w_device, plain_ascii(device) ? device.size() : columns(device));
-    text_bytes += device.size();
     w_bytes = std::max(w_bytes, decimal_len(t.nbytes()));
     total += t.nbytes();
   }
-  std::string out;
-  out.reserve((n + 4) * (w_name + w_dtype + w_shape + w_device + w_bytes + 10));
+  std::string out;  // the header, then the lines after the rows
   auto row = [&](const std::string& name, size_t name_cols, const char* dtype, const std::string& shape,
                  const std::string& device, const std::string& bytes) {
     out += name;
@@ -465,17 +480,22 @@ std::string ls_table(const ptread::Checkpoint& ck) {
   };
   row("NAME", 4, "DTYPE", "SHAPE", "DEVICE", "BYTES");
   // Second pass: the rows. Each takes at most its name and device and the padded widths.
-  const size_t base = out.size();
-  out.resize(base + text_bytes + n * (w_name + w_dtype + w_shape + w_device + w_bytes + 9));
-  TableWriter w(&out[base]);
+  TableWriter w(stdout);
+  w.reserve(out.size());
+  w.text(out);
+  out.clear();
+  const size_t widths = w_name + w_dtype + w_shape + w_device + w_bytes + 9;
+  std::string shown;
   for (size_t k = 0; k < n; ++k) {
     const ptread::Tensor& t = tensors[k].tensor;
     const std::string& name = tensors[k].name;
-    if (plain_ascii(name)) {
+    const bool plain = plain_ascii(name);
+    if (!plain) shown = display(name);
+    w.reserve((plain ? name.size() : shown.size()) + t.device().size() + widths);
+    if (plain) {
       w.text(name);
       w.pad(name.size(), w_name + 2);
     } else {
-      const std::string shown = display(name);
       w.text(shown);
       w.pad(columns(shown), w_name + 2);
     }
@@ -492,7 +512,6 @@ std::string ls_table(const ptread::Checkpoint& ck) {
     w.number(t.nbytes());
     w.text("\n", 1);
   }
-  out.resize(static_cast<size_t>(w.pos() - out.data()));
   const auto& unsupported = ck.unsupported();
   for (const auto& u : unsupported) {
     const std::string name = display(u.name);
@@ -508,7 +527,14 @@ std::string ls_table(const ptread::Checkpoint& ck) {
   out += ", format ";
   out += ck.format_name();
   out += '\n';
-  return out;
+  w.reserve(out.size());
+  w.text(out);
+  w.flush();
+  if (!w.ok() || std::fflush(stdout) != 0) {
+    std::fprintf(stderr, "ptread: cannot write the output: %s\n", std::strerror(errno));
+    return kExitFailed;
+  }
+  return kExitOk;
 }
 
 // ---- tree ----
@@ -1026,7 +1052,7 @@ int main(int argc, char** argv) {
     // The listing is written and flushed: exit without tearing down every tensor one by
     // one (the system frees the process at once; for 100,000 tensors that is most of the
     // time left).
-    const int status = finish_stdout(args.json ? ls_json(*ck) : ls_table(*ck));
+    const int status = args.json ? finish_stdout(ls_json(*ck)) : ls_table(*ck);
     std::fflush(stderr);
     std::_Exit(status);
   }
