@@ -520,9 +520,11 @@ class Tensor {
     rank_ = static_cast<uint32_t>(rank);
     if (heap) {
       heap_dims_ = heap;
-    } else if (rank) {
-      std::memcpy(inline_dims_, shape, rank * sizeof(int64_t));
-      std::memcpy(inline_dims_ + rank, strides, rank * sizeof(int64_t));
+    } else {
+      for (size_t d = 0; d < rank; ++d) {  // a short loop, inline: no memcpy call per tensor
+        inline_dims_[d] = shape[d];
+        inline_dims_[rank + d] = strides[d];
+      }
     }
   }
   // This tensor (its rank_ already o.rank_, its dims free) takes o's dims; o is left with none.
