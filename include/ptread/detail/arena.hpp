@@ -210,7 +210,8 @@ class Arena {
   size_t next_ = 4096;
 };
 
-// A stack of uint32_t with an inline push (the pickle VM's value stack).
+// A stack of uint32_t with an inline push (the pickle VM's value stack), holding at most
+// limit() values: a push beyond fails, checked by the same comparison as the room left.
 class U32Stack {
  public:
   U32Stack() = default;
@@ -218,13 +219,20 @@ class U32Stack {
   U32Stack& operator=(const U32Stack&) = delete;
   ~U32Stack() { std::free(data_); }
 
+  void set_limit(size_t max) noexcept {
+    max_ = max;
+    end_ = data_ + (cap_ < max_ ? cap_ : max_);
+  }
   size_t size() const noexcept { return static_cast<size_t>(top_ - data_); }
-  PTREAD_ALWAYS_INLINE void push_back(uint32_t v) {
+  // Whether it holds more than n values.
+  PTREAD_ALWAYS_INLINE bool above(size_t n) const noexcept { return top_ > data_ + n; }  // n <= size()
+  // False (and nothing pushed) when it already holds limit() values.
+  PTREAD_ALWAYS_INLINE bool push_back(uint32_t v) {
     if (PTREAD_LIKELY(top_ != end_)) {
       *top_++ = v;
-      return;
+      return true;
     }
-    grow_push(v);
+    return grow_push(v);
   }
   uint32_t back() const noexcept { return top_[-1]; }
   void pop_back() noexcept { --top_; }
@@ -234,19 +242,24 @@ class U32Stack {
   void clear() noexcept { top_ = data_; }
 
  private:
-  PTREAD_NOINLINE void grow_push(uint32_t v) {
+  PTREAD_NOINLINE bool grow_push(uint32_t v) {
     const size_t n = size();
+    if (n >= max_) return false;
     const size_t cap = n < 64 ? 128 : 2 * n;
     void* p = std::realloc(data_, cap * sizeof(uint32_t));
     if (p == nullptr) out_of_memory();
     data_ = static_cast<uint32_t*>(p);
+    cap_ = cap;
     top_ = data_ + n;
-    end_ = data_ + cap;
+    end_ = data_ + (cap_ < max_ ? cap_ : max_);
     *top_++ = v;
+    return true;
   }
   uint32_t* data_ = nullptr;
   uint32_t* top_ = nullptr;
-  uint32_t* end_ = nullptr;
+  uint32_t* end_ = nullptr;  // data_ + the lesser of the capacity and the limit
+  size_t cap_ = 0;
+  size_t max_ = SIZE_MAX;
 };
 
 // A vector whose elements never move: block k holds kBase << k elements. For trivially
