@@ -358,8 +358,19 @@ std::string ls_json(const ptread::Checkpoint& ck) {
 // columns() of them are the text and its length). Anything else takes the general path.
 bool plain_ascii(std::string_view s) {
   if (s.empty()) return false;
-  for (const char c : s) {
-    if (c < 0x20 || c > 0x7e) return false;
+  const char* p = s.data();
+  size_t n = s.size();
+  // Eight bytes at a time: a byte below 0x20 borrows into its high bit, one above 0x7e
+  // carries into it (or has it set already). A borrow or carry can only spill into the
+  // next byte from a byte that fails on its own.
+  constexpr uint64_t kOnes = 0x0101010101010101u, kHighs = 0x8080808080808080u;
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    if (((w - 0x20 * kOnes) | (w + kOnes) | w) & kHighs) return false;
+  }
+  for (; n; ++p, --n) {
+    if (*p < 0x20 || *p > 0x7e) return false;
   }
   return true;
 }
@@ -392,6 +403,7 @@ class TableWriter {
   explicit TableWriter(std::FILE* f) : f_(f), buf_(kChunk), p_(buf_.data()) {}
   // Room for n more bytes (writes out what the buffer holds when needed).
   void reserve(size_t n) {
+    n += kSlack;
     if (n <= static_cast<size_t>(buf_.data() + buf_.size() - p_)) return;
     flush();
     if (n > buf_.size()) {
@@ -411,10 +423,14 @@ class TableWriter {
     p_ += n;
   }
   void text(std::string_view s) { text(s.data(), s.size()); }
+  // Spaces up to `width` columns. Writes whole blocks of 16: reserve() keeps kSlack bytes
+  // past what it was asked for, and later text overwrites the excess.
   void pad(size_t have, size_t width) {
     if (have < width) {
-      std::memset(p_, ' ', width - have);
-      p_ += width - have;
+      static const char spaces[16] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+      const size_t n = width - have;
+      for (size_t k = 0; k < n; k += 16) std::memcpy(p_ + k, spaces, 16);
+      p_ += n;
     }
   }
   template <class T>
@@ -433,6 +449,7 @@ class TableWriter {
 
  private:
   static constexpr size_t kChunk = size_t{1} << 18;
+  static constexpr size_t kSlack = 16;
   std::FILE* f_;
   std::vector<char> buf_;
   char* p_;
@@ -448,10 +465,12 @@ int ls_table(const ptread::Checkpoint& ck) {
   // First pass: the column widths.
   size_t w_name = 4, w_dtype = 5, w_shape = 5, w_device = 6, w_bytes = 5;
   uint64_t total = 0;
+  std::vector<uint8_t> plain_name(n);
   for (size_t k = 0; k < n; ++k) {
     const ptread::Tensor& t = tensors[k].tensor;
     const std::string& name = tensors[k].name;
-    if (plain_ascii(name)) {
+    plain_name[k] = plain_ascii(name);
+    if (plain_name[k]) {
       w_name = std::max(w_name, name.size());
     } else {
       w_name = std::max(w_name, columns(display(name)));
@@ -489,7 +508,7 @@ int ls_table(const ptread::Checkpoint& ck) {
   for (size_t k = 0; k < n; ++k) {
     const ptread::Tensor& t = tensors[k].tensor;
     const std::string& name = tensors[k].name;
-    const bool plain = plain_ascii(name);
+    const bool plain = plain_name[k] != 0;
     if (!plain) shown = display(name);
     w.reserve((plain ? name.size() : shown.size()) + t.device().size() + widths);
     if (plain) {
@@ -508,8 +527,10 @@ int ls_table(const ptread::Checkpoint& ck) {
     const std::string& device = t.device();
     w.text(device);
     w.pad(plain_ascii(device) ? device.size() : columns(device), w_device + 2);
-    w.pad(decimal_len(t.nbytes()), w_bytes);
-    w.number(t.nbytes());
+    char bytes[24];
+    const size_t bytes_len = static_cast<size_t>(std::to_chars(bytes, bytes + sizeof bytes, t.nbytes()).ptr - bytes);
+    w.pad(bytes_len, w_bytes);
+    w.text(bytes, bytes_len);
     w.text("\n", 1);
   }
   const auto& unsupported = ck.unsupported();
