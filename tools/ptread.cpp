@@ -12,9 +12,11 @@
 #include "ptread/ptread.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -81,7 +83,7 @@ void append_i64(std::string& out, int64_t v) {
 }
 
 // "[4, 3]"; "[]" for a scalar.
-void append_dims(std::string& out, const std::vector<int64_t>& dims, const char* sep = ", ") {
+void append_dims(std::string& out, ptread::Dims dims, const char* sep = ", ") {
   out += '[';
   for (size_t d = 0; d < dims.size(); ++d) {
     if (d) out += sep;
@@ -358,26 +360,135 @@ std::string ls_json(const ptread::Checkpoint& ck) {
   return out;
 }
 
-std::string ls_table(const ptread::Checkpoint& ck) {
+// Names and devices that print as they are: printable ASCII, not empty (display() and
+// columns() of them are the text and its length). Anything else takes the general path.
+bool plain_ascii(std::string_view s) {
+  if (s.empty()) return false;
+  const char* p = s.data();
+  size_t n = s.size();
+  // Eight bytes at a time: a byte below 0x20 borrows into its high bit, one above 0x7e
+  // carries into it (or has it set already). A borrow or carry can only spill into the
+  // next byte from a byte that fails on its own.
+  constexpr uint64_t kOnes = 0x0101010101010101u, kHighs = 0x8080808080808080u;
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    if (((w - 0x20 * kOnes) | (w + kOnes) | w) & kHighs) return false;
+  }
+  for (; n; ++p, --n) {
+    if (*p < 0x20 || *p > 0x7e) return false;
+  }
+  return true;
+}
+
+size_t decimal_len(uint64_t v) {
+  size_t n = 1;
+  while (v >= 10) {
+    v /= 10;
+    ++n;
+  }
+  return n;
+}
+size_t decimal_len(int64_t v) {
+  return v < 0 ? 1 + decimal_len(0 - static_cast<uint64_t>(v)) : decimal_len(static_cast<uint64_t>(v));
+}
+
+// Length of append_dims(dims) with ", " between the dimensions.
+template <class Dims>
+size_t dims_len(const Dims& dims) {
+  size_t n = 2;
+  for (size_t d = 0; d < dims.size(); ++d) n += decimal_len(static_cast<int64_t>(dims[d])) + (d ? 2 : 0);
+  return n;
+}
+
+// The ls table rows, written straight into a buffer that is flushed to a FILE whenever
+// the next row might not fit: it stays small and in cache, so listing 100,000 tensors
+// costs little more than reading them.
+class TableWriter {
+ public:
+  explicit TableWriter(std::FILE* f) : f_(f), buf_(kChunk), p_(buf_.data()) {}
+  // Room for n more bytes (writes out what the buffer holds when needed).
+  void reserve(size_t n) {
+    n += kSlack;
+    if (n <= static_cast<size_t>(buf_.data() + buf_.size() - p_)) return;
+    flush();
+    if (n > buf_.size()) {
+      buf_.resize(n);
+      p_ = buf_.data();
+    }
+  }
+  void flush() {
+    const size_t n = static_cast<size_t>(p_ - buf_.data());
+    if (n && std::fwrite(buf_.data(), 1, n, f_) != n) ok_ = false;
+    p_ = buf_.data();
+  }
+  bool ok() const { return ok_; }
+  char* pos() const { return p_; }
+  void text(const char* s, size_t n) {
+    std::memcpy(p_, s, n);
+    p_ += n;
+  }
+  void text(std::string_view s) { text(s.data(), s.size()); }
+  // Spaces up to `width` columns. Writes whole blocks of 16: reserve() keeps kSlack bytes
+  // past what it was asked for, and later text overwrites the excess.
+  void pad(size_t have, size_t width) {
+    if (have < width) {
+      static const char spaces[16] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+      const size_t n = width - have;
+      for (size_t k = 0; k < n; k += 16) std::memcpy(p_ + k, spaces, 16);
+      p_ += n;
+    }
+  }
+  template <class T>
+  void number(T v) {
+    p_ = std::to_chars(p_, p_ + 24, v).ptr;
+  }
+  template <class Dims>
+  void dims(const Dims& d) {
+    *p_++ = '[';
+    for (size_t k = 0; k < d.size(); ++k) {
+      if (k) text(", ", 2);
+      number(static_cast<int64_t>(d[k]));
+    }
+    *p_++ = ']';
+  }
+
+ private:
+  static constexpr size_t kChunk = size_t{1} << 18;
+  static constexpr size_t kSlack = 16;
+  std::FILE* f_;
+  std::vector<char> buf_;
+  char* p_;
+  bool ok_ = true;
+};
+
+// Prints the table on stdout; returns the exit status.
+int ls_table(const ptread::Checkpoint& ck) {
   const auto& tensors = ck.tensors();
   const size_t n = tensors.size();
-  std::vector<std::string> names(n), shapes(n), sizes(n);
+  size_t dtype_len[ptread::kDTypeCount];
+  for (int d = 0; d < ptread::kDTypeCount; ++d) dtype_len[d] = std::strlen(ptread::dtype_name(static_cast<ptread::DType>(d)));
+  // First pass: the column widths.
   size_t w_name = 4, w_dtype = 5, w_shape = 5, w_device = 6, w_bytes = 5;
   uint64_t total = 0;
+  std::vector<uint8_t> plain_name(n);
   for (size_t k = 0; k < n; ++k) {
     const ptread::Tensor& t = tensors[k].tensor;
-    names[k] = display(tensors[k].name);
-    append_dims(shapes[k], t.shape());
-    sizes[k] = std::to_string(t.nbytes());
+    const std::string& name = tensors[k].name;
+    plain_name[k] = plain_ascii(name);
+    if (plain_name[k]) {
+      w_name = std::max(w_name, name.size());
+    } else {
+      w_name = std::max(w_name, columns(display(name)));
+    }
+    w_dtype = std::max(w_dtype, dtype_len[static_cast<size_t>(t.dtype())]);
+    w_shape = std::max(w_shape, dims_len(t.shape()));
+    const std::string& device = t.device();
+    w_device = std::max(w_device, plain_ascii(device) ? device.size() : columns(device));
+    w_bytes = std::max(w_bytes, decimal_len(t.nbytes()));
     total += t.nbytes();
-    w_name = std::max(w_name, columns(names[k]));
-    w_dtype = std::max(w_dtype, std::strlen(ptread::dtype_name(t.dtype())));
-    w_shape = std::max(w_shape, shapes[k].size());
-    w_device = std::max(w_device, columns(t.device()));
-    w_bytes = std::max(w_bytes, sizes[k].size());
   }
-  std::string out;
-  out.reserve((n + 4) * (w_name + w_dtype + w_shape + w_device + w_bytes + 10));
+  std::string out;  // the header, then the lines after the rows
   auto row = [&](const std::string& name, size_t name_cols, const char* dtype, const std::string& shape,
                  const std::string& device, const std::string& bytes) {
     out += name;
@@ -393,9 +504,40 @@ std::string ls_table(const ptread::Checkpoint& ck) {
     out += '\n';
   };
   row("NAME", 4, "DTYPE", "SHAPE", "DEVICE", "BYTES");
+  // Second pass: the rows. Each takes at most its name and device and the padded widths.
+  TableWriter w(stdout);
+  w.reserve(out.size());
+  w.text(out);
+  out.clear();
+  const size_t widths = w_name + w_dtype + w_shape + w_device + w_bytes + 9;
+  std::string shown;
   for (size_t k = 0; k < n; ++k) {
     const ptread::Tensor& t = tensors[k].tensor;
-    row(names[k], columns(names[k]), ptread::dtype_name(t.dtype()), shapes[k], t.device(), sizes[k]);
+    const std::string& name = tensors[k].name;
+    const bool plain = plain_name[k] != 0;
+    if (!plain) shown = display(name);
+    w.reserve((plain ? name.size() : shown.size()) + t.device().size() + widths);
+    if (plain) {
+      w.text(name);
+      w.pad(name.size(), w_name + 2);
+    } else {
+      w.text(shown);
+      w.pad(columns(shown), w_name + 2);
+    }
+    const size_t dl = dtype_len[static_cast<size_t>(t.dtype())];
+    w.text(ptread::dtype_name(t.dtype()), dl);
+    w.pad(dl, w_dtype + 2);
+    char* shape_at = w.pos();
+    w.dims(t.shape());
+    w.pad(static_cast<size_t>(w.pos() - shape_at), w_shape + 2);
+    const std::string& device = t.device();
+    w.text(device);
+    w.pad(plain_ascii(device) ? device.size() : columns(device), w_device + 2);
+    char bytes[24];
+    const size_t bytes_len = static_cast<size_t>(std::to_chars(bytes, bytes + sizeof bytes, t.nbytes()).ptr - bytes);
+    w.pad(bytes_len, w_bytes);
+    w.text(bytes, bytes_len);
+    w.text("\n", 1);
   }
   const auto& unsupported = ck.unsupported();
   for (const auto& u : unsupported) {
@@ -412,7 +554,14 @@ std::string ls_table(const ptread::Checkpoint& ck) {
   out += ", format ";
   out += ck.format_name();
   out += '\n';
-  return out;
+  w.reserve(out.size());
+  w.text(out);
+  w.flush();
+  if (!w.ok() || std::fflush(stdout) != 0) {
+    std::fprintf(stderr, "ptread: cannot write the output: %s\n", std::strerror(errno));
+    return kExitFailed;
+  }
+  return kExitOk;
 }
 
 // ---- tree ----
@@ -978,7 +1127,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ptread: %s\n", ck.error().what());
     return kExitFailed;
   }
-  if (args.command == "ls") return finish_stdout(args.json ? ls_json(*ck) : ls_table(*ck));
+  if (args.command == "ls") {
+    // The listing is written and flushed: exit without tearing down every tensor one by
+    // one (the system frees the process at once; for 100,000 tensors that is most of the
+    // time left).
+    const int status = args.json ? finish_stdout(ls_json(*ck)) : ls_table(*ck);
+    std::fflush(stderr);
+    std::_Exit(status);
+  }
   if (args.command == "tree") return finish_stdout(TreePrinter().run(ck->root()));
   if (args.command == "audit") return audit(*ck, args.json);
   return export_safetensors(*ck, args.files[1]);

@@ -91,6 +91,7 @@ class PickleVM {
     begin_ = data;
     end_ = data + n;
     stack_.clear();
+    stack_.set_limit(max_stack_);
     marks_.clear();
     if (!memo_.empty()) memo_ = SegmentedVector<uint32_t>();  // each pickle.load has its own memo
     memo_count_ = 0;
@@ -350,20 +351,19 @@ class PickleVM {
 
   // ---- stack ----
   PTREAD_ALWAYS_INLINE bool push(uint32_t v) {
-    if (stack_.size() >= max_stack_) return too_deep();
-    stack_.push_back(v);
+    if (PTREAD_UNLIKELY(!stack_.push_back(v))) return too_deep();  // at Limits::max_stack_depth
     return true;
   }
   PTREAD_NOINLINE bool too_deep() { return fail(ErrorCode::limit_exceeded, "stack deeper than Limits::max_stack_depth"); }
   PTREAD_NOINLINE bool underflow() { return fail(ErrorCode::pickle_malformed, "stack underflow"); }
   PTREAD_ALWAYS_INLINE bool pop(uint32_t* v) {
-    if (stack_.size() <= floor_) return underflow();
+    if (PTREAD_UNLIKELY(!stack_.above(floor_))) return underflow();
     *v = stack_.back();
     stack_.pop_back();
     return true;
   }
   PTREAD_ALWAYS_INLINE bool top(uint32_t* v) {
-    if (stack_.size() <= floor_) return underflow();
+    if (PTREAD_UNLIKELY(!stack_.above(floor_))) return underflow();
     *v = stack_.back();
     return true;
   }

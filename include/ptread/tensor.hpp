@@ -252,30 +252,100 @@ struct TensorAccess;  // the format readers' way to fill a Tensor they already c
 
 }  // namespace detail
 
+// A tensor's sizes or strides, as Tensor::shape() and strides() show them: a read-only
+// view into the tensor (valid while it lives), used like the std::vector<int64_t> it
+// converts to: size(), [i], begin()/end(), data(), ==.
+class Dims {
+ public:
+  using value_type = int64_t;
+  using size_type = size_t;
+  using const_iterator = const int64_t*;
+  using iterator = const int64_t*;
+
+  constexpr Dims() noexcept = default;
+  constexpr Dims(const int64_t* data, size_t size) noexcept : data_(data), size_(size) {}
+  Dims(const std::vector<int64_t>& v) noexcept : data_(v.data()), size_(v.size()) {}  // NOLINT: implicit, as a view
+
+  const int64_t* data() const noexcept { return data_; }
+  size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  const int64_t& operator[](size_t i) const noexcept { return data_[i]; }
+  const int64_t& front() const noexcept { return data_[0]; }
+  const int64_t& back() const noexcept { return data_[size_ - 1]; }
+  const int64_t* begin() const noexcept { return data_; }
+  const int64_t* end() const noexcept { return data_ + size_; }
+
+  std::vector<int64_t> to_vector() const { return std::vector<int64_t>(data_, data_ + size_); }
+  operator std::vector<int64_t>() const { return to_vector(); }  // NOLINT: implicit, for code written for vectors
+
+  friend bool operator==(Dims a, Dims b) noexcept {
+    if (a.size_ != b.size_) return false;
+    for (size_t k = 0; k < a.size_; ++k) {
+      if (a.data_[k] != b.data_[k]) return false;
+    }
+    return true;
+  }
+  friend bool operator!=(Dims a, Dims b) noexcept { return !(a == b); }
+
+ private:
+  const int64_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 class Tensor {
  public:
-  Tensor() = default;
+  Tensor() noexcept : inline_dims_{} {}
+  Tensor(const Tensor& o)
+      : storage_(o.storage_), offset_(o.offset_), numel_(o.numel_), inline_dims_{}, dtype_(o.dtype_),
+        requires_grad_(o.requires_grad_), conj_(o.conj_), neg_(o.neg_), device_(o.device_) {
+    set_dims(o.dims_data(), o.dims_data() + o.rank_, o.rank_);
+  }
+  Tensor(Tensor&& o) noexcept
+      : storage_(std::move(o.storage_)), offset_(o.offset_), numel_(o.numel_), inline_dims_{}, rank_(o.rank_),
+        dtype_(o.dtype_), requires_grad_(o.requires_grad_), conj_(o.conj_), neg_(o.neg_), device_(std::move(o.device_)) {
+    take_dims(o);
+  }
+  Tensor& operator=(const Tensor& o) {
+    if (this != &o) {
+      set_dims(o.dims_data(), o.dims_data() + o.rank_, o.rank_);
+      copy_fields(o);
+      device_ = o.device_;
+    }
+    return *this;
+  }
+  Tensor& operator=(Tensor&& o) noexcept {
+    if (this != &o) {
+      free_dims();
+      rank_ = o.rank_;
+      take_dims(o);
+      copy_fields(o);
+      device_ = std::move(o.device_);
+    }
+    return *this;
+  }
+  ~Tensor() { free_dims(); }
 
   // A checked view: fails unless every element lies inside the storage.
   static Result<Tensor> view(std::shared_ptr<const Storage> storage, DType dtype,
-                             std::vector<int64_t> shape, std::vector<int64_t> strides,
+                             const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
                              int64_t storage_offset, std::string device = "cpu") {
     Tensor t;
+    PTREAD_CHECK(detail::check_view(shape.data(), shape.size(), strides.data(), strides.size(), storage_offset, dtype,
+                                    storage ? storage->nbytes() : 0, &t.numel_));
     t.storage_ = std::move(storage);
     t.dtype_ = dtype;
-    t.shape_ = std::move(shape);
-    t.strides_ = std::move(strides);
+    t.set_dims(shape.data(), strides.data(), shape.size());
     t.offset_ = storage_offset;
     t.device_ = std::move(device);
-    PTREAD_CHECK(t.check_bounds());
     return t;
   }
 
   DType dtype() const noexcept { return dtype_; }
-  const std::vector<int64_t>& shape() const noexcept { return shape_; }
-  const std::vector<int64_t>& strides() const noexcept { return strides_; }
+  // Sizes and strides (in elements): views into this tensor.
+  Dims shape() const noexcept { return Dims(dims_data(), rank_); }
+  Dims strides() const noexcept { return Dims(dims_data() + rank_, rank_); }
   int64_t storage_offset() const noexcept { return offset_; }
-  size_t dim() const noexcept { return shape_.size(); }
+  size_t dim() const noexcept { return rank_; }
   int64_t numel() const noexcept { return numel_; }
   size_t element_size() const noexcept { return dtype_size(dtype_); }
   // Bytes of the tensor's elements (numel * element size), not of its storage.
@@ -288,11 +358,13 @@ class Tensor {
   const std::shared_ptr<const Storage>& storage() const noexcept { return storage_; }
 
   bool is_contiguous() const noexcept {
+    const int64_t* shape = dims_data();
+    const int64_t* strides = shape + rank_;
     int64_t expected = 1;
-    for (size_t d = shape_.size(); d-- > 0;) {
-      if (shape_[d] == 1) continue;
-      if (strides_[d] != expected) return numel_ == 0;
-      expected *= shape_[d];
+    for (size_t d = rank_; d-- > 0;) {
+      if (shape[d] == 1) continue;
+      if (strides[d] != expected) return numel_ == 0;
+      expected *= shape[d];
     }
     return true;
   }
@@ -343,7 +415,9 @@ class Tensor {
       return {};
     }
     // Walk the elements in C order: an odometer over all dimensions but the last.
-    const size_t nd = shape_.size();
+    const size_t nd = rank_;
+    const int64_t* shape_ = dims_data();
+    const int64_t* strides_ = shape_ + rank_;
     const int64_t inner = nd ? shape_[nd - 1] : 1;
     const int64_t inner_stride = nd ? strides_[nd - 1] : 1;
     std::vector<int64_t> idx(nd ? nd - 1 : 0, 0);
@@ -408,7 +482,12 @@ class Tensor {
     t.dtype_ = dtype;
     t.offset_ = 0;
     t.conj_ = t.neg_ = false;
-    t.strides_ = contiguous_strides(shape_);
+    int64_t* strides = t.dims_data() + t.rank_;
+    int64_t acc = 1;
+    for (size_t d = t.rank_; d-- > 0;) {
+      strides[d] = acc;
+      acc *= t.dims_data()[d] > 0 ? t.dims_data()[d] : 1;
+    }
     return t;
   }
   Result<Tensor> clone() const { return clone(dtype_); }
@@ -419,7 +498,7 @@ class Tensor {
     return clone();
   }
 
-  static std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+  static std::vector<int64_t> contiguous_strides(Dims shape) {
     std::vector<int64_t> s(shape.size());
     int64_t acc = 1;
     for (size_t d = shape.size(); d-- > 0;) {
@@ -428,6 +507,9 @@ class Tensor {
     }
     return s;
   }
+  static std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+    return contiguous_strides(Dims(shape));
+  }
 
   // Set by the format readers.
   friend struct detail::TensorAccess;
@@ -435,21 +517,67 @@ class Tensor {
   void set_math_bits(bool conj, bool neg) noexcept { conj_ = conj; neg_ = neg; }
 
  private:
-  Status check_bounds() {
-    return detail::check_view(shape_.data(), shape_.size(), strides_.data(), strides_.size(), offset_, dtype_,
-                              storage_ ? storage_->nbytes() : 0, &numel_);
+  // Sizes and strides of up to kInlineRank dimensions live in the tensor itself; more on
+  // the heap. (Opening 100,000 small tensors then allocates nothing per tensor.)
+  static constexpr size_t kInlineRank = 4;
+
+  const int64_t* dims_data() const noexcept { return rank_ <= kInlineRank ? inline_dims_ : heap_dims_; }
+  int64_t* dims_data() noexcept { return rank_ <= kInlineRank ? inline_dims_ : heap_dims_; }
+  // Sizes and strides become copies of rank values at shape and at strides.
+  void set_dims(const int64_t* shape, const int64_t* strides, size_t rank) {
+    int64_t* heap = nullptr;
+    if (rank > kInlineRank) {
+      heap = new int64_t[2 * rank];  // before anything changes: throws (or aborts) as a vector would
+      std::memcpy(heap, shape, rank * sizeof(int64_t));
+      std::memcpy(heap + rank, strides, rank * sizeof(int64_t));
+    }
+    free_dims();
+    rank_ = static_cast<uint32_t>(rank);
+    if (heap) {
+      heap_dims_ = heap;
+    } else {
+      for (size_t d = 0; d < rank; ++d) {  // a short loop, inline: no memcpy call per tensor
+        inline_dims_[d] = shape[d];
+        inline_dims_[rank + d] = strides[d];
+      }
+    }
+  }
+  // This tensor (its rank_ already o.rank_, its dims free) takes o's dims; o is left with none.
+  void take_dims(Tensor& o) noexcept {
+    if (rank_ > kInlineRank) {
+      heap_dims_ = o.heap_dims_;
+    } else if (rank_) {
+      std::memcpy(inline_dims_, o.inline_dims_, 2 * rank_ * sizeof(int64_t));
+    }
+    o.rank_ = 0;
+  }
+  void free_dims() noexcept {
+    if (rank_ > kInlineRank) delete[] heap_dims_;
+    rank_ = 0;
+  }
+  void copy_fields(const Tensor& o) {
+    storage_ = o.storage_;
+    offset_ = o.offset_;
+    numel_ = o.numel_;
+    dtype_ = o.dtype_;
+    requires_grad_ = o.requires_grad_;
+    conj_ = o.conj_;
+    neg_ = o.neg_;
   }
 
   std::shared_ptr<const Storage> storage_;
-  DType dtype_ = DType::F32;
-  std::vector<int64_t> shape_;
-  std::vector<int64_t> strides_;
   int64_t offset_ = 0;
   int64_t numel_ = 0;
-  std::string device_ = "cpu";
+  union {
+    int64_t inline_dims_[2 * kInlineRank];  // rank_ <= kInlineRank: sizes, then strides
+    int64_t* heap_dims_;                    // else: 2 * rank_ values, owned
+  };
+  uint32_t rank_ = 0;
+  DType dtype_ = DType::F32;
   bool requires_grad_ = false;
   bool conj_ = false;
   bool neg_ = false;
+  std::string device_ = "cpu";
 };
 
 }  // namespace ptread

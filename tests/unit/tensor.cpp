@@ -170,3 +170,59 @@ TEST_CASE("dtype names and storage classes", "[dtype]") {
   CHECK((dtype_from_torch_name("cfloat", &t) && t == ptread::DType::C64));
   CHECK(!dtype_from_torch_name("float4_e2m1fn_x2", &t));
 }
+
+TEST_CASE("shape and strides of any rank survive copies, moves and clones", "[tensor]") {
+  // Up to four dimensions live inside the Tensor, more on the heap: both kinds, copied,
+  // assigned and moved into each other, keep their own sizes and strides.
+  auto st = storage_of({0, 1, 2, 3, 4, 5});
+  using V = std::vector<int64_t>;
+  const V shape6 = {1, 2, 1, 3, 1, 1}, strides6 = {6, 3, 3, 1, 1, 1};
+  auto big = ptread::Tensor::view(st, ptread::DType::F32, shape6, strides6, 0).value();
+  auto small = ptread::Tensor::view(st, ptread::DType::F32, {3, 2}, {1, 3}, 0).value();
+  CHECK(big.dim() == 6);
+  CHECK(big.shape() == shape6);
+  CHECK(big.strides() == strides6);
+  CHECK(shape6 == big.shape());
+  CHECK(big.shape() != small.shape());
+  CHECK(big.is_contiguous());
+  CHECK(big.shape().size() == 6);
+  CHECK(big.shape().back() == 1);
+  CHECK(small.shape().front() == 3);
+  const V as_vector = small.strides();
+  CHECK(as_vector == V{1, 3});
+  int64_t sum = 0;
+  for (int64_t d : big.shape()) sum += d;
+  CHECK(sum == 9);
+
+  ptread::Tensor copy = big;
+  CHECK(copy.shape() == shape6);
+  CHECK(copy.shape().data() != big.shape().data());
+  ptread::Tensor assigned = small;
+  assigned = big;  // inline to heap
+  CHECK(assigned.strides() == strides6);
+  assigned = small;  // heap to inline
+  CHECK(assigned.shape() == V{3, 2});
+  CHECK(assigned.strides() == V{1, 3});
+  ptread::Tensor moved = std::move(copy);
+  CHECK(moved.shape() == shape6);
+  CHECK(moved.strides() == strides6);
+  ptread::Tensor moved_into = small;
+  moved_into = std::move(moved);
+  CHECK(moved_into.shape() == shape6);
+  moved_into = ptread::Tensor(small);
+  CHECK(moved_into.shape() == V{3, 2});
+  CHECK(big.shape() == shape6);  // the source of every copy is unchanged
+
+  auto c = big.clone();
+  REQUIRE(c.ok());
+  CHECK(c->shape() == shape6);
+  CHECK(c->strides() == ptread::Tensor::contiguous_strides(shape6));
+  auto ct = small.contiguous();
+  REQUIRE(ct.ok());
+  CHECK(ct->strides() == V{2, 1});
+  CHECK(ct->to_float32().value() == std::vector<float>{0, 3, 1, 4, 2, 5});
+  std::vector<ptread::Tensor> many(40, big);
+  many.resize(100, small);  // vector growth moves both kinds
+  CHECK(many[39].shape() == shape6);
+  CHECK(many[99].strides() == V{1, 3});
+}

@@ -210,7 +210,8 @@ class Arena {
   size_t next_ = 4096;
 };
 
-// A stack of uint32_t with an inline push (the pickle VM's value stack).
+// A stack of uint32_t with an inline push (the pickle VM's value stack), holding at most
+// limit() values: a push beyond fails, checked by the same comparison as the room left.
 class U32Stack {
  public:
   U32Stack() = default;
@@ -218,13 +219,20 @@ class U32Stack {
   U32Stack& operator=(const U32Stack&) = delete;
   ~U32Stack() { std::free(data_); }
 
+  void set_limit(size_t max) noexcept {
+    max_ = max;
+    end_ = data_ + (cap_ < max_ ? cap_ : max_);
+  }
   size_t size() const noexcept { return static_cast<size_t>(top_ - data_); }
-  PTREAD_ALWAYS_INLINE void push_back(uint32_t v) {
+  // Whether it holds more than n values.
+  PTREAD_ALWAYS_INLINE bool above(size_t n) const noexcept { return top_ > data_ + n; }  // n <= size()
+  // False (and nothing pushed) when it already holds limit() values.
+  PTREAD_ALWAYS_INLINE bool push_back(uint32_t v) {
     if (PTREAD_LIKELY(top_ != end_)) {
       *top_++ = v;
-      return;
+      return true;
     }
-    grow_push(v);
+    return grow_push(v);
   }
   uint32_t back() const noexcept { return top_[-1]; }
   void pop_back() noexcept { --top_; }
@@ -234,19 +242,24 @@ class U32Stack {
   void clear() noexcept { top_ = data_; }
 
  private:
-  PTREAD_NOINLINE void grow_push(uint32_t v) {
+  PTREAD_NOINLINE bool grow_push(uint32_t v) {
     const size_t n = size();
+    if (n >= max_) return false;
     const size_t cap = n < 64 ? 128 : 2 * n;
     void* p = std::realloc(data_, cap * sizeof(uint32_t));
     if (p == nullptr) out_of_memory();
     data_ = static_cast<uint32_t*>(p);
+    cap_ = cap;
     top_ = data_ + n;
-    end_ = data_ + cap;
+    end_ = data_ + (cap_ < max_ ? cap_ : max_);
     *top_++ = v;
+    return true;
   }
   uint32_t* data_ = nullptr;
   uint32_t* top_ = nullptr;
-  uint32_t* end_ = nullptr;
+  uint32_t* end_ = nullptr;  // data_ + the lesser of the capacity and the limit
+  size_t cap_ = 0;
+  size_t max_ = SIZE_MAX;
 };
 
 // A vector whose elements never move: block k holds kBase << k elements. For trivially
@@ -257,25 +270,15 @@ class SegmentedVector {
                 "SegmentedVector holds plain values");
   static constexpr unsigned kLogBase = 8;
   static constexpr size_t kBase = size_t{1} << kLogBase;
+  static constexpr size_t kMaxBlocks = 64 - kLogBase;  // more elements than memory can hold
 
  public:
   SegmentedVector() = default;
-  SegmentedVector(SegmentedVector&& o) noexcept
-      : blocks_(std::move(o.blocks_)), size_(o.size_), cur_(o.cur_), end_(o.end_) {
-    o.blocks_.clear();
-    o.size_ = 0;
-    o.cur_ = o.end_ = nullptr;
-  }
+  SegmentedVector(SegmentedVector&& o) noexcept { take(o); }
   SegmentedVector& operator=(SegmentedVector&& o) noexcept {
     if (this != &o) {
       release();
-      blocks_ = std::move(o.blocks_);
-      size_ = o.size_;
-      cur_ = o.cur_;
-      end_ = o.end_;
-      o.blocks_.clear();
-      o.size_ = 0;
-      o.cur_ = o.end_ = nullptr;
+      take(o);
     }
     return *this;
   }
@@ -301,29 +304,45 @@ class SegmentedVector {
   }
 
  private:
+  // Block k holds elements [first(k), first(k + 1)), first(k) = (kBase << k) - kBase: element
+  // i is in block high_bit(i / kBase + 1). The graph looks up nodes millions of times per
+  // file, so each block is kept as its address less first(k) elements (in uintptr_t
+  // arithmetic, which wraps): element i is at that plus i elements.
+  static size_t first(size_t k) noexcept { return (kBase << k) - kBase; }
   PTREAD_ALWAYS_INLINE T* slot(size_t i) const noexcept {
-    const size_t j = i + kBase;
-    const unsigned k = high_bit(j >> kLogBase);
-    return blocks_[k] + (j - (kBase << k));
+    return reinterpret_cast<T*>(shifted_[high_bit((i >> kLogBase) + 1)] + i * sizeof(T));
   }
+  T* block(size_t k) const noexcept { return reinterpret_cast<T*>(shifted_[k] + first(k) * sizeof(T)); }
   PTREAD_NOINLINE T* grow_slow() {
-    const size_t k = blocks_.size();
-    blocks_.reserve(k + 1);
+    const size_t k = blocks_;
+    if (k == kMaxBlocks) out_of_memory();
     T* b = static_cast<T*>(block_alloc(sizeof(T) * (kBase << k)));
-    blocks_.push_back(b);
+    shifted_[k] = reinterpret_cast<uintptr_t>(b) - first(k) * sizeof(T);
+    blocks_ = k + 1;
     cur_ = b + 1;
     end_ = b + (kBase << k);
     ++size_;
     return b;
   }
   void release() noexcept {
-    for (size_t k = 0; k < blocks_.size(); ++k) block_free(blocks_[k], sizeof(T) * (kBase << k));
-    blocks_.clear();
+    for (size_t k = 0; k < blocks_; ++k) block_free(block(k), sizeof(T) * (kBase << k));
+    blocks_ = 0;
     size_ = 0;
     cur_ = end_ = nullptr;
   }
+  void take(SegmentedVector& o) noexcept {
+    for (size_t k = 0; k < o.blocks_; ++k) shifted_[k] = o.shifted_[k];
+    blocks_ = o.blocks_;
+    size_ = o.size_;
+    cur_ = o.cur_;
+    end_ = o.end_;
+    o.blocks_ = 0;
+    o.size_ = 0;
+    o.cur_ = o.end_ = nullptr;
+  }
 
-  std::vector<T*> blocks_;
+  uintptr_t shifted_[kMaxBlocks];  // the first blocks_ of them are set
+  size_t blocks_ = 0;
   size_t size_ = 0;
   T* cur_ = nullptr;  // the free part of the last block
   T* end_ = nullptr;

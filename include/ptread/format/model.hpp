@@ -185,8 +185,7 @@ struct TensorAccess {
   static void assign(Tensor* t, const Model& m, const TensorSpec& s) {
     t->storage_ = m.storage_table[s.storage];
     t->dtype_ = s.dtype;
-    t->shape_.assign(s.dims, s.dims + s.rank);
-    t->strides_.assign(s.dims + s.rank, s.dims + 2 * s.rank);
+    t->set_dims(s.dims, s.dims + s.rank, s.rank);
     t->offset_ = s.offset;
     int64_t numel = 1;  // no overflow: checked
     for (uint32_t d = 0; d < s.rank; ++d) numel *= s.dims[d];

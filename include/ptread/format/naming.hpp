@@ -105,12 +105,11 @@ class Namer {
         if (m_.named.size() >= limits_.max_tensors) {
           return make_error(ErrorCode::limit_exceeded, "more tensors than Limits::max_tensors");
         }
-        PTREAD_CHECK(enter(key, key_kind, depth));
         // The tensor is made where it is first listed; later names of it copy that one.
         uint32_t& home = m_.tensor_home[n.ref];
         m_.named.emplace_back();
         NamedTensor& nt = m_.named.back();
-        nt.name.assign(path_);
+        PTREAD_CHECK(leaf_name(nt.name, key, key_kind, depth));
         if (home != kNoNode) {
           nt.tensor = m_.tensor(n.ref);
         } else {
@@ -184,6 +183,29 @@ class Namer {
     path_len_[depth] = path_.size();
     if (!key_error_.empty()) {
       return make_error(ErrorCode::limit_exceeded, "naming '" + path_.substr(0, 200) + "': " + key_error_);
+    }
+    return {};
+  }
+  // The name of a leaf (a tensor: nothing is named under it), appended to the empty
+  // string out: what enter() makes path_, without going through path_ for the usual
+  // string key.
+  Status leaf_name(std::string& out, uint32_t key, KeyKind key_kind, uint32_t depth) {
+    if (depth == 0 || key_kind != kKeyNode || g_.kind(key) != ValueKind::string) {
+      PTREAD_CHECK(enter(key, key_kind, depth));
+      out.append(path_);
+      return {};
+    }
+    const size_t base = path_len_[depth - 1];
+    const std::string_view k = g_.text(key);
+    if (base == 0) {  // a key of the root dict: the whole name
+      out.append(k.data(), k.size());
+      return {};
+    }
+    out.reserve(base + 1 + k.size());
+    out.append(path_.data(), base);
+    if (!k.empty()) {
+      out.push_back('.');
+      out.append(k.data(), k.size());
     }
     return {};
   }

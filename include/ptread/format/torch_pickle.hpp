@@ -69,7 +69,11 @@ class TorchHooks : public PickleHooks {
       : m_(m), loader_(std::move(loader)), limits_(limits) {}
 
   // Room for n storages (a hint: a zip archive's count of data records).
-  void expect_storages(size_t n) { reserve_huge(m_.storage_table, n); }
+  void expect_storages(size_t n) {
+    reserve_huge(m_.storage_table, n);
+    reserve_huge(table_dtype_, n);
+    reserve_huge(storage_by_number_, n + n / 2 + 2);  // keys "0" to n - 1, as torch numbers them
+  }
 
   Result<uint32_t> persistent_load(Graph& g, uint32_t pid) override {
     const NodeView n = g.at(pid);

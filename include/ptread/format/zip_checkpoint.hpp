@@ -201,7 +201,8 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   const std::shared_ptr<const void> source_owner = src;
   auto view_storage = [&block, block_size, &source_owner](const uint8_t* p, uint64_t size) {
     if (!block || block->size == block->capacity) block = std::make_shared<StorageBlock>(source_owner, block_size);
-    Storage* st = ::new (static_cast<void*>(block->storages + block->size)) Storage(p, static_cast<size_t>(size), block->owner);
+    // No owner of its own: the aliasing pointer keeps the block, and the block the source.
+    Storage* st = ::new (static_cast<void*>(block->storages + block->size)) Storage(p, static_cast<size_t>(size), nullptr);
     ++block->size;
     return std::shared_ptr<const Storage>(block, st);
   };
