@@ -356,7 +356,48 @@ std::string ls_json(const ptread::Checkpoint& ck) {
     append_json_string(out, unsupported[k].reason);
     out += '}';
   }
-  out += unsupported.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  out += unsupported.empty() ? "],\n" : "\n  ],\n";
+  out += "  \"quantized\": [";
+  for (size_t k = 0; k < ck.quantized().size(); ++k) {
+    const auto& q = ck.quantized()[k];
+    out += k ? ",\n    {\"name\": " : "\n    {\"name\": ";
+    append_json_string(out, q.name);
+    out += ", \"dtype\": \"";
+    out += ptread::dtype_name(q.tensor.dtype);
+    out += "\", \"shape\": ";
+    append_dims(out, q.tensor.shape);
+    out += ", \"qscheme\": \"";
+    out += ptread::qscheme_name(q.tensor.qscheme);
+    out += "\", \"device\": ";
+    append_json_string(out, q.tensor.int_repr.device());
+    out += ", \"nbytes\": ";
+    append_u64(out, q.tensor.int_repr.nbytes());
+    out += '}';
+  }
+  out += ck.quantized().empty() ? "],\n" : "\n  ],\n";
+  out += "  \"sparse\": [";
+  for (size_t k = 0; k < ck.sparse().size(); ++k) {
+    const auto& sp = ck.sparse()[k];
+    out += k ? ",\n    {\"name\": " : "\n    {\"name\": ";
+    append_json_string(out, sp.name);
+    out += ", \"layout\": \"";
+    out += ptread::sparse_layout_name(sp.tensor.layout);
+    out += "\", \"dtype\": \"";
+    out += ptread::dtype_name(sp.tensor.dtype());
+    out += "\", \"shape\": ";
+    append_dims(out, sp.tensor.shape);
+    out += '}';
+  }
+  out += ck.sparse().empty() ? "],\n" : "\n  ],\n";
+  out += "  \"modules\": [";
+  for (size_t k = 0; k < ck.modules().size(); ++k) {
+    out += k ? ",\n    {\"name\": " : "\n    {\"name\": ";
+    append_json_string(out, ck.modules()[k].name);
+    out += ", \"class\": ";
+    append_json_string(out, ck.modules()[k].class_name);
+    out += '}';
+  }
+  out += ck.modules().empty() ? "]\n}\n" : "\n  ]\n}\n";
   return out;
 }
 
@@ -488,6 +529,18 @@ int ls_table(const ptread::Checkpoint& ck) {
     w_bytes = std::max(w_bytes, decimal_len(t.nbytes()));
     total += t.nbytes();
   }
+  for (const auto& q : ck.quantized()) {  // their rows follow the tensors'
+    w_name = std::max(w_name, columns(display(q.name)));
+    w_dtype = std::max(w_dtype, dtype_len[static_cast<size_t>(q.tensor.dtype)]);
+    w_shape = std::max(w_shape, dims_len(q.tensor.shape));
+    w_device = std::max(w_device, columns(q.tensor.int_repr.device()));
+    w_bytes = std::max(w_bytes, decimal_len(q.tensor.int_repr.nbytes()));
+  }
+  for (const auto& sp : ck.sparse()) {
+    w_name = std::max(w_name, columns(display(sp.name)));
+    w_dtype = std::max(w_dtype, dtype_len[static_cast<size_t>(sp.tensor.dtype())]);
+    w_shape = std::max(w_shape, dims_len(sp.tensor.shape));
+  }
   std::string out;  // the header, then the lines after the rows
   auto row = [&](const std::string& name, size_t name_cols, const char* dtype, const std::string& shape,
                  const std::string& device, const std::string& bytes) {
@@ -539,6 +592,38 @@ int ls_table(const ptread::Checkpoint& ck) {
     w.text(bytes, bytes_len);
     w.text("\n", 1);
   }
+  for (const auto& q : ck.quantized()) {  // dtype, logical shape, device, bytes of int_repr()
+    const std::string name = display(q.name);
+    out += name;
+    pad_to(out, columns(name), w_name + 2);
+    const char* dt = ptread::dtype_name(q.tensor.dtype);
+    out += dt;
+    pad_to(out, std::strlen(dt), w_dtype + 2);
+    std::string shape;
+    append_dims(shape, q.tensor.shape);
+    out += shape;
+    pad_to(out, shape.size(), w_shape + 2);
+    out += q.tensor.int_repr.device();
+    pad_to(out, columns(q.tensor.int_repr.device()), w_device + 2);
+    const std::string b = std::to_string(q.tensor.int_repr.nbytes());
+    pad_to(out, b.size(), w_bytes);
+    out += b + "  quantized " + ptread::qscheme_name(q.tensor.qscheme) + "\n";
+  }
+  for (const auto& sp : ck.sparse()) {
+    const std::string name = display(sp.name);
+    out += name;
+    pad_to(out, columns(name), w_name + 2);
+    const char* dt = ptread::dtype_name(sp.tensor.dtype());
+    out += dt;
+    pad_to(out, std::strlen(dt), w_dtype + 2);
+    std::string shape;
+    append_dims(shape, sp.tensor.shape);
+    out += shape;
+    pad_to(out, shape.size(), w_shape + 2);
+    out += sp.tensor.values.device();
+    out += std::string("  sparse ") + ptread::sparse_layout_name(sp.tensor.layout) + ", " +
+           std::to_string(sp.tensor.values.shape().size() ? sp.tensor.values.shape()[0] : 0) + " stored values\n";
+  }
   const auto& unsupported = ck.unsupported();
   for (const auto& u : unsupported) {
     const std::string name = display(u.name);
@@ -546,11 +631,28 @@ int ls_table(const ptread::Checkpoint& ck) {
     pad_to(out, columns(name), w_name + 2);
     out += "unsupported: " + display(u.reason) + "\n";
   }
+  if (!ck.modules().empty()) {  // whole models and TorchScript: each module's class
+    size_t w_mod = 6;
+    for (const auto& m : ck.modules()) w_mod = std::max(w_mod, columns(display(m.name.empty() ? "(root)" : m.name)));
+    out += "\nMODULE";
+    pad_to(out, 6, w_mod + 2);
+    out += "CLASS\n";
+    for (const auto& m : ck.modules()) {
+      const std::string name = display(m.name.empty() ? "(root)" : m.name);
+      out += name;
+      pad_to(out, columns(name), w_mod + 2);
+      out += display(m.class_name) + "\n";
+    }
+    out += "\n";
+  }
   out += std::to_string(n) + (n == 1 ? " tensor, " : " tensors, ");
   append_u64(out, total);
   out += total == 1 ? " byte" : " bytes";
   if (total >= 1024) out += " (" + human_bytes(total) + ")";
+  if (!ck.quantized().empty()) out += ", " + std::to_string(ck.quantized().size()) + " quantized";
+  if (!ck.sparse().empty()) out += ", " + std::to_string(ck.sparse().size()) + " sparse";
   if (!unsupported.empty()) out += ", " + std::to_string(unsupported.size()) + " unsupported";
+  if (!ck.modules().empty()) out += ", " + std::to_string(ck.modules().size()) + " modules";
   out += ", format ";
   out += ck.format_name();
   out += '\n';
@@ -698,6 +800,22 @@ class TreePrinter {
     }
     if (k == K::unsupported) {
       out_ += "<unsupported: " + display(v.unsupported_reason()) + ">\n";
+      return;
+    }
+    if (k == K::quantized) {
+      const auto q = v.as_quantized();
+      std::string shape;
+      if (q) append_dims(shape, q->shape);
+      out_ += q ? std::string(ptread::dtype_name(q->dtype)) + shape + " quantized " + ptread::qscheme_name(q->qscheme) + "\n"
+                : std::string("<quantized>\n");
+      return;
+    }
+    if (k == K::sparse) {
+      const auto sp = v.as_sparse();
+      std::string shape;
+      if (sp) append_dims(shape, sp->shape);
+      out_ += sp ? std::string(ptread::dtype_name(sp->dtype())) + shape + " sparse " + ptread::sparse_layout_name(sp->layout) + "\n"
+                 : std::string("<sparse>\n");
       return;
     }
     if (!is_container(k)) {
@@ -1135,7 +1253,9 @@ int main(int argc, char** argv) {
     std::fflush(stderr);
     std::_Exit(status);
   }
-  if (args.command == "tree") return finish_stdout(TreePrinter().run(ck->root()));
+  if (args.command == "tree") {
+    return finish_stdout(std::string("# format: ") + ck->format_name() + "\n" + TreePrinter().run(ck->root()));
+  }
   if (args.command == "audit") return audit(*ck, args.json);
   return export_safetensors(*ck, args.files[1]);
 }

@@ -114,6 +114,25 @@ with tempfile.TemporaryDirectory() as tmp:
         if r.returncode != 1 or os.path.exists(os.path.join(tmp, "x.safetensors")):
             fail(name, "export of a broken file must exit 1 and write nothing")
 
+# ls --json lists quantized and sparse entries (names as torch.load gives them) and, for whole
+# models and TorchScript, each module with its class; tree starts with the format.
+for name in ("quantized.pt", "sparse.pt"):
+    r = run("ls", "--json", os.path.join(fixtures, name))
+    kind = name[:-3]
+    got = [q["name"] for q in json.loads(r.stdout)[kind]] if r.returncode == 0 else None
+    if got != [q["name"] for q in expected["files"][name][kind]]:
+        fail("ls --json", name, kind, got)
+r = run("ls", "--json", os.path.join(fixtures, "legacy_model.pt"))
+modules = {m["name"]: m["class"] for m in json.loads(r.stdout)["modules"]} if r.returncode == 0 else {}
+if modules.get("") != "fixture_models.Net" or modules.get("conv1") != "torch.nn.modules.conv.Conv2d":
+    fail("ls --json legacy_model.pt modules", modules)
+if b"fixture_models.Net" not in run("ls", os.path.join(fixtures, "legacy_model.pt")).stdout:
+    fail("ls legacy_model.pt shows no module classes")
+for name, fmt in [("legacy_model.pt", "legacy"), ("ts_script.pt", "torchscript"), ("tar_sd.pt", "tar"), ("proto2.pt", "zip")]:
+    first = run("tree", os.path.join(fixtures, name)).stdout.split(b"\n")[0]
+    if first != f"# format: {fmt}".encode():
+        fail("tree", name, "first line", first)
+
 # audit: exit 0 when torch.load(weights_only=True) accepts every global, 3 when not, 1 when
 # unreadable; --json lists each global with its count.
 for name, status, refused in [("proto2.pt", 0, []), ("legacy_model.pt", 3, ["fixture_models.Net"]),
