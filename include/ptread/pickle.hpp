@@ -408,7 +408,9 @@ class PickleVM {
     if (key < memo_.size()) {
       if (memo_[static_cast<size_t>(key)] == kNoNode) ++memo_count_;
       memo_[static_cast<size_t>(key)] = v;
-    } else if (key < memo_.size() + 4096) {
+    } else if (key < memo_.size() + 4096 && key <= 2 * static_cast<uint64_t>(op_ptr_ - begin_) + 4096) {
+      // A short gap: filled. (The dense memo stays within twice the pickle read so far, so
+      // gaps cannot make a few bytes of pickle claim megabytes; far keys go to memo_far_.)
       while (memo_.size() < key) memo_.push_back(kNoNode);
       memo_.push_back(v);
       ++memo_count_;
