@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "nn_bench: kernels %s\n", ptread::detail::nn_isa_name(ptread::detail::nn_isa()));
 
   const auto idx = tensor_values<int64_t>(*ck, "idx");
-  for (size_t d : {64, 256}) {
+  for (size_t d : {size_t{64}, size_t{256}}) {
     const std::string base = "emb.d" + std::to_string(d);
     if (!want(base)) continue;
     std::vector<float> out(idx.size() * d);
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
 
   const auto bidx = tensor_values<int64_t>(*ck, "bag_idx");
   const auto boffs = tensor_values<int64_t>(*ck, "bag_offsets");
-  for (size_t d : {32, 128}) {
+  for (size_t d : {size_t{32}, size_t{128}}) {
     for (nn::Reduce r : {nn::Reduce::sum, nn::Reduce::mean, nn::Reduce::max}) {
       const std::string base = "bag.d" + std::to_string(d) + "." + nn::reduce_name(r);
       if (!want(base)) continue;
