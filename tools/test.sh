@@ -32,7 +32,9 @@ cmake_stage gcc -DCMAKE_CXX_COMPILER=g++
 stage "clang (tool, benchmarks, examples)"
 cmake -S . -B "$out/clang" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DPTREAD_BUILD_TESTS=OFF >/dev/null
 cmake --build "$out/clang" -j "$jobs"
-cmake_stage noexcept -DCMAKE_CXX_COMPILER=g++ -DPTREAD_NO_EXCEPTIONS=ON -DPTREAD_WITH_ZLIB=OFF \
+# The next stages build without optimization: they check other configurations, and -O0
+# compiles the suite about twice as fast (CI stays well under 30 minutes).
+cmake_stage noexcept -DCMAKE_CXX_COMPILER=g++ -DCMAKE_BUILD_TYPE=Debug -DPTREAD_NO_EXCEPTIONS=ON -DPTREAD_WITH_ZLIB=OFF \
   -DPTREAD_BUILD_BENCH=OFF -DPTREAD_BUILD_EXAMPLES=OFF
 cmake_stage sanitize -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DPTREAD_SANITIZE=ON \
   -DPTREAD_BUILD_BENCH=OFF -DPTREAD_BUILD_EXAMPLES=OFF
@@ -42,7 +44,7 @@ bash tools/fuzz.sh "${PTREAD_FUZZ_SECONDS:-30}"
 
 stage "meson"
 rm -rf "$out/meson"
-meson setup "$out/meson" --buildtype=release >/dev/null
+meson setup "$out/meson" --buildtype=debug >/dev/null
 meson test -C "$out/meson" --print-errorlogs
 
 nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
