@@ -159,7 +159,8 @@ inline float f16_to_float(uint16_t h) noexcept {
     float v = static_cast<float>(mant) * 5.9604644775390625e-8f;
     return sign ? -v : v;
   }
-  if (exp == 31) return bits_to_float(sign | 0x7f800000u | (mant << 13));
+  // NaNs come out quiet, payload kept, as torch's conversion (and F16C's) gives them.
+  if (exp == 31) return bits_to_float(sign | 0x7f800000u | (mant << 13) | (mant != 0 ? 0x400000u : 0u));
   return bits_to_float(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 

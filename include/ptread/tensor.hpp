@@ -12,6 +12,7 @@
 #pragma once
 
 #include "detail/arena.hpp"
+#include "detail/nn_kernels.hpp"
 #include "dtype.hpp"
 #include "error.hpp"
 #include "io.hpp"
@@ -414,6 +415,16 @@ class Tensor {
       std::memcpy(out, base, static_cast<size_t>(nbytes()));
       return {};
     }
+    // F16/BF16 -> F32 runs go through the vector kernels (F16C, AVX-512 where the CPU has
+    // them): bit for bit what the element-wise conversion gives, at memory speed.
+    const bool widen = dtype == DType::F32 && (dtype_ == DType::F16 || dtype_ == DType::BF16) && !conj_ &&
+                       !neg_ && reinterpret_cast<uintptr_t>(out) % alignof(float) == 0 &&
+                       reinterpret_cast<uintptr_t>(base) % 2 == 0;
+    const auto widen_run = widen ? detail::nn_kernels(dtype_).widen : nullptr;
+    if (widen && is_contiguous()) {
+      widen_run(base, reinterpret_cast<float*>(out), static_cast<size_t>(numel_));
+      return {};
+    }
     // Walk the elements in C order: an odometer over all dimensions but the last.
     const size_t nd = rank_;
     const int64_t* shape_ = dims_data();
@@ -430,6 +441,9 @@ class Tensor {
       if (same && !conj_ && !neg_ && inner_stride == 1) {
         std::memcpy(out, src, static_cast<size_t>(inner) * es);
         out += static_cast<size_t>(inner) * es;
+      } else if (widen && inner_stride == 1) {
+        widen_run(src, reinterpret_cast<float*>(out), static_cast<size_t>(inner));
+        out += static_cast<size_t>(inner) * os;
       } else {
         for (int64_t k = 0; k < inner; ++k) {
           const uint8_t* e = src + static_cast<size_t>(k * inner_stride) * es;

@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <sys/stat.h>
 #include <vector>
@@ -22,18 +23,35 @@ inline std::string fixture_dir() {
 }
 inline std::string corpus_dir() { return PTREAD_TEST_CORPUS; }
 
-// fixtures/expected.json: what torch.load saw in each fixture (read once).
-inline const Json& expected_json() {
-  static Json j;
-  static bool loaded = false;
-  if (!loaded) {
+// A JSON file of expectations, read once per path.
+inline const Json& json_file(const std::string& path) {
+  static std::map<std::string, Json> cache;
+  auto it = cache.find(path);
+  if (it == cache.end()) {
+    Json j;
     std::string err;
-    const std::string path = fixture_dir() + "/expected.json";
     if (!read_json_file(path, j, &err)) FAIL("cannot read " << path << ": " << err);
-    loaded = true;
+    it = cache.emplace(path, std::move(j)).first;
   }
-  return j;
+  return it->second;
 }
+
+// fixtures/expected.json: what torch.load saw in each fixture.
+inline const Json& expected_json() { return json_file(fixture_dir() + "/expected.json"); }
+
+// Every level of the vector kernels this CPU runs, lowest first; IsaRestore puts the best
+// level back at the end of a test that forced others (nn_set_isa).
+inline std::vector<ptread::detail::NnIsa> isa_levels() {
+  using ptread::detail::NnIsa;
+  std::vector<NnIsa> v{NnIsa::generic};
+  const NnIsa best = ptread::detail::nn_detect_isa();
+  if (best >= NnIsa::avx2) v.push_back(NnIsa::avx2);
+  if (best >= NnIsa::avx512) v.push_back(NnIsa::avx512);
+  return v;
+}
+struct IsaRestore {
+  ~IsaRestore() { ptread::detail::nn_set_isa(ptread::detail::nn_detect_isa()); }
+};
 
 inline bool path_exists(const std::string& p) {
   struct stat st;

@@ -31,17 +31,7 @@ namespace {
 
 std::string adversarial_dir() { return std::string(PTREAD_TEST_FIXTURES) + "/../data/adversarial"; }
 
-const Json& adversarial_expected() {
-  static Json j;
-  static bool loaded = false;
-  if (!loaded) {
-    std::string err;
-    const std::string path = adversarial_dir() + "/expected.json";
-    if (!read_json_file(path, j, &err)) FAIL("cannot read " << path << ": " << err);
-    loaded = true;
-  }
-  return j;
-}
+const Json& adversarial_expected() { return json_file(adversarial_dir() + "/expected.json"); }
 
 // The ErrorCode named `name` (error_code_name's spelling); false when none is.
 bool code_named(const std::string& name, ptread::ErrorCode* out) {

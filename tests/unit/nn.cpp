@@ -25,17 +25,7 @@ std::string nn_dir() {
   return env && *env ? std::string(env) : ptread_test::fixture_dir() + "/nn";
 }
 
-const Json& nn_json() {
-  static Json j;
-  static bool loaded = false;
-  if (!loaded) {
-    std::string err;
-    const std::string path = nn_dir() + "/expected.json";
-    if (!ptread_test::read_json_file(path, j, &err)) FAIL("cannot read " << path << ": " << err);
-    loaded = true;
-  }
-  return j;
-}
+const Json& nn_json() { return ptread_test::json_file(nn_dir() + "/expected.json"); }
 
 const ptread::Checkpoint& nn_ck() {
   static ptread::Result<ptread::Checkpoint> ck = ptread::Checkpoint::open(nn_dir() + "/nn.pt");
@@ -65,17 +55,8 @@ std::vector<float> formula_x(size_t m, size_t k) {
   return x;
 }
 
-// Every kernel level this CPU runs, lowest first.
-std::vector<NnIsa> isa_levels() {
-  std::vector<NnIsa> v{NnIsa::generic};
-  const NnIsa best = ptread::detail::nn_detect_isa();
-  if (best >= NnIsa::avx2) v.push_back(NnIsa::avx2);
-  if (best >= NnIsa::avx512) v.push_back(NnIsa::avx512);
-  return v;
-}
-struct IsaRestore {
-  ~IsaRestore() { ptread::detail::nn_set_isa(ptread::detail::nn_detect_isa()); }
-};
+using ptread_test::isa_levels;
+using ptread_test::IsaRestore;
 
 int64_t opt_int(const Json& j) { return j.as_int(); }
 

@@ -191,6 +191,13 @@ inline void vmax(float* acc, const void* row, size_t n) noexcept {
   template <DType DT>                                                                                   \
   TARGET void widen(const void* src, float* dst, size_t n) noexcept {                                   \
     size_t q = 0;                                                                                       \
+    if (n >= kNnStreamFloats) { /* large: stores that bypass the caches, as memcpy's do */               \
+      for (; q < n && reinterpret_cast<uintptr_t>(dst + q) % (V::L * 4) != 0; ++q) {                    \
+        dst[q] = nn_load1<DT>(src, q);                                                                  \
+      }                                                                                                 \
+      for (; q + V::L <= n; q += V::L) V::stream(dst + q, load<DT>(src, q));                            \
+      _mm_sfence();                                                                                     \
+    }                                                                                                   \
     for (; q + V::L <= n; q += V::L) V::store(dst + q, load<DT>(src, q));                               \
     for (; q < n; ++q) dst[q] = nn_load1<DT>(src, q);                                                   \
   }                                                                                                     \
@@ -210,6 +217,10 @@ inline void vmax(float* acc, const void* row, size_t n) noexcept {
       acc[q] = v > acc[q] ? v : acc[q];                                                                 \
     }                                                                                                   \
   }
+
+// Widening this many elements or more writes with non-temporal stores (4 MiB of output: a
+// conversion that large would only push everything else out of the cache).
+constexpr size_t kNnStreamFloats = size_t{1} << 20;
 
 #define PTREAD_NN_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define PTREAD_NN_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx2,fma,f16c")))
@@ -232,6 +243,7 @@ struct V {
   PTREAD_NN_TARGET_AVX2 static R fma(R a, R b, R c) noexcept { return _mm256_fmadd_ps(a, b, c); }
   PTREAD_NN_TARGET_AVX2 static R max(R a, R b) noexcept { return _mm256_max_ps(a, b); }
   PTREAD_NN_TARGET_AVX2 static void store(float* p, R v) noexcept { _mm256_storeu_ps(p, v); }
+  PTREAD_NN_TARGET_AVX2 static void stream(float* p, R v) noexcept { _mm256_stream_ps(p, v); }  // p: 32-aligned
   PTREAD_NN_TARGET_AVX2 static float hsum(R v) noexcept {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -267,6 +279,7 @@ struct V {
   PTREAD_NN_TARGET_AVX512 static R fma(R a, R b, R c) noexcept { return _mm512_fmadd_ps(a, b, c); }
   PTREAD_NN_TARGET_AVX512 static R max(R a, R b) noexcept { return _mm512_max_ps(a, b); }
   PTREAD_NN_TARGET_AVX512 static void store(float* p, R v) noexcept { _mm512_storeu_ps(p, v); }
+  PTREAD_NN_TARGET_AVX512 static void stream(float* p, R v) noexcept { _mm512_stream_ps(p, v); }  // p: 64-aligned
   PTREAD_NN_TARGET_AVX512 static float hsum(R v) noexcept {
     const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
                                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
