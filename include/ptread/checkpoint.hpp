@@ -29,6 +29,9 @@ struct AuditAccess;
 struct Options {
   LoadMode mode = LoadMode::mmap;
   Limits limits;
+  // Read mode: threads that read the storages into their buffers, after the pickle (0: one
+  // per hardware thread). Other modes read no tensor byte on open.
+  unsigned threads = 1;
 };
 
 class Checkpoint {
@@ -100,7 +103,7 @@ class Checkpoint {
     PTREAD_CHECK(src->read_at(0, head, n));
     auto detected = detail::detect_format(head, n, src->size());
     if (!detected) return with_file(std::move(detected).error(), src->name());
-    const detail::ReadOptions ro{options.mode, options.limits};
+    const detail::ReadOptions ro{options.mode, options.limits, options.threads};
     auto model = *detected == detail::Detected::legacy ? detail::read_legacy_checkpoint(src, ro)
                  : *detected == detail::Detected::tar  ? detail::read_tar_checkpoint(src, ro)
                                                        : detail::read_zip_checkpoint(src, ro);

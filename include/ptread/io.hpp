@@ -50,10 +50,33 @@ struct Bytes {
   std::shared_ptr<const void> owner;
 };
 
-// A 64-byte aligned heap buffer; data == nullptr when the allocation failed.
+// Buffers this large come straight from the kernel, aligned to 2 MiB and marked for
+// transparent huge pages where Linux offers them: filling them then takes 512 times fewer
+// page faults, which is most of the cost of reading a checkpoint into fresh memory.
+constexpr size_t kHugeBufferBytes = size_t{8} << 20;
+
+#if PTREAD_POSIX && defined(__linux__) && defined(MADV_HUGEPAGE)
+inline std::shared_ptr<uint8_t> allocate_huge(size_t n) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t len = ((n + kHuge - 1) & ~(kHuge - 1)) + kHuge;  // room to align the start
+  void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  auto* base = static_cast<uint8_t*>(p);
+  const size_t lead = (kHuge - reinterpret_cast<uintptr_t>(base) % kHuge) % kHuge;
+  ::madvise(base + lead, len - lead, MADV_HUGEPAGE);  // advice only: fine if refused
+  return std::shared_ptr<uint8_t>(base + lead, [base, len](uint8_t*) { ::munmap(base, len); });
+}
+#endif
+
+// A 64-byte aligned heap buffer, or an error when it cannot be had.
 inline Result<std::shared_ptr<uint8_t>> allocate_aligned(size_t n) {
   const size_t rounded = (n + 63) & ~size_t{63};
   if (rounded < n) return make_error(ErrorCode::limit_exceeded, "allocation size overflows");
+#if PTREAD_POSIX && defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (n >= kHugeBufferBytes && n < (size_t{1} << 62)) {
+    if (auto huge = allocate_huge(n)) return huge;
+  }
+#endif
   void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
   if (p == nullptr) {
     return make_error(ErrorCode::limit_exceeded,

@@ -126,6 +126,17 @@ class ZipArchive {
                           std::to_string(e.method) + "; only stored (0) and deflate (8) occur");
   }
 
+  // Where a stored record's bytes lie in the source, checked as read() checks them: for
+  // callers that read them later, into memory of their own.
+  Result<uint64_t> stored_offset(const ZipEntry& e) const {
+    if (e.method != 0) {
+      return make_error(ErrorCode::invalid_argument, "zip: record '" + std::string(e.name) + "' is not stored");
+    }
+    PTREAD_TRY(uint64_t off, data_offset(e));
+    PTREAD_CHECK(check_stored(e));
+    return off;
+  }
+
   // A stored record's bytes in place, for a source held in memory (mapped, or the
   // caller's): as read() gives them, without a Bytes. nullptr when the record is deflated
   // or the source is read piecewise: use read().

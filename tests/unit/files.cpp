@@ -2,11 +2,15 @@
 // truncated while mapped raises SIGBUS when a tensor is touched (documented, not tested).
 // read mode copies every storage during open() and closes the file, so a later change
 // cannot reach the tensors; and a file truncated while it is being read gives an error,
-// never a crash.
+// never a crash. Read mode's storages are filled after the pickle, by one thread or
+// several (Options::threads).
 #include <catch2/catch.hpp>
 
 #include "support/helpers.hpp"
 
+#include <algorithm>
+#include <cstring>
+#include <iterator>
 #include <unistd.h>
 
 using namespace ptread_test;
@@ -62,5 +66,57 @@ TEST_CASE("read mode: a file truncated while it is read gives an error, not a cr
              c == ptread::ErrorCode::pickle_truncated || c == ptread::ErrorCode::zip_corrupt));
     }
     ::unlink(path.c_str());
+  }
+}
+
+TEST_CASE("read mode with several threads reads the bytes mmap mode sees", "[files][threads]") {
+  for (const char* name : {"proto2.pt", "dtypes.pt", "legacy_sd.pt", "legacy_views.pt", "train.pt", "many.pt"}) {
+    INFO(name);
+    const std::string path = fixture_dir() + "/" + name;
+    auto mapped = ptread::Checkpoint::open(path);
+    REQUIRE(mapped.ok());
+    for (unsigned threads : {1u, 2u, 0u}) {
+      INFO("threads " << threads);
+      ptread::Options o;
+      o.mode = ptread::LoadMode::read;
+      o.threads = threads;
+      auto read = ptread::Checkpoint::open(path, o);
+      REQUIRE(read.ok());
+      REQUIRE(read->tensors().size() == mapped->tensors().size());
+      for (size_t i = 0; i < mapped->tensors().size(); ++i) {
+        const auto& a = mapped->tensors()[i];
+        const auto& b = read->tensors()[i];
+        REQUIRE(a.name == b.name);
+        CHECK(b.tensor.storage()->data() != a.tensor.storage()->data());
+        CHECK(tensor_sha256(b.tensor) == tensor_sha256(a.tensor));
+      }
+    }
+  }
+}
+
+TEST_CASE("storages are filled in pieces by several threads, and a failed piece fails the fill", "[files][threads]") {
+  const std::string path = std::string(PTREAD_TEST_FIXTURES) + "/conv/conversions.pt";
+  const std::vector<unsigned char> bytes = read_file(path);
+  REQUIRE(bytes.size() > 300000);
+  auto src = ptread::detail::FileSource::open(path, /*map=*/false);
+  REQUIRE(src.ok());
+  // Ranges of the file, the last one ending at its end; pieces of 1000 bytes (hundreds of
+  // them, claimed by the threads in turn).
+  std::vector<uint8_t> out(bytes.size(), 0);
+  const size_t cuts[] = {0, 7, 4099, 300001, bytes.size() - 1, bytes.size()};
+  std::vector<ptread::detail::FillJob> jobs;
+  for (size_t k = 0; k + 1 < std::size(cuts); ++k) jobs.push_back({cuts[k], out.data() + cuts[k], cuts[k + 1] - cuts[k]});
+  for (unsigned threads : {1u, 2u, 4u}) {
+    std::fill(out.begin(), out.end(), uint8_t{0});
+    REQUIRE(ptread::detail::run_fill_jobs(**src, jobs, threads, 1000).ok());
+    CHECK(std::memcmp(out.data(), bytes.data(), bytes.size()) == 0);
+  }
+  // A range past the end of the file: an error, whichever thread reads it.
+  std::vector<uint8_t> more(bytes.size() + 5000);
+  jobs.push_back({bytes.size() - 10, more.data(), 5000});
+  for (unsigned threads : {1u, 2u}) {
+    auto st = ptread::detail::run_fill_jobs(**src, jobs, threads, 1000);
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().code() == ptread::ErrorCode::truncated);
   }
 }

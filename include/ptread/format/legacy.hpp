@@ -50,7 +50,8 @@ inline uint64_t byteswap_u64(uint64_t v) {
 // element when `swap`). `view_owner` keeps a view's memory alive.
 inline Result<std::shared_ptr<const Storage>> storage_from_source(const Source& src, const std::shared_ptr<const void>& view_owner,
                                                                   uint64_t offset, uint64_t nbytes, DType dtype,
-                                                                  bool copy, bool swap) {
+                                                                  bool copy, bool swap,
+                                                                  std::vector<FillJob>* fill = nullptr) {
   if (!range_inside(offset, nbytes, src.size())) {
     return make_error(ErrorCode::truncated, "a storage of " + std::to_string(nbytes) + " bytes at offset " +
                                                 std::to_string(offset) + " lies past the end of the file (" +
@@ -62,7 +63,11 @@ inline Result<std::shared_ptr<const Storage>> storage_from_source(const Source& 
     if (reinterpret_cast<uintptr_t>(p) % align == 0) return std::make_shared<const Storage>(p, static_cast<size_t>(nbytes), view_owner);
   }
   PTREAD_TRY(auto buf, allocate_aligned(static_cast<size_t>(nbytes)));
-  PTREAD_CHECK(src.read_at(offset, buf.get(), static_cast<size_t>(nbytes)));
+  if (fill != nullptr && !swap) {
+    fill->push_back({offset, buf.get(), static_cast<size_t>(nbytes)});  // read by run_fill_jobs
+  } else {
+    PTREAD_CHECK(src.read_at(offset, buf.get(), static_cast<size_t>(nbytes)));
+  }
   if (swap) byteswap_elements(buf.get(), static_cast<size_t>(nbytes), dtype_swap_unit(dtype));
   const uint8_t* p = buf.get();
   return std::make_shared<const Storage>(p, static_cast<size_t>(nbytes), std::move(buf));
@@ -89,7 +94,9 @@ class LegacyReader {
   Result<std::shared_ptr<Model>> read() {
     uint64_t data_start = 0;
     PTREAD_CHECK(with_growing_prefix(*src_, [&](const uint8_t* p, size_t n) { return parse_pickles(p, n, &data_start); }));
-    PTREAD_CHECK(read_storages(data_start));
+    std::vector<FillJob> fill;
+    PTREAD_CHECK(read_storages(data_start, &fill));
+    PTREAD_CHECK(run_fill_jobs(*src_, fill, opt_.threads));
     PTREAD_CHECK(hooks_->finish());
     PTREAD_CHECK(realign_storages(*model_));
     PTREAD_CHECK(name_tensors(*model_, opt_.limits));
@@ -142,7 +149,7 @@ class LegacyReader {
     return {};
   }
 
-  Status read_storages(uint64_t pos) {
+  Status read_storages(uint64_t pos, std::vector<FillJob>* fill) {
     Graph& g = model_->graph;
     const Items keys = g.at(keys_).items;
     std::vector<uint8_t> filled(model_->storage_table.size(), 0);
@@ -180,7 +187,7 @@ class LegacyReader {
                                 std::to_string(expected) + " (byte " + std::to_string(pos) + ")");
         }
       }
-      PTREAD_TRY(auto st, storage_from_source(*src_, owner, pos + 8, nbytes, dtype, copy, false));
+      PTREAD_TRY(auto st, storage_from_source(*src_, owner, pos + 8, nbytes, dtype, copy, false, fill));
       model_->storage_table[index] = std::move(st);
       pos += 8 + nbytes;
     }

@@ -2,12 +2,14 @@
 #pragma once
 
 #include "../detail/flat_map.hpp"
+#include "../detail/nn_parallel.hpp"
 #include "../io.hpp"
 #include "../pickle.hpp"
 #include "../quantized.hpp"
 #include "../tensor.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -50,7 +52,54 @@ namespace detail {
 struct ReadOptions {
   LoadMode mode = LoadMode::mmap;
   Limits limits;
+  unsigned threads = 1;  // read mode: threads filling the storages (0: every hardware thread)
 };
+
+// Read mode: a storage's buffer is allocated while the pickle is read and filled after it,
+// by run_fill_jobs, so that several threads can share the reading.
+struct FillJob {
+  uint64_t offset;  // in the source
+  uint8_t* dst;
+  size_t size;
+};
+
+// Big storages are read in pieces of `piece` bytes, shared out among the threads; less than
+// two pieces in all are read by the caller alone.
+inline Status run_fill_jobs(const Source& src, const std::vector<FillJob>& jobs, unsigned threads,
+                            size_t piece = size_t{8} << 20) {
+  const size_t kPiece = piece == 0 ? 1 : piece;
+  struct Piece {
+    uint64_t offset;
+    uint8_t* dst;
+    size_t size;
+  };
+  std::vector<Piece> pieces;
+  uint64_t total = 0;
+  for (const FillJob& j : jobs) {
+    for (size_t done = 0; done < j.size; done += kPiece) {
+      pieces.push_back({j.offset + done, j.dst + done, std::min(kPiece, j.size - done)});
+    }
+    total += j.size;
+  }
+  threads = resolve_threads(threads);
+  if (threads <= 1 || total < 2 * kPiece) {
+    for (const FillJob& j : jobs) PTREAD_CHECK(src.read_at(j.offset, j.dst, j.size));
+    return {};
+  }
+  std::atomic<bool> failed{false};
+  std::mutex m;
+  Status first;
+  auto fill = [&](size_t t) {
+    if (failed.load(std::memory_order_relaxed)) return;
+    Status st = src.read_at(pieces[t].offset, pieces[t].dst, pieces[t].size);
+    if (!st) {
+      std::lock_guard<std::mutex> lock(m);
+      if (!failed.exchange(true)) first = std::move(st);
+    }
+  };
+  WorkerPool::instance().run(threads, pieces.size(), fill);
+  return first;
+}
 
 inline void byteswap_elements(uint8_t* p, size_t nbytes, size_t unit) {
   if (unit <= 1) return;

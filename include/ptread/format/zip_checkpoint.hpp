@@ -54,7 +54,8 @@ inline void parse_script_classes(std::string_view qualifier, std::string_view co
   }
 }
 
-inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const ReadOptions& opt, Model& m) {
+inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const ReadOptions& opt, Model& m,
+                             std::vector<FillJob>* fill) {
   PTREAD_TRY(ZipArchive zip, ZipArchive::open(src, opt.limits));
   // The folder holding data.pkl; the shallowest wins.
   const ZipEntry* pkl = nullptr;
@@ -208,7 +209,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   };
   std::string name;
   const char* dir = "data/";  // constants.pkl's storages are under constants/
-  StorageLoader loader = [&z, &data_by_number, &name, &prefix, &view_storage, &dir, copy_storages, swap](
+  StorageLoader loader = [&z, &data_by_number, &name, &prefix, &view_storage, &dir, copy_storages, swap, fill](
                              std::string_view key, uint64_t nbytes, DType dtype) -> Result<std::shared_ptr<const Storage>> {
     const bool swapped = swap && dtype_swap_unit(dtype) > 1;
     const ZipEntry* e = nullptr;
@@ -236,6 +237,15 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     if (!swapped && !copy_storages) {
       PTREAD_TRY(const uint8_t* p, z.view(*e));
       if (p != nullptr) return view_storage(p, e->uncompressed_size);  // a view of the source
+    }
+    if (copy_storages && !swapped && e->method == 0 && z.source().base() == nullptr) {
+      // Read mode: the buffer now, its bytes after the pickle (run_fill_jobs).
+      PTREAD_TRY(uint64_t off, z.stored_offset(*e));
+      const size_t size = static_cast<size_t>(e->uncompressed_size);
+      PTREAD_TRY(auto buf, allocate_aligned(size));
+      fill->push_back({off, buf.get(), size});
+      const uint8_t* p = buf.get();
+      return std::make_shared<const Storage>(p, size, std::move(buf));
     }
     PTREAD_TRY(Bytes b, z.read(*e));
     const bool owned = b.owner.get() != static_cast<const void*>(&z.source());
@@ -279,7 +289,9 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
 
 inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const Source> src, const ReadOptions& opt) {
   auto model = std::make_shared<Model>();
-  PTREAD_CHECK(read_zip_graph(src, opt, *model));
+  std::vector<FillJob> fill;
+  PTREAD_CHECK(read_zip_graph(src, opt, *model, &fill));
+  PTREAD_CHECK(run_fill_jobs(*src, fill, opt.threads));
   PTREAD_CHECK(realign_storages(*model));
   PTREAD_CHECK(name_tensors(*model, opt.limits));
   return model;
