@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls this). On a fresh Debian machine:
 #   bash tools/test.sh
-# Stages: dependencies; a g++ build with -Werror and all tests (ctest: unit, fixtures,
-# corpus, fresh torch-written fixtures, CLI, examples); clang++ -Werror builds of the tool,
-# benchmarks and examples; a -fno-exceptions build without zlib;
-# clang ASan+UBSan; libFuzzer runs of the three fuzz targets (tools/fuzz.sh); Meson; the
-# CUDA compile check when nvcc is present.
+# Stages: dependencies; single_include/ is what tools/amalgamate.py writes; a g++ build with
+# -Werror and all tests (ctest: unit, fixtures, corpus, fresh torch-written fixtures, CLI,
+# examples); clang++ -Werror builds of the tool, benchmarks and examples; a -fno-exceptions
+# build without zlib whose tests include the single header; clang ASan+UBSan; libFuzzer runs of
+# the three fuzz targets (tools/fuzz.sh); Meson; the consumer tests (tools/consumers.sh:
+# add_subdirectory, find_package, pkg-config, -static, Meson subproject, single header, nvcc);
+# the CUDA compile check when nvcc is present.
 # PTREAD_TEST_QUICK=1 runs only the first g++ stage.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -16,6 +18,15 @@ stage() { printf '\n==== %s (at %ds)\n' "$*" "$SECONDS"; }
 
 stage "dependencies"
 bash tools/deps.sh
+
+stage "single header: single_include/ptread/ptread.hpp is what tools/amalgamate.py writes"
+mkdir -p "$out"
+python3 tools/amalgamate.py -o "$out/amalgamated.hpp"
+if ! diff -u single_include/ptread/ptread.hpp "$out/amalgamated.hpp" >"$out/amalgamated.diff"; then
+  head -n 40 "$out/amalgamated.diff"
+  echo "single_include/ptread/ptread.hpp is out of date: run 'python3 tools/amalgamate.py' and commit it" >&2
+  exit 1
+fi
 
 cmake_stage() {  # name, then extra cmake arguments
   local name=$1; shift
@@ -34,8 +45,10 @@ cmake -S . -B "$out/clang" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPI
 cmake --build "$out/clang" -j "$jobs"
 # The next stages build without optimization: they check other configurations, and -O0
 # compiles the suite about twice as fast (CI stays well under 30 minutes).
+# The noexcept stage's tests include single_include/ptread/ptread.hpp instead of include/ (the
+# OpenBLAS tests are left out there: the single header is the core only).
 cmake_stage noexcept -DCMAKE_CXX_COMPILER=g++ -DCMAKE_BUILD_TYPE=Debug -DPTREAD_NO_EXCEPTIONS=ON -DPTREAD_WITH_ZLIB=OFF \
-  -DPTREAD_BUILD_BENCH=OFF -DPTREAD_BUILD_EXAMPLES=OFF
+  -DPTREAD_BUILD_BENCH=OFF -DPTREAD_BUILD_EXAMPLES=OFF -DPTREAD_TEST_SINGLE_HEADER=ON
 cmake_stage sanitize -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DPTREAD_SANITIZE=ON \
   -DPTREAD_BUILD_BENCH=OFF -DPTREAD_BUILD_EXAMPLES=OFF
 
@@ -46,6 +59,9 @@ stage "meson"
 rm -rf "$out/meson"
 meson setup "$out/meson" --buildtype=debug >/dev/null
 meson test -C "$out/meson" --print-errorlogs
+
+stage "consumers (tools/consumers.sh)"
+bash tools/consumers.sh "$out/consumers"
 
 nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
 if [[ -n $nvcc ]]; then

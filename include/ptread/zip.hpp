@@ -363,7 +363,9 @@ class ZipArchive {
 
   std::shared_ptr<const Source> src_;
   Limits limits_;
+#if PTREAD_WITH_ZLIB  // (unused otherwise: clang's -Wunused-private-field)
   mutable uint64_t inflated_total_ = 0;  // bytes inflated so far, all records
+#endif
   Bytes cd_;  // the central directory: entry names view into it
   std::vector<ZipEntry> entries_;
   mutable StringIndex index_;  // built by the first find()

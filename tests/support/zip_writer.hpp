@@ -17,7 +17,7 @@
 // deflate when PTREAD_WITH_ZLIB, else a valid deflate stream of stored blocks.
 #pragma once
 
-#include <ptread/config.hpp>
+#include <ptread/ptread.hpp>  // for PTREAD_WITH_ZLIB; the umbrella, which single_include/ has too
 
 #include <cerrno>
 #include <cstdint>

@@ -1,0 +1,71 @@
+# ptread's optional backends, each defined only where its dependency is found:
+#   ptread::openblas  the core plus OpenBLAS, for ptread/nn/openblas.hpp (pkg-config openblas,
+#                     else FindBLAS; Debian: libopenblas-dev)
+#   ptread::cuda      the core plus the CUDA runtime, for ptread/cuda/*.cuh (FindCUDAToolkit,
+#                     CMake >= 3.17)
+# Included by CMakeLists.txt (in-tree targets ptread_openblas and ptread_cuda, aliased
+# ptread::*) and by the installed ptreadConfig.cmake (PTREAD_BACKENDS_IMPORTED: imported
+# targets on top of ptread::ptread), so a consumer of an installed ptread gets each backend
+# exactly when its own machine has the dependency. PTREAD_OPENBLAS / PTREAD_CUDA set to OFF
+# skip the search.
+
+macro(_ptread_add_backend name)  # sets _ptread_backend to the target to fill in
+  if(PTREAD_BACKENDS_IMPORTED)
+    set(_ptread_backend ptread::${name})
+    add_library(${_ptread_backend} INTERFACE IMPORTED)
+    target_link_libraries(${_ptread_backend} INTERFACE ptread::ptread)
+  else()
+    set(_ptread_backend ptread_${name})
+    add_library(${_ptread_backend} INTERFACE)
+    add_library(ptread::${name} ALIAS ${_ptread_backend})
+    target_link_libraries(${_ptread_backend} INTERFACE ptread)
+  endif()
+endmacro()
+
+macro(_ptread_backend_status text)
+  if(NOT PTREAD_BACKENDS_IMPORTED)
+    message(STATUS "ptread: ${text}")
+  endif()
+endmacro()
+
+if(NOT DEFINED PTREAD_OPENBLAS OR PTREAD_OPENBLAS)
+  if(NOT TARGET ptread::openblas)
+    find_package(PkgConfig QUIET)
+    if(PkgConfig_FOUND)
+      pkg_check_modules(PTREAD_OPENBLAS_PC QUIET IMPORTED_TARGET openblas)
+    endif()
+    if(TARGET PkgConfig::PTREAD_OPENBLAS_PC)
+      _ptread_add_backend(openblas)
+      target_link_libraries(${_ptread_backend} INTERFACE PkgConfig::PTREAD_OPENBLAS_PC)
+    else()
+      set(BLA_VENDOR OpenBLAS)
+      find_package(BLAS QUIET)
+      find_path(PTREAD_CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas openblas-pthread)
+      if(BLAS_FOUND AND PTREAD_CBLAS_INCLUDE_DIR)
+        _ptread_add_backend(openblas)
+        target_include_directories(${_ptread_backend} INTERFACE ${PTREAD_CBLAS_INCLUDE_DIR})
+        target_link_libraries(${_ptread_backend} INTERFACE ${BLAS_LIBRARIES})
+      endif()
+    endif()
+  endif()
+  if(TARGET ptread::openblas)
+    _ptread_backend_status("OpenBLAS found; ptread::openblas is defined")
+  else()
+    _ptread_backend_status("OpenBLAS not found (Debian: libopenblas-dev); ptread::openblas is not defined")
+  endif()
+endif()
+
+if((NOT DEFINED PTREAD_CUDA OR PTREAD_CUDA) AND NOT CMAKE_VERSION VERSION_LESS 3.17)
+  if(NOT TARGET ptread::cuda)
+    find_package(CUDAToolkit QUIET)
+    if(CUDAToolkit_FOUND)
+      _ptread_add_backend(cuda)
+      target_link_libraries(${_ptread_backend} INTERFACE CUDA::cudart)
+    endif()
+  endif()
+  if(TARGET ptread::cuda)
+    _ptread_backend_status("CUDA Toolkit ${CUDAToolkit_VERSION} found; ptread::cuda is defined")
+  else()
+    _ptread_backend_status("CUDA Toolkit not found; ptread::cuda is not defined")
+  endif()
+endif()
