@@ -57,7 +57,7 @@ bash tools/fuzz.sh "${PTREAD_FUZZ_SECONDS:-30}"
 
 stage "meson"
 rm -rf "$out/meson"
-meson setup "$out/meson" --buildtype=debug >/dev/null
+meson setup "$out/meson" --buildtype=debug -Dbench=false >/dev/null  # the benchmarks: built by the g++ and clang stages
 meson test -C "$out/meson" --print-errorlogs
 
 stage "consumers (tools/consumers.sh)"

@@ -491,7 +491,8 @@ inline float f16_to_float(uint16_t h) noexcept {
     float v = static_cast<float>(mant) * 5.9604644775390625e-8f;
     return sign ? -v : v;
   }
-  if (exp == 31) return bits_to_float(sign | 0x7f800000u | (mant << 13));
+  // NaNs come out quiet, payload kept, as torch's conversion (and F16C's) gives them.
+  if (exp == 31) return bits_to_float(sign | 0x7f800000u | (mant << 13) | (mant != 0 ? 0x400000u : 0u));
   return bits_to_float(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 
@@ -599,10 +600,33 @@ struct Bytes {
   std::shared_ptr<const void> owner;
 };
 
-// A 64-byte aligned heap buffer; data == nullptr when the allocation failed.
+// Buffers this large come straight from the kernel, aligned to 2 MiB and marked for
+// transparent huge pages where Linux offers them: filling them then takes 512 times fewer
+// page faults, which is most of the cost of reading a checkpoint into fresh memory.
+constexpr size_t kHugeBufferBytes = size_t{8} << 20;
+
+#if PTREAD_POSIX && defined(__linux__) && defined(MADV_HUGEPAGE)
+inline std::shared_ptr<uint8_t> allocate_huge(size_t n) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t len = ((n + kHuge - 1) & ~(kHuge - 1)) + kHuge;  // room to align the start
+  void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  auto* base = static_cast<uint8_t*>(p);
+  const size_t lead = (kHuge - reinterpret_cast<uintptr_t>(base) % kHuge) % kHuge;
+  ::madvise(base + lead, len - lead, MADV_HUGEPAGE);  // advice only: fine if refused
+  return std::shared_ptr<uint8_t>(base + lead, [base, len](uint8_t*) { ::munmap(base, len); });
+}
+#endif
+
+// A 64-byte aligned heap buffer, or an error when it cannot be had.
 inline Result<std::shared_ptr<uint8_t>> allocate_aligned(size_t n) {
   const size_t rounded = (n + 63) & ~size_t{63};
   if (rounded < n) return make_error(ErrorCode::limit_exceeded, "allocation size overflows");
+#if PTREAD_POSIX && defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (n >= kHugeBufferBytes && n < (size_t{1} << 62)) {
+    if (auto huge = allocate_huge(n)) return huge;
+  }
+#endif
   void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
   if (p == nullptr) {
     return make_error(ErrorCode::limit_exceeded,
@@ -1113,6 +1137,340 @@ class SegmentedVector {
 }  // namespace detail
 }  // namespace ptread
 // ---- end ptread/detail/arena.hpp ----
+// ---- begin ptread/detail/nn_kernels.hpp ----
+// ptread — CPU kernels of the nn layers, with runtime dispatch on the instruction set.
+//
+// Three builds of the same kernels: generic C++ (whatever the compiler targets), AVX2+FMA+F16C
+// and AVX-512 (F, BW). The x86 ones are compiled with GCC/Clang target attributes, so users
+// need no -march flag; which one runs is decided once from the CPU (cpuid, and the OS's
+// saved-state mask, through __builtin_cpu_supports). Every kernel computes in F32; F16 and
+// BF16 elements are widened as they are loaded.
+//
+//   tile:  y[i][j] += sum_k x[i][k] * w[j][k] for an mb x nb block (mb <= 4, nb <= 4): the
+//          dot-product form of y = x W^T, reading W's rows where they lie
+//   widen: dst[k] = float(src[k])
+//   axpy:  acc[k] += a * row[k]          vmax: acc[k] = max(acc[k], row[k])
+
+// #include "../dtype.hpp": inlined above
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__)) && \
+    !defined(__CUDACC__) && !defined(__NVCOMPILER)
+#define PTREAD_NN_X86 1
+#include <immintrin.h>
+#else
+#define PTREAD_NN_X86 0
+#endif
+
+namespace ptread {
+namespace detail {
+
+// Instruction-set levels of the kernels.
+enum class NnIsa : int { generic = 0, avx2 = 1, avx512 = 2 };
+
+inline NnIsa nn_detect_isa() noexcept {
+#if PTREAD_NN_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) return NnIsa::avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return NnIsa::avx2;
+#endif
+  return NnIsa::generic;
+}
+
+// The level the kernels use: the best the CPU has, or a lower one set for tests and
+// benchmarks (nn_set_isa). Never above what the CPU has.
+inline std::atomic<int>& nn_isa_setting() noexcept {
+  static std::atomic<int> level{static_cast<int>(nn_detect_isa())};
+  return level;
+}
+inline NnIsa nn_isa() noexcept { return static_cast<NnIsa>(nn_isa_setting().load(std::memory_order_relaxed)); }
+// Returns the level now in use (min of the request and the CPU's best).
+inline NnIsa nn_set_isa(NnIsa want) noexcept {
+  const int best = static_cast<int>(nn_detect_isa());
+  const int level = std::min(static_cast<int>(want), best);
+  nn_isa_setting().store(level, std::memory_order_relaxed);
+  return static_cast<NnIsa>(level);
+}
+inline const char* nn_isa_name(NnIsa i) noexcept {
+  return i == NnIsa::avx512 ? "avx512" : i == NnIsa::avx2 ? "avx2" : "generic";
+}
+
+template <DType DT>
+inline float nn_load1(const void* base, size_t k) noexcept {
+  if constexpr (DT == DType::F32) {
+    return static_cast<const float*>(base)[k];
+  } else if constexpr (DT == DType::F16) {
+    return f16_to_float(static_cast<const uint16_t*>(base)[k]);
+  } else {
+    return bf16_to_float(static_cast<const uint16_t*>(base)[k]);
+  }
+}
+template <DType DT>
+inline const void* nn_advance(const void* base, size_t elements) noexcept {
+  return static_cast<const uint8_t*>(base) + elements * (DT == DType::F32 ? 4 : 2);
+}
+
+// ---- generic kernels -------------------------------------------------------------------
+namespace nn_generic {
+
+template <DType DT>
+inline void tile(const float* x, size_t ldx, const void* w, size_t ldw, float* y, size_t ldy, int mb, int nb,
+                 size_t k) noexcept {
+  for (int i = 0; i < mb; ++i) {
+    const float* xi = x + static_cast<size_t>(i) * ldx;
+    for (int j = 0; j < nb; ++j) {
+      const void* wj = nn_advance<DT>(w, static_cast<size_t>(j) * ldw);
+      float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      size_t q = 0;
+      for (; q + 4 <= k; q += 4) {
+        s0 += xi[q] * nn_load1<DT>(wj, q);
+        s1 += xi[q + 1] * nn_load1<DT>(wj, q + 1);
+        s2 += xi[q + 2] * nn_load1<DT>(wj, q + 2);
+        s3 += xi[q + 3] * nn_load1<DT>(wj, q + 3);
+      }
+      for (; q < k; ++q) s0 += xi[q] * nn_load1<DT>(wj, q);
+      y[static_cast<size_t>(i) * ldy + static_cast<size_t>(j)] += (s0 + s1) + (s2 + s3);
+    }
+  }
+}
+template <DType DT>
+inline void widen(const void* src, float* dst, size_t n) noexcept {
+  if constexpr (DT == DType::F32) {
+    std::memcpy(dst, src, n * sizeof(float));
+  } else {
+    for (size_t q = 0; q < n; ++q) dst[q] = nn_load1<DT>(src, q);
+  }
+}
+template <DType DT>
+inline void axpy(float* acc, const void* row, size_t n, float a) noexcept {
+  for (size_t q = 0; q < n; ++q) acc[q] += a * nn_load1<DT>(row, q);
+}
+template <DType DT>
+inline void vmax(float* acc, const void* row, size_t n) noexcept {
+  for (size_t q = 0; q < n; ++q) {
+    const float v = nn_load1<DT>(row, q);
+    acc[q] = v > acc[q] ? v : acc[q];
+  }
+}
+
+}  // namespace nn_generic
+
+#if PTREAD_NN_X86
+
+// The kernel bodies, written once over a vector type V and compiled per target.
+// TARGET: the function attribute; V: a struct of vector operations; MB: rows of x per tile.
+#define PTREAD_NN_SIMD_KERNELS(TARGET, V)                                                               \
+  template <DType DT>                                                                                   \
+  TARGET inline typename V::R load(const void* base, size_t k) noexcept {                               \
+    if constexpr (DT == DType::F32) {                                                                   \
+      return V::loadf(static_cast<const float*>(base) + k);                                             \
+    } else if constexpr (DT == DType::F16) {                                                            \
+      return V::load_f16(static_cast<const uint16_t*>(base) + k);                                       \
+    } else {                                                                                            \
+      return V::load_bf16(static_cast<const uint16_t*>(base) + k);                                      \
+    }                                                                                                   \
+  }                                                                                                     \
+  template <int MB, int NB, DType DT>                                                                   \
+  TARGET inline void micro(const float* x, size_t ldx, const void* w, size_t ldw, float* y, size_t ldy, \
+                           size_t k) noexcept {                                                         \
+    typename V::R acc[MB][NB];                                                                          \
+    for (int i = 0; i < MB; ++i)                                                                        \
+      for (int j = 0; j < NB; ++j) acc[i][j] = V::zero();                                               \
+    const void* wr[NB];                                                                                 \
+    for (int j = 0; j < NB; ++j) wr[j] = nn_advance<DT>(w, static_cast<size_t>(j) * ldw);              \
+    size_t q = 0;                                                                                       \
+    for (; q + V::L <= k; q += V::L) {                                                                  \
+      typename V::R wv[NB];                                                                             \
+      for (int j = 0; j < NB; ++j) wv[j] = load<DT>(wr[j], q);                                          \
+      for (int i = 0; i < MB; ++i) {                                                                    \
+        const typename V::R xv = V::loadf(x + static_cast<size_t>(i) * ldx + q);                        \
+        for (int j = 0; j < NB; ++j) acc[i][j] = V::fma(xv, wv[j], acc[i][j]);                          \
+      }                                                                                                 \
+    }                                                                                                   \
+    for (int i = 0; i < MB; ++i) {                                                                      \
+      const float* xi = x + static_cast<size_t>(i) * ldx;                                               \
+      for (int j = 0; j < NB; ++j) {                                                                    \
+        float s = V::hsum(acc[i][j]);                                                                   \
+        for (size_t r = q; r < k; ++r) s += xi[r] * nn_load1<DT>(wr[j], r);                             \
+        y[static_cast<size_t>(i) * ldy + static_cast<size_t>(j)] += s;                                  \
+      }                                                                                                 \
+    }                                                                                                   \
+  }                                                                                                     \
+  template <int MB, DType DT>                                                                           \
+  TARGET inline void tile_m(const float* x, size_t ldx, const void* w, size_t ldw, float* y, size_t ldy,  \
+                            int nb, size_t k) noexcept {                                                \
+    switch (nb) {                                                                                       \
+      case 4: micro<MB, 4, DT>(x, ldx, w, ldw, y, ldy, k); break;                                       \
+      case 3: micro<MB, 3, DT>(x, ldx, w, ldw, y, ldy, k); break;                                       \
+      case 2: micro<MB, 2, DT>(x, ldx, w, ldw, y, ldy, k); break;                                       \
+      default: micro<MB, 1, DT>(x, ldx, w, ldw, y, ldy, k); break;                                      \
+    }                                                                                                   \
+  }                                                                                                     \
+  template <DType DT>                                                                                   \
+  TARGET void tile(const float* x, size_t ldx, const void* w, size_t ldw, float* y, size_t ldy, int mb,  \
+                   int nb, size_t k) noexcept {                                                         \
+    while (mb > 0) {                                                                                    \
+      const int step = mb >= V::MB ? V::MB : mb;                                                        \
+      switch (step) {                                                                                   \
+        case 4: tile_m<4, DT>(x, ldx, w, ldw, y, ldy, nb, k); break;                                    \
+        case 3: tile_m<3, DT>(x, ldx, w, ldw, y, ldy, nb, k); break;                                    \
+        case 2: tile_m<2, DT>(x, ldx, w, ldw, y, ldy, nb, k); break;                                    \
+        default: tile_m<1, DT>(x, ldx, w, ldw, y, ldy, nb, k); break;                                   \
+      }                                                                                                 \
+      x += static_cast<size_t>(step) * ldx;                                                             \
+      y += static_cast<size_t>(step) * ldy;                                                             \
+      mb -= step;                                                                                       \
+    }                                                                                                   \
+  }                                                                                                     \
+  template <DType DT>                                                                                   \
+  TARGET void widen(const void* src, float* dst, size_t n) noexcept {                                   \
+    size_t q = 0;                                                                                       \
+    if (n >= kNnStreamFloats) { /* large: stores that bypass the caches, as memcpy's do */               \
+      for (; q < n && reinterpret_cast<uintptr_t>(dst + q) % (V::L * 4) != 0; ++q) {                    \
+        dst[q] = nn_load1<DT>(src, q);                                                                  \
+      }                                                                                                 \
+      for (; q + V::L <= n; q += V::L) V::stream(dst + q, load<DT>(src, q));                            \
+      _mm_sfence();                                                                                     \
+    }                                                                                                   \
+    for (; q + V::L <= n; q += V::L) V::store(dst + q, load<DT>(src, q));                               \
+    for (; q < n; ++q) dst[q] = nn_load1<DT>(src, q);                                                   \
+  }                                                                                                     \
+  template <DType DT>                                                                                   \
+  TARGET void axpy(float* acc, const void* row, size_t n, float a) noexcept {                           \
+    const typename V::R av = V::set1(a);                                                                \
+    size_t q = 0;                                                                                       \
+    for (; q + V::L <= n; q += V::L) V::store(acc + q, V::fma(av, load<DT>(row, q), V::loadf(acc + q)));  \
+    for (; q < n; ++q) acc[q] += a * nn_load1<DT>(row, q);                                              \
+  }                                                                                                     \
+  template <DType DT>                                                                                   \
+  TARGET void vmax(float* acc, const void* row, size_t n) noexcept {                                    \
+    size_t q = 0;                                                                                       \
+    for (; q + V::L <= n; q += V::L) V::store(acc + q, V::max(load<DT>(row, q), V::loadf(acc + q)));    \
+    for (; q < n; ++q) {                                                                                \
+      const float v = nn_load1<DT>(row, q);                                                             \
+      acc[q] = v > acc[q] ? v : acc[q];                                                                 \
+    }                                                                                                   \
+  }
+
+// Widening this many elements or more writes with non-temporal stores (4 MiB of output: a
+// conversion that large would only push everything else out of the cache).
+constexpr size_t kNnStreamFloats = size_t{1} << 20;
+
+#define PTREAD_NN_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define PTREAD_NN_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx2,fma,f16c")))
+
+namespace nn_avx2 {
+struct V {
+  using R = __m256;
+  static constexpr size_t L = 8;
+  static constexpr int MB = 2;  // 16 ymm registers: 2 x 4 accumulators, 4 weights, 1 input
+  PTREAD_NN_TARGET_AVX2 static R zero() noexcept { return _mm256_setzero_ps(); }
+  PTREAD_NN_TARGET_AVX2 static R set1(float a) noexcept { return _mm256_set1_ps(a); }
+  PTREAD_NN_TARGET_AVX2 static R loadf(const float* p) noexcept { return _mm256_loadu_ps(p); }
+  PTREAD_NN_TARGET_AVX2 static R load_f16(const uint16_t* p) noexcept {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  PTREAD_NN_TARGET_AVX2 static R load_bf16(const uint16_t* p) noexcept {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
+  PTREAD_NN_TARGET_AVX2 static R fma(R a, R b, R c) noexcept { return _mm256_fmadd_ps(a, b, c); }
+  PTREAD_NN_TARGET_AVX2 static R max(R a, R b) noexcept { return _mm256_max_ps(a, b); }
+  PTREAD_NN_TARGET_AVX2 static void store(float* p, R v) noexcept { _mm256_storeu_ps(p, v); }
+  PTREAD_NN_TARGET_AVX2 static void stream(float* p, R v) noexcept { _mm256_stream_ps(p, v); }  // p: 32-aligned
+  PTREAD_NN_TARGET_AVX2 static float hsum(R v) noexcept {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+};
+PTREAD_NN_SIMD_KERNELS(PTREAD_NN_TARGET_AVX2, V)
+}  // namespace nn_avx2
+
+// GCC 12 reports the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics as
+// uninitialized when they are inlined at -O3 (GCC bug 105593, fixed in 13).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+namespace nn_avx512 {
+struct V {
+  using R = __m512;
+  static constexpr size_t L = 16;
+  static constexpr int MB = 4;  // 32 zmm registers: 4 x 4 accumulators, 4 weights, 1 input
+  PTREAD_NN_TARGET_AVX512 static R zero() noexcept { return _mm512_setzero_ps(); }
+  PTREAD_NN_TARGET_AVX512 static R set1(float a) noexcept { return _mm512_set1_ps(a); }
+  PTREAD_NN_TARGET_AVX512 static R loadf(const float* p) noexcept { return _mm512_loadu_ps(p); }
+  PTREAD_NN_TARGET_AVX512 static R load_f16(const uint16_t* p) noexcept {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  PTREAD_NN_TARGET_AVX512 static R load_bf16(const uint16_t* p) noexcept {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
+  PTREAD_NN_TARGET_AVX512 static R fma(R a, R b, R c) noexcept { return _mm512_fmadd_ps(a, b, c); }
+  PTREAD_NN_TARGET_AVX512 static R max(R a, R b) noexcept { return _mm512_max_ps(a, b); }
+  PTREAD_NN_TARGET_AVX512 static void store(float* p, R v) noexcept { _mm512_storeu_ps(p, v); }
+  PTREAD_NN_TARGET_AVX512 static void stream(float* p, R v) noexcept { _mm512_stream_ps(p, v); }  // p: 64-aligned
+  PTREAD_NN_TARGET_AVX512 static float hsum(R v) noexcept {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
+                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+};
+PTREAD_NN_SIMD_KERNELS(PTREAD_NN_TARGET_AVX512, V)
+}  // namespace nn_avx512
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#endif  // PTREAD_NN_X86
+
+// Dispatch: one table of function pointers per (level, dtype), chosen once per call.
+struct NnKernels {
+  void (*tile)(const float*, size_t, const void*, size_t, float*, size_t, int, int, size_t) noexcept;
+  void (*widen)(const void*, float*, size_t) noexcept;
+  void (*axpy)(float*, const void*, size_t, float) noexcept;
+  void (*vmax)(float*, const void*, size_t) noexcept;
+  int mb;  // rows of x a tile computes at once (a multiple of it keeps the kernel busiest)
+};
+
+template <DType DT>
+inline NnKernels nn_kernels_for(NnIsa isa) noexcept {
+#if PTREAD_NN_X86
+  if (isa == NnIsa::avx512) {
+    return {&nn_avx512::tile<DT>, &nn_avx512::widen<DT>, &nn_avx512::axpy<DT>, &nn_avx512::vmax<DT>,
+            nn_avx512::V::MB};
+  }
+  if (isa == NnIsa::avx2) {
+    return {&nn_avx2::tile<DT>, &nn_avx2::widen<DT>, &nn_avx2::axpy<DT>, &nn_avx2::vmax<DT>, nn_avx2::V::MB};
+  }
+#else
+  (void)isa;
+#endif
+  return {&nn_generic::tile<DT>, &nn_generic::widen<DT>, &nn_generic::axpy<DT>, &nn_generic::vmax<DT>, 4};
+}
+
+inline NnKernels nn_kernels(DType dt) noexcept {
+  const NnIsa isa = nn_isa();
+  if (dt == DType::F16) return nn_kernels_for<DType::F16>(isa);
+  if (dt == DType::BF16) return nn_kernels_for<DType::BF16>(isa);
+  return nn_kernels_for<DType::F32>(isa);
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/detail/nn_kernels.hpp ----
 // #include "dtype.hpp": inlined above
 // #include "error.hpp": inlined above
 // #include "io.hpp": inlined above
@@ -1515,6 +1873,16 @@ class Tensor {
       std::memcpy(out, base, static_cast<size_t>(nbytes()));
       return {};
     }
+    // F16/BF16 -> F32 runs go through the vector kernels (F16C, AVX-512 where the CPU has
+    // them): bit for bit what the element-wise conversion gives, at memory speed.
+    const bool widen = dtype == DType::F32 && (dtype_ == DType::F16 || dtype_ == DType::BF16) && !conj_ &&
+                       !neg_ && reinterpret_cast<uintptr_t>(out) % alignof(float) == 0 &&
+                       reinterpret_cast<uintptr_t>(base) % 2 == 0;
+    const auto widen_run = widen ? detail::nn_kernels(dtype_).widen : nullptr;
+    if (widen && is_contiguous()) {
+      widen_run(base, reinterpret_cast<float*>(out), static_cast<size_t>(numel_));
+      return {};
+    }
     // Walk the elements in C order: an odometer over all dimensions but the last.
     const size_t nd = rank_;
     const int64_t* shape_ = dims_data();
@@ -1531,6 +1899,9 @@ class Tensor {
       if (same && !conj_ && !neg_ && inner_stride == 1) {
         std::memcpy(out, src, static_cast<size_t>(inner) * es);
         out += static_cast<size_t>(inner) * es;
+      } else if (widen && inner_stride == 1) {
+        widen_run(src, reinterpret_cast<float*>(out), static_cast<size_t>(inner));
+        out += static_cast<size_t>(inner) * os;
       } else {
         for (int64_t k = 0; k < inner; ++k) {
           const uint8_t* e = src + static_cast<size_t>(k * inner_stride) * es;
@@ -3371,6 +3742,168 @@ class StringIndex {
 }  // namespace detail
 }  // namespace ptread
 // ---- end ptread/detail/flat_map.hpp ----
+// ---- begin ptread/detail/nn_parallel.hpp ----
+// ptread — a small process-wide worker pool for the nn layers (std::thread, no OpenMP).
+//
+// parallel_for(threads, tasks, fn) runs fn(t) for t in [0, tasks) on up to `threads`
+// threads, the caller included. Workers start on first use and sleep on a condition
+// variable between jobs. The caller claims tasks too and never waits for a worker to wake:
+// it waits only for tasks a worker has already claimed, so asking for more threads never
+// costs more than a wake-up call. Tasks are claimed through one 64-bit counter that holds
+// the job's generation, so a worker that wakes late cannot claim a task of a later job.
+// One job runs at a time; a call made while another thread's job runs computes serially.
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ptread {
+namespace detail {
+
+// 0 means "every hardware thread".
+inline unsigned resolve_threads(unsigned threads) noexcept {
+  if (threads != 0) return threads;
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw == 0 ? 1 : hw;
+}
+
+class WorkerPool {
+ public:
+  static constexpr unsigned kMaxWorkers = 255;
+
+  static WorkerPool& instance() {
+    static WorkerPool pool;
+    return pool;
+  }
+
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+  ~WorkerPool() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
+  template <class F>
+  void run(unsigned threads, size_t tasks, F& fn) {
+    if (tasks == 0) return;
+    if (threads <= 1 || tasks == 1 || tasks >= (size_t{1} << 31)) {
+      for (size_t t = 0; t < tasks; ++t) fn(t);
+      return;
+    }
+    std::unique_lock<std::mutex> busy(job_mutex_, std::try_to_lock);
+    if (!busy.owns_lock()) {
+      for (size_t t = 0; t < tasks; ++t) fn(t);
+      return;
+    }
+    const unsigned helpers = static_cast<unsigned>(
+        std::min<size_t>({static_cast<size_t>(threads - 1), tasks - 1, size_t{kMaxWorkers}}));
+    uint64_t gen;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      while (workers_.size() < helpers) {
+        const unsigned id = static_cast<unsigned>(workers_.size());
+        workers_.emplace_back([this, id] { worker_loop(id); });
+      }
+      gen = ++gen_;
+      published_.store(gen, std::memory_order_release);
+      call_ = [](void* ctx, size_t t) { (*static_cast<F*>(ctx))(t); };
+      ctx_ = &fn;
+      tasks_ = static_cast<uint32_t>(tasks);
+      active_ = helpers;
+      done_.store(0, std::memory_order_relaxed);
+      next_.store(gen << 32, std::memory_order_release);
+    }
+    wake_.notify_all();
+    size_t mine = 0;
+    for (size_t t; claim(gen, static_cast<uint32_t>(tasks), &t);) {
+      fn(t);
+      ++mine;
+    }
+    if (mine != 0 && done_.fetch_add(mine, std::memory_order_acq_rel) + mine == tasks) return;
+    std::unique_lock<std::mutex> lock(m_);
+    finished_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == tasks; });
+  }
+
+ private:
+  WorkerPool() = default;
+
+  bool claim(uint64_t gen, uint32_t tasks, size_t* task) {
+    uint64_t v = next_.load(std::memory_order_acquire);
+    for (;;) {
+      if ((v >> 32) != (gen & 0xffffffffu) || static_cast<uint32_t>(v) >= tasks) return false;
+      if (next_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel)) {
+        *task = static_cast<uint32_t>(v);
+        return true;
+      }
+    }
+  }
+
+  void worker_loop(unsigned id) {
+    uint64_t seen = 0;
+    for (;;) {
+      void (*call)(void*, size_t);
+      void* ctx;
+      uint32_t tasks;
+      uint64_t gen;
+      // Back-to-back calls (a layer per token, say) find the worker awake: it yields a few
+      // hundred times, polling, before it sleeps.
+      for (int spin = 0; spin < 300 && published_.load(std::memory_order_acquire) == seen; ++spin) {
+        std::this_thread::yield();
+      }
+      {
+        std::unique_lock<std::mutex> lock(m_);
+        wake_.wait(lock, [&] { return stop_ || gen_ != seen; });
+        if (stop_) return;
+        seen = gen = gen_;
+        if (id >= active_) continue;
+        call = call_;
+        ctx = ctx_;
+        tasks = tasks_;
+      }
+      size_t mine = 0;
+      for (size_t t; claim(gen, tasks, &t);) {
+        call(ctx, t);
+        ++mine;
+      }
+      if (mine != 0 && done_.fetch_add(mine, std::memory_order_acq_rel) + mine == tasks) {
+        std::lock_guard<std::mutex> lock(m_);
+        finished_.notify_all();
+      }
+    }
+  }
+
+  std::mutex job_mutex_;  // one job at a time
+  std::mutex m_;
+  std::condition_variable wake_, finished_;
+  std::vector<std::thread> workers_;
+  bool stop_ = false;
+  uint64_t gen_ = 0;
+  void (*call_)(void*, size_t) = nullptr;
+  void* ctx_ = nullptr;
+  uint32_t tasks_ = 0;
+  unsigned active_ = 0;
+  std::atomic<uint64_t> published_{0};  // gen_, readable without the lock
+  std::atomic<uint64_t> next_{0};  // generation << 32 | next task
+  std::atomic<size_t> done_{0};
+};
+
+template <class F>
+void parallel_for(unsigned threads, size_t tasks, F&& fn) {
+  WorkerPool::instance().run(threads, tasks, fn);
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/detail/nn_parallel.hpp ----
 // #include "../io.hpp": inlined above
 // #include "../pickle.hpp": inlined above
 // ---- begin ptread/quantized.hpp ----
@@ -3560,6 +4093,7 @@ struct NamedSparse {
 // #include "../tensor.hpp": inlined above
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -3602,7 +4136,54 @@ namespace detail {
 struct ReadOptions {
   LoadMode mode = LoadMode::mmap;
   Limits limits;
+  unsigned threads = 1;  // read mode: threads filling the storages (0: every hardware thread)
 };
+
+// Read mode: a storage's buffer is allocated while the pickle is read and filled after it,
+// by run_fill_jobs, so that several threads can share the reading.
+struct FillJob {
+  uint64_t offset;  // in the source
+  uint8_t* dst;
+  size_t size;
+};
+
+// Big storages are read in pieces of `piece` bytes, shared out among the threads; less than
+// two pieces in all are read by the caller alone.
+inline Status run_fill_jobs(const Source& src, const std::vector<FillJob>& jobs, unsigned threads,
+                            size_t piece = size_t{8} << 20) {
+  const size_t kPiece = piece == 0 ? 1 : piece;
+  struct Piece {
+    uint64_t offset;
+    uint8_t* dst;
+    size_t size;
+  };
+  std::vector<Piece> pieces;
+  uint64_t total = 0;
+  for (const FillJob& j : jobs) {
+    for (size_t done = 0; done < j.size; done += kPiece) {
+      pieces.push_back({j.offset + done, j.dst + done, std::min(kPiece, j.size - done)});
+    }
+    total += j.size;
+  }
+  threads = resolve_threads(threads);
+  if (threads <= 1 || total < 2 * kPiece) {
+    for (const FillJob& j : jobs) PTREAD_CHECK(src.read_at(j.offset, j.dst, j.size));
+    return {};
+  }
+  std::atomic<bool> failed{false};
+  std::mutex m;
+  Status first;
+  auto fill = [&](size_t t) {
+    if (failed.load(std::memory_order_relaxed)) return;
+    Status st = src.read_at(pieces[t].offset, pieces[t].dst, pieces[t].size);
+    if (!st) {
+      std::lock_guard<std::mutex> lock(m);
+      if (!failed.exchange(true)) first = std::move(st);
+    }
+  };
+  WorkerPool::instance().run(threads, pieces.size(), fill);
+  return first;
+}
 
 inline void byteswap_elements(uint8_t* p, size_t nbytes, size_t unit) {
   if (unit <= 1) return;
@@ -5373,7 +5954,8 @@ inline uint64_t byteswap_u64(uint64_t v) {
 // element when `swap`). `view_owner` keeps a view's memory alive.
 inline Result<std::shared_ptr<const Storage>> storage_from_source(const Source& src, const std::shared_ptr<const void>& view_owner,
                                                                   uint64_t offset, uint64_t nbytes, DType dtype,
-                                                                  bool copy, bool swap) {
+                                                                  bool copy, bool swap,
+                                                                  std::vector<FillJob>* fill = nullptr) {
   if (!range_inside(offset, nbytes, src.size())) {
     return make_error(ErrorCode::truncated, "a storage of " + std::to_string(nbytes) + " bytes at offset " +
                                                 std::to_string(offset) + " lies past the end of the file (" +
@@ -5385,7 +5967,11 @@ inline Result<std::shared_ptr<const Storage>> storage_from_source(const Source& 
     if (reinterpret_cast<uintptr_t>(p) % align == 0) return std::make_shared<const Storage>(p, static_cast<size_t>(nbytes), view_owner);
   }
   PTREAD_TRY(auto buf, allocate_aligned(static_cast<size_t>(nbytes)));
-  PTREAD_CHECK(src.read_at(offset, buf.get(), static_cast<size_t>(nbytes)));
+  if (fill != nullptr && !swap) {
+    fill->push_back({offset, buf.get(), static_cast<size_t>(nbytes)});  // read by run_fill_jobs
+  } else {
+    PTREAD_CHECK(src.read_at(offset, buf.get(), static_cast<size_t>(nbytes)));
+  }
   if (swap) byteswap_elements(buf.get(), static_cast<size_t>(nbytes), dtype_swap_unit(dtype));
   const uint8_t* p = buf.get();
   return std::make_shared<const Storage>(p, static_cast<size_t>(nbytes), std::move(buf));
@@ -5412,7 +5998,9 @@ class LegacyReader {
   Result<std::shared_ptr<Model>> read() {
     uint64_t data_start = 0;
     PTREAD_CHECK(with_growing_prefix(*src_, [&](const uint8_t* p, size_t n) { return parse_pickles(p, n, &data_start); }));
-    PTREAD_CHECK(read_storages(data_start));
+    std::vector<FillJob> fill;
+    PTREAD_CHECK(read_storages(data_start, &fill));
+    PTREAD_CHECK(run_fill_jobs(*src_, fill, opt_.threads));
     PTREAD_CHECK(hooks_->finish());
     PTREAD_CHECK(realign_storages(*model_));
     PTREAD_CHECK(name_tensors(*model_, opt_.limits));
@@ -5465,7 +6053,7 @@ class LegacyReader {
     return {};
   }
 
-  Status read_storages(uint64_t pos) {
+  Status read_storages(uint64_t pos, std::vector<FillJob>* fill) {
     Graph& g = model_->graph;
     const Items keys = g.at(keys_).items;
     std::vector<uint8_t> filled(model_->storage_table.size(), 0);
@@ -5503,7 +6091,7 @@ class LegacyReader {
                                 std::to_string(expected) + " (byte " + std::to_string(pos) + ")");
         }
       }
-      PTREAD_TRY(auto st, storage_from_source(*src_, owner, pos + 8, nbytes, dtype, copy, false));
+      PTREAD_TRY(auto st, storage_from_source(*src_, owner, pos + 8, nbytes, dtype, copy, false, fill));
       model_->storage_table[index] = std::move(st);
       pos += 8 + nbytes;
     }
@@ -6021,6 +6609,17 @@ class ZipArchive {
                           std::to_string(e.method) + "; only stored (0) and deflate (8) occur");
   }
 
+  // Where a stored record's bytes lie in the source, checked as read() checks them: for
+  // callers that read them later, into memory of their own.
+  Result<uint64_t> stored_offset(const ZipEntry& e) const {
+    if (e.method != 0) {
+      return make_error(ErrorCode::invalid_argument, "zip: record '" + std::string(e.name) + "' is not stored");
+    }
+    PTREAD_TRY(uint64_t off, data_offset(e));
+    PTREAD_CHECK(check_stored(e));
+    return off;
+  }
+
   // A stored record's bytes in place, for a source held in memory (mapped, or the
   // caller's): as read() gives them, without a Bytes. nullptr when the record is deflated
   // or the source is read piecewise: use read().
@@ -6305,7 +6904,8 @@ inline void parse_script_classes(std::string_view qualifier, std::string_view co
   }
 }
 
-inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const ReadOptions& opt, Model& m) {
+inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const ReadOptions& opt, Model& m,
+                             std::vector<FillJob>* fill) {
   PTREAD_TRY(ZipArchive zip, ZipArchive::open(src, opt.limits));
   // The folder holding data.pkl; the shallowest wins.
   const ZipEntry* pkl = nullptr;
@@ -6459,7 +7059,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   };
   std::string name;
   const char* dir = "data/";  // constants.pkl's storages are under constants/
-  StorageLoader loader = [&z, &data_by_number, &name, &prefix, &view_storage, &dir, copy_storages, swap](
+  StorageLoader loader = [&z, &data_by_number, &name, &prefix, &view_storage, &dir, copy_storages, swap, fill](
                              std::string_view key, uint64_t nbytes, DType dtype) -> Result<std::shared_ptr<const Storage>> {
     const bool swapped = swap && dtype_swap_unit(dtype) > 1;
     const ZipEntry* e = nullptr;
@@ -6487,6 +7087,15 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     if (!swapped && !copy_storages) {
       PTREAD_TRY(const uint8_t* p, z.view(*e));
       if (p != nullptr) return view_storage(p, e->uncompressed_size);  // a view of the source
+    }
+    if (copy_storages && !swapped && e->method == 0 && z.source().base() == nullptr) {
+      // Read mode: the buffer now, its bytes after the pickle (run_fill_jobs).
+      PTREAD_TRY(uint64_t off, z.stored_offset(*e));
+      const size_t size = static_cast<size_t>(e->uncompressed_size);
+      PTREAD_TRY(auto buf, allocate_aligned(size));
+      fill->push_back({off, buf.get(), size});
+      const uint8_t* p = buf.get();
+      return std::make_shared<const Storage>(p, size, std::move(buf));
     }
     PTREAD_TRY(Bytes b, z.read(*e));
     const bool owned = b.owner.get() != static_cast<const void*>(&z.source());
@@ -6530,7 +7139,9 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
 
 inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const Source> src, const ReadOptions& opt) {
   auto model = std::make_shared<Model>();
-  PTREAD_CHECK(read_zip_graph(src, opt, *model));
+  std::vector<FillJob> fill;
+  PTREAD_CHECK(read_zip_graph(src, opt, *model, &fill));
+  PTREAD_CHECK(run_fill_jobs(*src, fill, opt.threads));
   PTREAD_CHECK(realign_storages(*model));
   PTREAD_CHECK(name_tensors(*model, opt.limits));
   return model;
@@ -6553,6 +7164,9 @@ struct AuditAccess;
 struct Options {
   LoadMode mode = LoadMode::mmap;
   Limits limits;
+  // Read mode: threads that read the storages into their buffers, after the pickle (0: one
+  // per hardware thread). Other modes read no tensor byte on open.
+  unsigned threads = 1;
 };
 
 class Checkpoint {
@@ -6624,7 +7238,7 @@ class Checkpoint {
     PTREAD_CHECK(src->read_at(0, head, n));
     auto detected = detail::detect_format(head, n, src->size());
     if (!detected) return with_file(std::move(detected).error(), src->name());
-    const detail::ReadOptions ro{options.mode, options.limits};
+    const detail::ReadOptions ro{options.mode, options.limits, options.threads};
     auto model = *detected == detail::Detected::legacy ? detail::read_legacy_checkpoint(src, ro)
                  : *detected == detail::Detected::tar  ? detail::read_tar_checkpoint(src, ro)
                                                        : detail::read_zip_checkpoint(src, ro);
@@ -6821,489 +7435,8 @@ inline AuditReport audit(const Checkpoint& ck) {
 // layer reads (a checked 2-D view into the checkpoint's storage, never a copy).
 
 // #include "../checkpoint.hpp": inlined above
-// ---- begin ptread/detail/nn_kernels.hpp ----
-// ptread — CPU kernels of the nn layers, with runtime dispatch on the instruction set.
-//
-// Three builds of the same kernels: generic C++ (whatever the compiler targets), AVX2+FMA+F16C
-// and AVX-512 (F, BW). The x86 ones are compiled with GCC/Clang target attributes, so users
-// need no -march flag; which one runs is decided once from the CPU (cpuid, and the OS's
-// saved-state mask, through __builtin_cpu_supports). Every kernel computes in F32; F16 and
-// BF16 elements are widened as they are loaded.
-//
-//   tile:  y[i][j] += sum_k x[i][k] * w[j][k] for an mb x nb block (mb <= 4, nb <= 4): the
-//          dot-product form of y = x W^T, reading W's rows where they lie
-//   widen: dst[k] = float(src[k])
-//   axpy:  acc[k] += a * row[k]          vmax: acc[k] = max(acc[k], row[k])
-
-// #include "../dtype.hpp": inlined above
-
-#include <algorithm>
-#include <atomic>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-
-#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__)) && \
-    !defined(__CUDACC__) && !defined(__NVCOMPILER)
-#define PTREAD_NN_X86 1
-#include <immintrin.h>
-#else
-#define PTREAD_NN_X86 0
-#endif
-
-namespace ptread {
-namespace detail {
-
-// Instruction-set levels of the kernels.
-enum class NnIsa : int { generic = 0, avx2 = 1, avx512 = 2 };
-
-inline NnIsa nn_detect_isa() noexcept {
-#if PTREAD_NN_X86
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) return NnIsa::avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return NnIsa::avx2;
-#endif
-  return NnIsa::generic;
-}
-
-// The level the kernels use: the best the CPU has, or a lower one set for tests and
-// benchmarks (nn_set_isa). Never above what the CPU has.
-inline std::atomic<int>& nn_isa_setting() noexcept {
-  static std::atomic<int> level{static_cast<int>(nn_detect_isa())};
-  return level;
-}
-inline NnIsa nn_isa() noexcept { return static_cast<NnIsa>(nn_isa_setting().load(std::memory_order_relaxed)); }
-// Returns the level now in use (min of the request and the CPU's best).
-inline NnIsa nn_set_isa(NnIsa want) noexcept {
-  const int best = static_cast<int>(nn_detect_isa());
-  const int level = std::min(static_cast<int>(want), best);
-  nn_isa_setting().store(level, std::memory_order_relaxed);
-  return static_cast<NnIsa>(level);
-}
-inline const char* nn_isa_name(NnIsa i) noexcept {
-  return i == NnIsa::avx512 ? "avx512" : i == NnIsa::avx2 ? "avx2" : "generic";
-}
-
-template <DType DT>
-inline float nn_load1(const void* base, size_t k) noexcept {
-  if constexpr (DT == DType::F32) {
-    return static_cast<const float*>(base)[k];
-  } else if constexpr (DT == DType::F16) {
-    return f16_to_float(static_cast<const uint16_t*>(base)[k]);
-  } else {
-    return bf16_to_float(static_cast<const uint16_t*>(base)[k]);
-  }
-}
-template <DType DT>
-inline const void* nn_advance(const void* base, size_t elements) noexcept {
-  return static_cast<const uint8_t*>(base) + elements * (DT == DType::F32 ? 4 : 2);
-}
-
-// ---- generic kernels -------------------------------------------------------------------
-namespace nn_generic {
-
-template <DType DT>
-inline void tile(const float* x, size_t ldx, const void* w, size_t ldw, float* y, size_t ldy, int mb, int nb,
-                 size_t k) noexcept {
-  for (int i = 0; i < mb; ++i) {
-    const float* xi = x + static_cast<size_t>(i) * ldx;
-    for (int j = 0; j < nb; ++j) {
-      const void* wj = nn_advance<DT>(w, static_cast<size_t>(j) * ldw);
-      float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      size_t q = 0;
-      for (; q + 4 <= k; q += 4) {
-        s0 += xi[q] * nn_load1<DT>(wj, q);
-        s1 += xi[q + 1] * nn_load1<DT>(wj, q + 1);
-        s2 += xi[q + 2] * nn_load1<DT>(wj, q + 2);
-        s3 += xi[q + 3] * nn_load1<DT>(wj, q + 3);
-      }
-      for (; q < k; ++q) s0 += xi[q] * nn_load1<DT>(wj, q);
-      y[static_cast<size_t>(i) * ldy + static_cast<size_t>(j)] += (s0 + s1) + (s2 + s3);
-    }
-  }
-}
-template <DType DT>
-inline void widen(const void* src, float* dst, size_t n) noexcept {
-  if constexpr (DT == DType::F32) {
-    std::memcpy(dst, src, n * sizeof(float));
-  } else {
-    for (size_t q = 0; q < n; ++q) dst[q] = nn_load1<DT>(src, q);
-  }
-}
-template <DType DT>
-inline void axpy(float* acc, const void* row, size_t n, float a) noexcept {
-  for (size_t q = 0; q < n; ++q) acc[q] += a * nn_load1<DT>(row, q);
-}
-template <DType DT>
-inline void vmax(float* acc, const void* row, size_t n) noexcept {
-  for (size_t q = 0; q < n; ++q) {
-    const float v = nn_load1<DT>(row, q);
-    acc[q] = v > acc[q] ? v : acc[q];
-  }
-}
-
-}  // namespace nn_generic
-
-#if PTREAD_NN_X86
-
-// The kernel bodies, written once over a vector type V and compiled per target.
-// TARGET: the function attribute; V: a struct of vector operations; MB: rows of x per tile.
-#define PTREAD_NN_SIMD_KERNELS(TARGET, V)                                                               \
-  template <DType DT>                                                                                   \
-  TARGET inline typename V::R load(const void* base, size_t k) noexcept {                               \
-    if constexpr (DT == DType::F32) {                                                                   \
-      return V::loadf(static_cast<const float*>(base) + k);                                             \
-    } else if constexpr (DT == DType::F16) {                                                            \
-      return V::load_f16(static_cast<const uint16_t*>(base) + k);                                       \
-    } else {                                                                                            \
-      return V::load_bf16(static_cast<const uint16_t*>(base) + k);                                      \
-    }                                                                                                   \
-  }                                                                                                     \
-  template <int MB, int NB, DType DT>                                                                   \
-  TARGET inline void micro(const float* x, size_t ldx, const void* w, size_t ldw, float* y, size_t ldy, \
-                           size_t k) noexcept {                                                         \
-    typename V::R acc[MB][NB];                                                                          \
-    for (int i = 0; i < MB; ++i)                                                                        \
-      for (int j = 0; j < NB; ++j) acc[i][j] = V::zero();                                               \
-    const void* wr[NB];                                                                                 \
-    for (int j = 0; j < NB; ++j) wr[j] = nn_advance<DT>(w, static_cast<size_t>(j) * ldw);              \
-    size_t q = 0;                                                                                       \
-    for (; q + V::L <= k; q += V::L) {                                                                  \
-      typename V::R wv[NB];                                                                             \
-      for (int j = 0; j < NB; ++j) wv[j] = load<DT>(wr[j], q);                                          \
-      for (int i = 0; i < MB; ++i) {                                                                    \
-        const typename V::R xv = V::loadf(x + static_cast<size_t>(i) * ldx + q);                        \
-        for (int j = 0; j < NB; ++j) acc[i][j] = V::fma(xv, wv[j], acc[i][j]);                          \
-      }                                                                                                 \
-    }                                                                                                   \
-    for (int i = 0; i < MB; ++i) {                                                                      \
-      const float* xi = x + static_cast<size_t>(i) * ldx;                                               \
-      for (int j = 0; j < NB; ++j) {                                                                    \
-        float s = V::hsum(acc[i][j]);                                                                   \
-        for (size_t r = q; r < k; ++r) s += xi[r] * nn_load1<DT>(wr[j], r);                             \
-        y[static_cast<size_t>(i) * ldy + static_cast<size_t>(j)] += s;                                  \
-      }                                                                                                 \
-    }                                                                                                   \
-  }                                                                                                     \
-  template <int MB, DType DT>                                                                           \
-  TARGET inline void tile_m(const float* x, size_t ldx, const void* w, size_t ldw, float* y, size_t ldy,  \
-                            int nb, size_t k) noexcept {                                                \
-    switch (nb) {                                                                                       \
-      case 4: micro<MB, 4, DT>(x, ldx, w, ldw, y, ldy, k); break;                                       \
-      case 3: micro<MB, 3, DT>(x, ldx, w, ldw, y, ldy, k); break;                                       \
-      case 2: micro<MB, 2, DT>(x, ldx, w, ldw, y, ldy, k); break;                                       \
-      default: micro<MB, 1, DT>(x, ldx, w, ldw, y, ldy, k); break;                                      \
-    }                                                                                                   \
-  }                                                                                                     \
-  template <DType DT>                                                                                   \
-  TARGET void tile(const float* x, size_t ldx, const void* w, size_t ldw, float* y, size_t ldy, int mb,  \
-                   int nb, size_t k) noexcept {                                                         \
-    while (mb > 0) {                                                                                    \
-      const int step = mb >= V::MB ? V::MB : mb;                                                        \
-      switch (step) {                                                                                   \
-        case 4: tile_m<4, DT>(x, ldx, w, ldw, y, ldy, nb, k); break;                                    \
-        case 3: tile_m<3, DT>(x, ldx, w, ldw, y, ldy, nb, k); break;                                    \
-        case 2: tile_m<2, DT>(x, ldx, w, ldw, y, ldy, nb, k); break;                                    \
-        default: tile_m<1, DT>(x, ldx, w, ldw, y, ldy, nb, k); break;                                   \
-      }                                                                                                 \
-      x += static_cast<size_t>(step) * ldx;                                                             \
-      y += static_cast<size_t>(step) * ldy;                                                             \
-      mb -= step;                                                                                       \
-    }                                                                                                   \
-  }                                                                                                     \
-  template <DType DT>                                                                                   \
-  TARGET void widen(const void* src, float* dst, size_t n) noexcept {                                   \
-    size_t q = 0;                                                                                       \
-    for (; q + V::L <= n; q += V::L) V::store(dst + q, load<DT>(src, q));                               \
-    for (; q < n; ++q) dst[q] = nn_load1<DT>(src, q);                                                   \
-  }                                                                                                     \
-  template <DType DT>                                                                                   \
-  TARGET void axpy(float* acc, const void* row, size_t n, float a) noexcept {                           \
-    const typename V::R av = V::set1(a);                                                                \
-    size_t q = 0;                                                                                       \
-    for (; q + V::L <= n; q += V::L) V::store(acc + q, V::fma(av, load<DT>(row, q), V::loadf(acc + q)));  \
-    for (; q < n; ++q) acc[q] += a * nn_load1<DT>(row, q);                                              \
-  }                                                                                                     \
-  template <DType DT>                                                                                   \
-  TARGET void vmax(float* acc, const void* row, size_t n) noexcept {                                    \
-    size_t q = 0;                                                                                       \
-    for (; q + V::L <= n; q += V::L) V::store(acc + q, V::max(load<DT>(row, q), V::loadf(acc + q)));    \
-    for (; q < n; ++q) {                                                                                \
-      const float v = nn_load1<DT>(row, q);                                                             \
-      acc[q] = v > acc[q] ? v : acc[q];                                                                 \
-    }                                                                                                   \
-  }
-
-#define PTREAD_NN_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define PTREAD_NN_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx2,fma,f16c")))
-
-namespace nn_avx2 {
-struct V {
-  using R = __m256;
-  static constexpr size_t L = 8;
-  static constexpr int MB = 2;  // 16 ymm registers: 2 x 4 accumulators, 4 weights, 1 input
-  PTREAD_NN_TARGET_AVX2 static R zero() noexcept { return _mm256_setzero_ps(); }
-  PTREAD_NN_TARGET_AVX2 static R set1(float a) noexcept { return _mm256_set1_ps(a); }
-  PTREAD_NN_TARGET_AVX2 static R loadf(const float* p) noexcept { return _mm256_loadu_ps(p); }
-  PTREAD_NN_TARGET_AVX2 static R load_f16(const uint16_t* p) noexcept {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-  PTREAD_NN_TARGET_AVX2 static R load_bf16(const uint16_t* p) noexcept {
-    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-  }
-  PTREAD_NN_TARGET_AVX2 static R fma(R a, R b, R c) noexcept { return _mm256_fmadd_ps(a, b, c); }
-  PTREAD_NN_TARGET_AVX2 static R max(R a, R b) noexcept { return _mm256_max_ps(a, b); }
-  PTREAD_NN_TARGET_AVX2 static void store(float* p, R v) noexcept { _mm256_storeu_ps(p, v); }
-  PTREAD_NN_TARGET_AVX2 static float hsum(R v) noexcept {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-  }
-};
-PTREAD_NN_SIMD_KERNELS(PTREAD_NN_TARGET_AVX2, V)
-}  // namespace nn_avx2
-
-// GCC 12 reports the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics as
-// uninitialized when they are inlined at -O3 (GCC bug 105593, fixed in 13).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-namespace nn_avx512 {
-struct V {
-  using R = __m512;
-  static constexpr size_t L = 16;
-  static constexpr int MB = 4;  // 32 zmm registers: 4 x 4 accumulators, 4 weights, 1 input
-  PTREAD_NN_TARGET_AVX512 static R zero() noexcept { return _mm512_setzero_ps(); }
-  PTREAD_NN_TARGET_AVX512 static R set1(float a) noexcept { return _mm512_set1_ps(a); }
-  PTREAD_NN_TARGET_AVX512 static R loadf(const float* p) noexcept { return _mm512_loadu_ps(p); }
-  PTREAD_NN_TARGET_AVX512 static R load_f16(const uint16_t* p) noexcept {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  }
-  PTREAD_NN_TARGET_AVX512 static R load_bf16(const uint16_t* p) noexcept {
-    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
-  }
-  PTREAD_NN_TARGET_AVX512 static R fma(R a, R b, R c) noexcept { return _mm512_fmadd_ps(a, b, c); }
-  PTREAD_NN_TARGET_AVX512 static R max(R a, R b) noexcept { return _mm512_max_ps(a, b); }
-  PTREAD_NN_TARGET_AVX512 static void store(float* p, R v) noexcept { _mm512_storeu_ps(p, v); }
-  PTREAD_NN_TARGET_AVX512 static float hsum(R v) noexcept {
-    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
-                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-  }
-};
-PTREAD_NN_SIMD_KERNELS(PTREAD_NN_TARGET_AVX512, V)
-}  // namespace nn_avx512
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
-#endif  // PTREAD_NN_X86
-
-// Dispatch: one table of function pointers per (level, dtype), chosen once per call.
-struct NnKernels {
-  void (*tile)(const float*, size_t, const void*, size_t, float*, size_t, int, int, size_t) noexcept;
-  void (*widen)(const void*, float*, size_t) noexcept;
-  void (*axpy)(float*, const void*, size_t, float) noexcept;
-  void (*vmax)(float*, const void*, size_t) noexcept;
-  int mb;  // rows of x a tile computes at once (a multiple of it keeps the kernel busiest)
-};
-
-template <DType DT>
-inline NnKernels nn_kernels_for(NnIsa isa) noexcept {
-#if PTREAD_NN_X86
-  if (isa == NnIsa::avx512) {
-    return {&nn_avx512::tile<DT>, &nn_avx512::widen<DT>, &nn_avx512::axpy<DT>, &nn_avx512::vmax<DT>,
-            nn_avx512::V::MB};
-  }
-  if (isa == NnIsa::avx2) {
-    return {&nn_avx2::tile<DT>, &nn_avx2::widen<DT>, &nn_avx2::axpy<DT>, &nn_avx2::vmax<DT>, nn_avx2::V::MB};
-  }
-#else
-  (void)isa;
-#endif
-  return {&nn_generic::tile<DT>, &nn_generic::widen<DT>, &nn_generic::axpy<DT>, &nn_generic::vmax<DT>, 4};
-}
-
-inline NnKernels nn_kernels(DType dt) noexcept {
-  const NnIsa isa = nn_isa();
-  if (dt == DType::F16) return nn_kernels_for<DType::F16>(isa);
-  if (dt == DType::BF16) return nn_kernels_for<DType::BF16>(isa);
-  return nn_kernels_for<DType::F32>(isa);
-}
-
-}  // namespace detail
-}  // namespace ptread
-// ---- end ptread/detail/nn_kernels.hpp ----
-// ---- begin ptread/detail/nn_parallel.hpp ----
-// ptread — a small process-wide worker pool for the nn layers (std::thread, no OpenMP).
-//
-// parallel_for(threads, tasks, fn) runs fn(t) for t in [0, tasks) on up to `threads`
-// threads, the caller included. Workers start on first use and sleep on a condition
-// variable between jobs. The caller claims tasks too and never waits for a worker to wake:
-// it waits only for tasks a worker has already claimed, so asking for more threads never
-// costs more than a wake-up call. Tasks are claimed through one 64-bit counter that holds
-// the job's generation, so a worker that wakes late cannot claim a task of a later job.
-// One job runs at a time; a call made while another thread's job runs computes serially.
-
-#include <algorithm>
-#include <atomic>
-#include <condition_variable>
-#include <cstddef>
-#include <cstdint>
-#include <mutex>
-#include <thread>
-#include <vector>
-
-namespace ptread {
-namespace detail {
-
-// 0 means "every hardware thread".
-inline unsigned resolve_threads(unsigned threads) noexcept {
-  if (threads != 0) return threads;
-  const unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : hw;
-}
-
-class WorkerPool {
- public:
-  static constexpr unsigned kMaxWorkers = 255;
-
-  static WorkerPool& instance() {
-    static WorkerPool pool;
-    return pool;
-  }
-
-  WorkerPool(const WorkerPool&) = delete;
-  WorkerPool& operator=(const WorkerPool&) = delete;
-  ~WorkerPool() {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (auto& t : workers_) t.join();
-  }
-
-  template <class F>
-  void run(unsigned threads, size_t tasks, F& fn) {
-    if (tasks == 0) return;
-    if (threads <= 1 || tasks == 1 || tasks >= (size_t{1} << 31)) {
-      for (size_t t = 0; t < tasks; ++t) fn(t);
-      return;
-    }
-    std::unique_lock<std::mutex> busy(job_mutex_, std::try_to_lock);
-    if (!busy.owns_lock()) {
-      for (size_t t = 0; t < tasks; ++t) fn(t);
-      return;
-    }
-    const unsigned helpers = static_cast<unsigned>(
-        std::min<size_t>({static_cast<size_t>(threads - 1), tasks - 1, size_t{kMaxWorkers}}));
-    uint64_t gen;
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      while (workers_.size() < helpers) {
-        const unsigned id = static_cast<unsigned>(workers_.size());
-        workers_.emplace_back([this, id] { worker_loop(id); });
-      }
-      gen = ++gen_;
-      published_.store(gen, std::memory_order_release);
-      call_ = [](void* ctx, size_t t) { (*static_cast<F*>(ctx))(t); };
-      ctx_ = &fn;
-      tasks_ = static_cast<uint32_t>(tasks);
-      active_ = helpers;
-      done_.store(0, std::memory_order_relaxed);
-      next_.store(gen << 32, std::memory_order_release);
-    }
-    wake_.notify_all();
-    size_t mine = 0;
-    for (size_t t; claim(gen, static_cast<uint32_t>(tasks), &t);) {
-      fn(t);
-      ++mine;
-    }
-    if (mine != 0 && done_.fetch_add(mine, std::memory_order_acq_rel) + mine == tasks) return;
-    std::unique_lock<std::mutex> lock(m_);
-    finished_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == tasks; });
-  }
-
- private:
-  WorkerPool() = default;
-
-  bool claim(uint64_t gen, uint32_t tasks, size_t* task) {
-    uint64_t v = next_.load(std::memory_order_acquire);
-    for (;;) {
-      if ((v >> 32) != (gen & 0xffffffffu) || static_cast<uint32_t>(v) >= tasks) return false;
-      if (next_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel)) {
-        *task = static_cast<uint32_t>(v);
-        return true;
-      }
-    }
-  }
-
-  void worker_loop(unsigned id) {
-    uint64_t seen = 0;
-    for (;;) {
-      void (*call)(void*, size_t);
-      void* ctx;
-      uint32_t tasks;
-      uint64_t gen;
-      // Back-to-back calls (a layer per token, say) find the worker awake: it yields a few
-      // hundred times, polling, before it sleeps.
-      for (int spin = 0; spin < 300 && published_.load(std::memory_order_acquire) == seen; ++spin) {
-        std::this_thread::yield();
-      }
-      {
-        std::unique_lock<std::mutex> lock(m_);
-        wake_.wait(lock, [&] { return stop_ || gen_ != seen; });
-        if (stop_) return;
-        seen = gen = gen_;
-        if (id >= active_) continue;
-        call = call_;
-        ctx = ctx_;
-        tasks = tasks_;
-      }
-      size_t mine = 0;
-      for (size_t t; claim(gen, tasks, &t);) {
-        call(ctx, t);
-        ++mine;
-      }
-      if (mine != 0 && done_.fetch_add(mine, std::memory_order_acq_rel) + mine == tasks) {
-        std::lock_guard<std::mutex> lock(m_);
-        finished_.notify_all();
-      }
-    }
-  }
-
-  std::mutex job_mutex_;  // one job at a time
-  std::mutex m_;
-  std::condition_variable wake_, finished_;
-  std::vector<std::thread> workers_;
-  bool stop_ = false;
-  uint64_t gen_ = 0;
-  void (*call_)(void*, size_t) = nullptr;
-  void* ctx_ = nullptr;
-  uint32_t tasks_ = 0;
-  unsigned active_ = 0;
-  std::atomic<uint64_t> published_{0};  // gen_, readable without the lock
-  std::atomic<uint64_t> next_{0};  // generation << 32 | next task
-  std::atomic<size_t> done_{0};
-};
-
-template <class F>
-void parallel_for(unsigned threads, size_t tasks, F&& fn) {
-  WorkerPool::instance().run(threads, tasks, fn);
-}
-
-}  // namespace detail
-}  // namespace ptread
-// ---- end ptread/detail/nn_parallel.hpp ----
+// #include "../detail/nn_kernels.hpp": inlined above
+// #include "../detail/nn_parallel.hpp": inlined above
 
 #include <cstdint>
 #include <memory>
