@@ -104,10 +104,6 @@ std::vector<NamedRef> named_refs(const Range& range) {
   return refs;
 }
 
-inline bool is_float_dtype(DType t) noexcept {
-  return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::F64;
-}
-
 // How torch.save names a dtype: the storage class of _rebuild_tensor_v2 (torch's
 // _dtype_to_storage_type_map), else the dtype global of _rebuild_tensor_v3 (its _new_dtypes).
 inline bool torch_save_names(DType t, const char** storage_class, const char** v3_dtype) noexcept {

@@ -31,24 +31,10 @@ class PickleWriter {
   // Puts the value on top of the stack into the memo; returns its index.
   uint32_t memoize() {
     const uint32_t idx = next_memo_++;
-    if (idx < 256) {
-      out_ += 'q';
-      out_ += static_cast<char>(idx);
-    } else {
-      out_ += 'r';
-      append_u32(idx);
-    }
+    memo_op('q', 'r', idx);  // BINPUT, LONG_BINPUT
     return idx;
   }
-  void memo_get(uint32_t idx) {
-    if (idx < 256) {
-      out_ += 'h';
-      out_ += static_cast<char>(idx);
-    } else {
-      out_ += 'j';
-      append_u32(idx);
-    }
-  }
+  void memo_get(uint32_t idx) { memo_op('h', 'j', idx); }  // BINGET, LONG_BINGET
 
   // A module-level object (class, function, dtype): GLOBAL the first time, then the memo.
   void global(std::string_view module, std::string_view name) {
@@ -127,6 +113,16 @@ class PickleWriter {
   }
 
  private:
+  // The one-byte-index form of a memo opcode below 256, else the four-byte one.
+  void memo_op(char one_byte, char four_bytes, uint32_t idx) {
+    if (idx < 256) {
+      out_ += one_byte;
+      out_ += static_cast<char>(idx);
+    } else {
+      out_ += four_bytes;
+      append_u32(idx);
+    }
+  }
   void append_u32(uint32_t v) {
     for (int k = 0; k < 4; ++k) out_ += static_cast<char>((v >> (8 * k)) & 0xff);
   }

@@ -111,6 +111,66 @@ class OutputFile {
   uint64_t offset_ = 0;
 };
 
+inline bool is_float_dtype(DType t) noexcept {
+  return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::F64;
+}
+
+// n contiguous elements between two different floating dtypes, each converted as
+// convert_element (Tensor::copy_to) converts it, with the dtype switches out of the loop.
+inline void convert_floats(const uint8_t* src, DType from, uint8_t* dst, DType to, size_t n) {
+  auto run = [&](auto load) {  // load(i): element i as double (exact for every source)
+    switch (to) {
+      case DType::F32:
+        for (size_t i = 0; i < n; ++i) {
+          const float f = static_cast<float>(load(i));
+          std::memcpy(dst + 4 * i, &f, 4);
+        }
+        return;
+      case DType::F64:
+        for (size_t i = 0; i < n; ++i) {
+          const double d = load(i);
+          std::memcpy(dst + 8 * i, &d, 8);
+        }
+        return;
+      case DType::F16:
+        for (size_t i = 0; i < n; ++i) {
+          const uint16_t h = float_to_f16(static_cast<float>(load(i)));
+          std::memcpy(dst + 2 * i, &h, 2);
+        }
+        return;
+      default: {  // BF16, NaN spelled as torch's CPU copy spells it (see float_to_bf16)
+        const uint16_t nan_bits = from == DType::F16 ? 0x7fc0u : 0xffffu;
+        for (size_t i = 0; i < n; ++i) {
+          const uint16_t h = float_to_bf16(static_cast<float>(load(i)), nan_bits);
+          std::memcpy(dst + 2 * i, &h, 2);
+        }
+      }
+    }
+  };
+  auto bits16 = [src](size_t i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);
+    return h;
+  };
+  switch (from) {
+    case DType::F16: run([&](size_t i) { return static_cast<double>(f16_to_float(bits16(i))); }); return;
+    case DType::BF16: run([&](size_t i) { return static_cast<double>(bf16_to_float(bits16(i))); }); return;
+    case DType::F32:
+      run([src](size_t i) {
+        float f;
+        std::memcpy(&f, src + 4 * i, 4);
+        return static_cast<double>(f);
+      });
+      return;
+    default:
+      run([src](size_t i) {
+        double d;
+        std::memcpy(&d, src + 8 * i, 8);
+        return d;
+      });
+  }
+}
+
 class ValueStream {
  public:
   static constexpr uint64_t kChunk = uint64_t{16} << 20;
@@ -143,7 +203,12 @@ class ValueStream {
       if (!buf_) {
         PTREAD_TRY(buf_, allocate_aligned(static_cast<size_t>(kChunk)));
       }
-      PTREAD_CHECK(t.copy_to(buf_.get(), static_cast<size_t>(nb), out));
+      if (out != t.dtype() && is_float_dtype(t.dtype()) && is_float_dtype(out) && t.is_contiguous() && !t.is_conj() &&
+          !t.is_neg()) {
+        convert_floats(static_cast<const uint8_t*>(t.data_ptr()), t.dtype(), buf_.get(), out, static_cast<size_t>(t.numel()));
+      } else {
+        PTREAD_CHECK(t.copy_to(buf_.get(), static_cast<size_t>(nb), out));
+      }
       if (!little_) swap_elements(buf_.get(), static_cast<size_t>(nb), dtype_swap_unit(out));
       return sink(static_cast<const uint8_t*>(buf_.get()), static_cast<size_t>(nb));
     }

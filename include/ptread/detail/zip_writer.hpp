@@ -17,6 +17,7 @@
 // field even where nothing overflows (tests of readers: miniz and Python's zipfile accept it).
 #pragma once
 
+#include "crc32.hpp"
 #include "write_file.hpp"
 
 #include <string>
@@ -24,42 +25,6 @@
 
 namespace ptread {
 namespace detail {
-
-// CRC-32 (polynomial 0xEDB88320), eight bytes a step.
-class Crc32 {
- public:
-  static uint32_t update(uint32_t crc, const uint8_t* p, size_t n) noexcept {
-    const auto& t = tables().t;
-    crc = ~crc;
-    for (; n >= 8; p += 8, n -= 8) {
-      const uint32_t lo = crc ^ (static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
-                                 static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24);
-      crc = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^ t[4][lo >> 24] ^ t[3][p[4]] ^
-            t[2][p[5]] ^ t[1][p[6]] ^ t[0][p[7]];
-    }
-    for (; n; ++p, --n) crc = t[0][(crc ^ *p) & 0xff] ^ (crc >> 8);
-    return ~crc;
-  }
-
- private:
-  struct Tables {
-    uint32_t t[8][256];
-    Tables() : t() {
-      for (uint32_t i = 0; i < 256; ++i) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; ++k) c = (c & 1u) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        t[0][i] = c;
-      }
-      for (uint32_t i = 0; i < 256; ++i) {
-        for (int s = 1; s < 8; ++s) t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xff];
-      }
-    }
-  };
-  static const Tables& tables() {
-    static const Tables tables;
-    return tables;
-  }
-};
 
 class ZipWriter {
  public:
