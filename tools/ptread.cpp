@@ -30,10 +30,6 @@
 #include <utility>
 #include <vector>
 
-#if PTREAD_POSIX
-#include <unistd.h>
-#endif
-
 namespace {
 
 constexpr int kExitOk = 0, kExitFailed = 1, kExitUsage = 2, kExitUnsafe = 3;
