@@ -3,6 +3,8 @@
 //   ptread ls [--json] FILE              tensors: name, dtype, shape, stored device, bytes
 //   ptread tree FILE                     the object tree with metadata
 //   ptread export FILE OUT.safetensors   every tensor safetensors can hold
+//   ptread convert FILE OUT.pt [--dtype D] [--prefix P] [--strip-prefix P]
+//                                        a state dict torch.load(weights_only=True) reads
 //   ptread audit [--json] FILE           the globals torch.load would import, and which
 //                                        torch.load(weights_only=True) would refuse
 //
@@ -10,24 +12,23 @@
 // 3 (audit) torch.load(weights_only=False) would import something it cannot vouch for.
 // Output is built in one string and written once: listing 100,000 tensors must stay fast.
 #include "ptread/ptread.hpp"
+#include "progress.hpp"
 
 #include <algorithm>
-#include <charconv>
+#include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
-
-#if PTREAD_POSIX
-#include <unistd.h>
-#endif
 
 namespace {
 
@@ -43,12 +44,18 @@ const char kUsage[] =
     "  ls --json FILE               the same as JSON\n"
     "  tree FILE                    the object tree with its metadata\n"
     "  export FILE OUT.safetensors  write every tensor safetensors can hold\n"
+    "  convert FILE OUT.pt          write the tensors as a state dict (zip format) that\n"
+    "                               torch.load(OUT.pt, weights_only=True) reads\n"
     "  audit FILE                   the globals torch.load would import; those\n"
     "                               torch.load(weights_only=True) refuses are marked\n"
     "\n"
     "options:\n"
     "  --json                       (ls, audit) print JSON\n"
     "  --mode mmap|read             map the file (default) or read it into memory\n"
+    "  --dtype F16|BF16|F32|F64     (convert) write floating tensors as this dtype;\n"
+    "                               integer, bool and complex tensors stay as they are\n"
+    "  --prefix P                   (convert) only the tensors named P or P.*\n"
+    "  --strip-prefix P             (convert) remove a leading 'P.' from the names\n"
     "  -h, --help                   print this help\n"
     "  --version                    print the version\n"
     "\n"
@@ -92,46 +99,11 @@ void append_dims(std::string& out, ptread::Dims dims, const char* sep = ", ") {
   out += ']';
 }
 
-std::string human_bytes(uint64_t n) {
-  static const char* const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  if (n < 1024) return std::to_string(n) + " B";
-  double v = static_cast<double>(n) / 1024.0;
-  size_t u = 0;
-  while (v >= 1023.95 && u + 1 < sizeof units / sizeof units[0]) {
-    v /= 1024.0;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
-  return buf;
-}
+using ptread_cli::human_bytes;
 
-// Decodes the UTF-8 sequence at s[i]: its code point and length, or 0 when the bytes there
-// are no valid sequence (overlong forms and values past U+10FFFF are invalid; encoded
-// surrogates are decoded, and callers decide what they mean).
-size_t utf8_next(std::string_view s, size_t i, uint32_t* cp) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  if (c < 0x80) {
-    *cp = c;
-    return 1;
-  }
-  size_t len = 0;
-  uint32_t v = 0, min = 0;
-  if ((c & 0xe0) == 0xc0) { len = 2; v = c & 0x1fu; min = 0x80; }
-  else if ((c & 0xf0) == 0xe0) { len = 3; v = c & 0x0fu; min = 0x800; }
-  else if ((c & 0xf8) == 0xf0) { len = 4; v = c & 0x07u; min = 0x10000; }
-  if (len == 0 || i + len > s.size()) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    const auto cc = static_cast<unsigned char>(s[i + k]);
-    if ((cc & 0xc0) != 0x80) return 0;
-    v = (v << 6) | (cc & 0x3fu);
-  }
-  if (v < min || v > 0x10ffff) return 0;
-  *cp = v;
-  return len;
-}
-
-bool is_surrogate(uint32_t cp) { return cp >= 0xd800 && cp <= 0xdfff; }
+using ptread::detail::append_json_string;
+using ptread::detail::is_surrogate;
+using ptread::detail::utf8_next;
 
 // Terminal columns of a code point: 0 for combining marks, 2 for East Asian wide and
 // emoji, else 1 (a small wcwidth, enough to keep the ls table aligned).
@@ -183,54 +155,8 @@ size_t columns(std::string_view s) {
   return n;
 }
 
-// Strict UTF-8 (no encoded surrogates), as safetensors readers (serde_json) require.
-bool valid_utf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    uint32_t cp = 0;
-    const size_t len = utf8_next(s, i, &cp);
-    if (len == 0 || is_surrogate(cp)) return false;
-    i += len;
-  }
-  return true;
-}
-
 void pad_to(std::string& out, size_t have, size_t width) {
   if (have < width) out.append(width - have, ' ');
-}
-
-// A JSON string. Valid UTF-8 passes through; an encoded lone surrogate (Python pickles
-// str with "surrogatepass") becomes its \uDXXX escape, so json.loads gives Python's str
-// back; any other invalid byte becomes U+FFFD.
-void append_json_string(std::string& out, std::string_view s) {
-  static const char hex[] = "0123456789abcdef";
-  out += '"';
-  for (size_t i = 0; i < s.size();) {
-    uint32_t cp = 0;
-    const size_t len = utf8_next(s, i, &cp);
-    if (len == 0) {
-      out += "\\ufffd";
-      ++i;
-      continue;
-    }
-    if (cp >= 0x20 && cp != '"' && cp != '\\' && !is_surrogate(cp)) {
-      out.append(s.data() + i, len);
-    } else if (cp == '"') {
-      out += "\\\"";
-    } else if (cp == '\\') {
-      out += "\\\\";
-    } else if (cp == '\n') {
-      out += "\\n";
-    } else if (cp == '\r') {
-      out += "\\r";
-    } else if (cp == '\t') {
-      out += "\\t";
-    } else {  // other control characters and surrogates
-      out += "\\u";
-      for (int shift = 12; shift >= 0; shift -= 4) out += hex[(cp >> shift) & 15];
-    }
-    i += len;
-  }
-  out += '"';
 }
 
 std::string tensor_label(const ptread::Tensor& t) {
@@ -247,6 +173,9 @@ struct Args {
   std::vector<std::string> files;
   bool json = false;
   ptread::LoadMode mode = ptread::LoadMode::mmap;
+  // convert
+  std::optional<ptread::DType> dtype;
+  std::optional<std::string> prefix, strip_prefix;
 };
 
 int usage_error(const std::string& why) {
@@ -258,9 +187,25 @@ int usage_error(const std::string& why) {
 // Returns -1 when the command should run, else the exit status.
 int parse_args(int argc, char** argv, Args* args) {
   std::vector<std::string> positional;
-  std::string error;
+  std::string error, value;
   bool help = false, version = false, options_done = false;
-  for (int i = 1; i < argc; ++i) {
+  int i = 1;
+  // "--name VALUE" or "--name=VALUE": true when `a` is the option, with *out its value.
+  auto option_value = [&](const std::string& a, const std::string& name, std::string* out) {
+    if (a.compare(0, name.size() + 1, name + "=") == 0) {
+      *out = a.substr(name.size() + 1);
+      return true;
+    }
+    if (a != name) return false;
+    if (i + 1 < argc) {
+      *out = argv[++i];
+    } else {
+      out->clear();
+      if (error.empty()) error = name + " needs a value";
+    }
+    return true;
+  };
+  for (; i < argc; ++i) {
     const std::string a = argv[i];
     if (options_done || a.size() < 2 || a[0] != '-') {
       positional.push_back(a);
@@ -272,24 +217,27 @@ int parse_args(int argc, char** argv, Args* args) {
       version = true;
     } else if (a == "--json") {
       args->json = true;
-    } else if (a == "--mode" || a.compare(0, 7, "--mode=") == 0) {
-      std::string m;
-      if (a == "--mode") {
-        if (i + 1 >= argc) {
-          if (error.empty()) error = "--mode needs a value: mmap or read";
-          continue;
-        }
-        m = argv[++i];
-      } else {
-        m = a.substr(7);
-      }
-      if (m == "mmap") {
+    } else if (option_value(a, "--mode", &value)) {
+      if (value == "mmap") {
         args->mode = ptread::LoadMode::mmap;
-      } else if (m == "read") {
+      } else if (value == "read") {
         args->mode = ptread::LoadMode::read;
       } else if (error.empty()) {
-        error = "unknown mode '" + m + "' (use mmap or read)";
+        error = "unknown mode '" + value + "' (use mmap or read)";
       }
+    } else if (option_value(a, "--dtype", &value)) {
+      std::string upper = value;
+      for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      ptread::DType d;
+      if (ptread::dtype_from_name(upper, &d) && ptread::detail::is_float_dtype(d)) {
+        args->dtype = d;
+      } else if (error.empty()) {
+        error = "unknown --dtype '" + value + "' (use F16, BF16, F32 or F64)";
+      }
+    } else if (option_value(a, "--prefix", &value)) {
+      args->prefix = value;
+    } else if (option_value(a, "--strip-prefix", &value)) {
+      args->strip_prefix = value;
     } else if (error.empty()) {
       error = "unknown option '" + a + "'";
     }
@@ -309,14 +257,19 @@ int parse_args(int argc, char** argv, Args* args) {
   size_t want = 0;
   if (args->command == "ls" || args->command == "tree" || args->command == "audit") {
     want = 1;
-  } else if (args->command == "export") {
+  } else if (args->command == "export" || args->command == "convert") {
     want = 2;
   } else {
     return usage_error("unknown command '" + args->command + "'");
   }
   if (args->json && args->command != "ls" && args->command != "audit") return usage_error("--json is an option of ls and audit");
+  if ((args->dtype || args->prefix || args->strip_prefix) && args->command != "convert") {
+    return usage_error("--dtype, --prefix and --strip-prefix are options of convert");
+  }
   if (args->files.size() != want) {
-    return usage_error(args->command + (want == 1 ? " takes one FILE" : " takes FILE and OUT.safetensors"));
+    return usage_error(args->command + (want == 1                       ? " takes one FILE"
+                                        : args->command == "export" ? " takes FILE and OUT.safetensors"
+                                                                    : " takes FILE and OUT.pt"));
   }
   return -1;
 }
@@ -981,202 +934,85 @@ class TreePrinter {
   std::unordered_map<uint32_t, std::string> shown_;
 };
 
-// ---- export (safetensors) ----
+// ---- export, convert ----
 
-bool safetensors_dtype(ptread::DType t) {
-  using D = ptread::DType;
-  switch (t) {
-    case D::BOOL: case D::U8: case D::I8: case D::I16: case D::U16: case D::I32: case D::U32:
-    case D::I64: case D::U64: case D::F16: case D::BF16: case D::F32: case D::F64: case D::C64:
-    case D::F8_E4M3: case D::F8_E5M2: case D::F8_E8M0:
-      return true;
-    default:
-      return false;
+// Names on stderr what is not a plain tensor and so is not written (the entries `keep`
+// selects): quantized and sparse tensors, and what ptread cannot read.
+template <class Keep>
+void report_not_written(const ptread::Checkpoint& ck, const Keep& keep) {
+  for (const auto& q : ck.quantized()) {
+    if (!keep(q.name)) continue;
+    std::fprintf(stderr, "ptread: skipped %s: quantized tensor (%s, %s), not a plain tensor\n", display(q.name).c_str(),
+                 ptread::dtype_name(q.tensor.dtype), ptread::qscheme_name(q.tensor.qscheme));
   }
-}
-
-bool host_is_little_endian() {
-  const uint16_t one = 1;
-  unsigned char b;
-  std::memcpy(&b, &one, 1);
-  return b == 1;
-}
-
-class SafetensorsWriter {
- public:
-  explicit SafetensorsWriter(std::FILE* f) : f_(f), little_(host_is_little_endian()) {}
-
-  // Writes the tensor's values, C-contiguous and little-endian, holding at most kChunk
-  // bytes of copies at once. Returns false with *why set on failure.
-  bool write(const ptread::Tensor& t, std::string* why) {
-    if (t.nbytes() == 0) return true;
-    if (little_ && t.is_contiguous() && !t.is_conj() && !t.is_neg()) {
-      return put(t.data_ptr(), static_cast<size_t>(t.nbytes()), why);
-    }
-    return write_view(t, why);
-  }
-
- private:
-  static constexpr uint64_t kChunk = uint64_t{64} << 20;
-
-  bool put(const void* p, size_t n, std::string* why) {
-    if (std::fwrite(p, 1, n, f_) != n) {
-      *why = std::strerror(errno);
-      return false;
-    }
-    return true;
-  }
-
-  // Copies a view in pieces: whole when small, else split along its first dimension.
-  bool write_view(const ptread::Tensor& t, std::string* why) {
-    const uint64_t nb = t.nbytes();
-    if (nb == 0) return true;
-    if (nb <= kChunk || t.dim() == 0) {
-      buf_.resize(static_cast<size_t>(nb));
-      auto st = t.copy_to(buf_.data(), buf_.size(), t.dtype());
-      if (!st) {
-        *why = st.error().what();
-        return false;
-      }
-      if (!little_) swap_bytes(buf_.data(), buf_.size(), ptread::dtype_swap_unit(t.dtype()));
-      return put(buf_.data(), buf_.size(), why);
-    }
-    std::vector<int64_t> shape = t.shape(), strides = t.strides();
-    const int64_t rows = shape[0], stride0 = strides[0];
-    if (rows == 1) {  // drop the leading dimension
-      shape.erase(shape.begin());
-      strides.erase(strides.begin());
-      return sub_view(t, std::move(shape), std::move(strides), t.storage_offset(), why);
-    }
-    const uint64_t row_bytes = nb / static_cast<uint64_t>(rows);
-    const int64_t per = static_cast<int64_t>(std::max<uint64_t>(1, kChunk / row_bytes));
-    for (int64_t r = 0; r < rows; r += per) {
-      shape[0] = std::min(per, rows - r);
-      if (!sub_view(t, shape, strides, t.storage_offset() + r * stride0, why)) return false;
-    }
-    return true;
-  }
-
-  bool sub_view(const ptread::Tensor& t, std::vector<int64_t> shape, std::vector<int64_t> strides,
-                int64_t offset, std::string* why) {
-    auto v = ptread::Tensor::view(t.storage(), t.dtype(), std::move(shape), std::move(strides), offset, t.device());
-    if (!v) {
-      *why = v.error().what();
-      return false;
-    }
-    v->set_math_bits(t.is_conj(), t.is_neg());
-    return write_view(*v, why);
-  }
-
-  static void swap_bytes(uint8_t* p, size_t n, size_t unit) {
-    if (unit <= 1) return;
-    for (size_t i = 0; i + unit <= n; i += unit) {
-      for (size_t a = i, b = i + unit - 1; a < b; ++a, --b) std::swap(p[a], p[b]);
-    }
-  }
-
-  std::FILE* f_;
-  bool little_;
-  std::vector<uint8_t> buf_;
-};
-
-int export_safetensors(const ptread::Checkpoint& ck, const std::string& out_path) {
-  struct Item {
-    const ptread::NamedTensor* nt;
-    uint64_t begin, end;
-  };
-  std::vector<Item> items;
-  std::unordered_set<std::string_view> names;
-  std::string header = "{\"__metadata__\":{\"format\":\"pt\"}";
-  uint64_t offset = 0;
-  for (const auto& nt : ck.tensors()) {
-    const ptread::DType dt = nt.tensor.dtype();
-    if (!safetensors_dtype(dt)) {
-      std::fprintf(stderr, "ptread: skipped %s: dtype %s has no safetensors equivalent\n", display(nt.name).c_str(),
-                   ptread::dtype_name(dt));
-      continue;
-    }
-    if (nt.name == "__metadata__") {
-      std::fprintf(stderr, "ptread: skipped __metadata__: the name is reserved in safetensors\n");
-      continue;
-    }
-    if (!valid_utf8(nt.name)) {
-      std::fprintf(stderr, "ptread: skipped %s: the name is not valid UTF-8\n", display(nt.name).c_str());
-      continue;
-    }
-    if (!names.insert(nt.name).second) {
-      std::fprintf(stderr, "ptread: skipped %s: an earlier tensor has the same name\n", display(nt.name).c_str());
-      continue;
-    }
-    const uint64_t nb = nt.tensor.nbytes();
-    items.push_back({&nt, offset, offset + nb});
-    header += ',';
-    append_json_string(header, nt.name);
-    header += ":{\"dtype\":\"";
-    header += ptread::dtype_name(dt);
-    header += "\",\"shape\":";
-    append_dims(header, nt.tensor.shape(), ",");
-    header += ",\"data_offsets\":[";
-    append_u64(header, offset);
-    header += ',';
-    append_u64(header, offset + nb);
-    header += "]}";
-    offset += nb;
+  for (const auto& sp : ck.sparse()) {
+    if (!keep(sp.name)) continue;
+    std::fprintf(stderr, "ptread: skipped %s: sparse tensor (%s), not a plain tensor\n", display(sp.name).c_str(),
+                 ptread::sparse_layout_name(sp.tensor.layout));
   }
   for (const auto& u : ck.unsupported()) {
-    std::fprintf(stderr, "ptread: skipped %s: %s\n", display(u.name).c_str(), display(u.reason).c_str());
+    if (keep(u.name)) std::fprintf(stderr, "ptread: skipped %s: %s\n", display(u.name).c_str(), display(u.reason).c_str());
   }
-  header += '}';
-  header.append((8 - header.size() % 8) % 8, ' ');  // tensor data starts 8-aligned
+}
 
-  const std::string tmp = out_path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) {
-    std::fprintf(stderr, "ptread: cannot create '%s': %s\n", tmp.c_str(), std::strerror(errno));
-    return kExitFailed;
+int write_failed(const ptread::Error& e) {
+  std::fprintf(stderr, "ptread: %s\n", e.what());
+  return kExitFailed;
+}
+
+int export_safetensors(const ptread::Checkpoint& ck, const std::string& out_path) {
+  ptread_cli::ProgressLine progress;
+  ptread::SaveSafetensorsOptions o;
+  o.metadata = {{"format", "pt"}};
+  o.skip_unsupported = true;
+  o.progress = [&progress](uint64_t done, uint64_t total) { progress.update(done, total); };
+  auto written = ptread::save_safetensors(out_path, ck.tensors(), o);
+  progress.finish();
+  if (!written) return write_failed(written.error());
+  for (const auto& s : written->skipped) {
+    std::fprintf(stderr, "ptread: skipped %s: %s\n", display(s.name).c_str(), s.reason.c_str());
   }
-  std::setvbuf(f, nullptr, _IOFBF, size_t{1} << 20);
-  std::string why;
-  bool ok = true;
-  unsigned char len[8];
-  for (int b = 0; b < 8; ++b) len[b] = static_cast<unsigned char>(static_cast<uint64_t>(header.size()) >> (8 * b));
-  if (std::fwrite(len, 1, 8, f) != 8 || std::fwrite(header.data(), 1, header.size(), f) != header.size()) {
-    ok = false;
-    why = std::strerror(errno);
-  }
-  SafetensorsWriter writer(f);
-  for (size_t k = 0; ok && k < items.size(); ++k) {
-    if (!writer.write(items[k].nt->tensor, &why)) {
-      why = "tensor " + display(items[k].nt->name) + ": " + why;
-      ok = false;
-    }
-  }
-  if (ok && std::fflush(f) != 0) {
-    ok = false;
-    why = std::strerror(errno);
-  }
-#if PTREAD_POSIX
-  if (ok && ::fsync(fileno(f)) != 0 && errno != EINVAL && errno != EROFS) {
-    ok = false;
-    why = std::strerror(errno);
-  }
-#endif
-  if (std::fclose(f) != 0 && ok) {
-    ok = false;
-    why = std::strerror(errno);
-  }
-  if (ok && std::rename(tmp.c_str(), out_path.c_str()) != 0) {
-    std::fprintf(stderr, "ptread: cannot rename '%s' to '%s': %s\n", tmp.c_str(), out_path.c_str(),
-                 std::strerror(errno));
-    std::remove(tmp.c_str());
-    return kExitFailed;
-  }
-  if (!ok) {
-    std::fprintf(stderr, "ptread: cannot write '%s': %s\n", tmp.c_str(), why.c_str());
-    std::remove(tmp.c_str());
-    return kExitFailed;
-  }
+  report_not_written(ck, [](const std::string&) { return true; });
   return kExitOk;
+}
+
+int convert(const ptread::Checkpoint& ck, const Args& args) {
+  auto keep = [&args](const std::string& name) {
+    if (!args.prefix) return true;
+    const std::string& p = *args.prefix;
+    return name.compare(0, p.size(), p) == 0 && (name.size() == p.size() || name[p.size()] == '.');
+  };
+  std::vector<ptread::NamedTensor> selected;
+  std::unordered_map<std::string, const std::string*> source_of;  // written name -> name in the file
+  for (const auto& nt : ck.tensors()) {
+    if (!keep(nt.name)) continue;
+    std::string name = nt.name;
+    if (args.strip_prefix) {
+      const std::string& p = *args.strip_prefix;
+      if (name.size() > p.size() && name.compare(0, p.size(), p) == 0 && name[p.size()] == '.') name.erase(0, p.size() + 1);
+    }
+    const auto seen = source_of.emplace(name, &nt.name);
+    if (!seen.second) {
+      std::fprintf(stderr, "ptread: %s and %s would both be written as %s%s\n", display(*seen.first->second).c_str(),
+                   display(nt.name).c_str(), display(name).c_str(),
+                   args.strip_prefix ? " (after --strip-prefix); nothing written" : "; nothing written");
+      return kExitFailed;
+    }
+    selected.push_back({std::move(name), nt.tensor});
+  }
+  if (args.prefix && selected.empty()) {
+    std::fprintf(stderr, "ptread: no tensor is named %s or starts with '%s.'; nothing written\n",
+                 display(*args.prefix).c_str(), display(*args.prefix).c_str());
+    return kExitFailed;
+  }
+  report_not_written(ck, keep);
+  ptread_cli::ProgressLine progress;
+  ptread::SavePtOptions o;
+  o.float_dtype = args.dtype;
+  o.progress = [&progress](uint64_t done, uint64_t total) { progress.update(done, total); };
+  auto written = ptread::save_pt(args.files[1], selected, o);
+  progress.finish();
+  return written ? kExitOk : write_failed(written.error());
 }
 
 // ---- audit ----
@@ -1257,5 +1093,6 @@ int main(int argc, char** argv) {
     return finish_stdout(std::string("# format: ") + ck->format_name() + "\n" + TreePrinter().run(ck->root()));
   }
   if (args.command == "audit") return audit(*ck, args.json);
+  if (args.command == "convert") return convert(*ck, args);
   return export_safetensors(*ck, args.files[1]);
 }

@@ -1,7 +1,8 @@
 // ptread — read PyTorch checkpoints in C++ without LibTorch or Python.
 //
-// One include for the core: containers, pickle, dtypes, tensors, Checkpoint, and the nn
-// layers' portable CPU path (Embedding, EmbeddingBag, Linear).
+// One include for the core: containers, pickle, dtypes, tensors, Checkpoint, the writers
+// (save_pt, save_safetensors), and the nn layers' portable CPU path (Embedding,
+// EmbeddingBag, Linear).
 // Optional backends have their own headers (nn/openblas.hpp, cuda/*.cuh).
 // Documentation: README.md. License: MIT.
 #pragma once
@@ -16,5 +17,6 @@
 #include "checkpoint.hpp"
 #include "quantized.hpp"
 #include "audit.hpp"
+#include "save.hpp"
 #include "nn/embedding.hpp"
 #include "nn/linear.hpp"

@@ -6,15 +6,20 @@
 ls --json must list what torch.load sees (expected.json: names in order, dtype, shape,
 strides, device, nbytes); export must write a valid safetensors file whose tensors hash to
 torch's values; broken files exit 1 with their error code on stderr; usage errors exit 2;
-audit exits 0 or 3 and lists the refused globals.
+audit exits 0 or 3 and lists the refused globals; export and convert show a progress line
+when stderr is a terminal (a pty here) and the data is large, and nothing otherwise.
+(tests/writers/check_writers.py reads what convert writes with torch.)
 """
 import hashlib
 import json
 import os
+import pty
+import re
 import struct
 import subprocess
 import sys
 import tempfile
+import zipfile
 
 ptread, fixtures = sys.argv[1], sys.argv[2]
 SIZES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "I16": 2, "U16": 2,
@@ -123,6 +128,9 @@ with tempfile.TemporaryDirectory() as tmp:
         r = run("export", os.path.join(fixtures, name), os.path.join(tmp, "x.safetensors"))
         if r.returncode != 1 or os.path.exists(os.path.join(tmp, "x.safetensors")):
             fail(name, "export of a broken file must exit 1 and write nothing")
+        r = run("convert", os.path.join(fixtures, name), os.path.join(tmp, "x.pt"))
+        if r.returncode != 1 or tag not in r.stderr or any(f.startswith("x.pt") for f in os.listdir(tmp)):
+            fail(name, "convert of a broken file must exit 1 and write nothing")
 
 # ls --json lists quantized and sparse entries (names as torch.load gives them) and, for whole
 # models and TorchScript, each module with its class; tree starts with the format.
@@ -160,12 +168,84 @@ for name, status, refused in [("proto2.pt", 0, []), ("legacy_model.pt", 3, ["fix
 if run("audit", os.path.join(fixtures, "err_truncated.pt")).returncode != 1:
     fail("audit of an unreadable file must exit 1")
 
+cuda_pt = os.path.join(fixtures, "cuda.pt")
 for args, status in [((), 2), (("frobnicate", "x"), 2), (("ls",), 2), (("--help",), 0), (("--version",), 0),
-                     (("ls", "--bogus", os.path.join(fixtures, "cuda.pt")), 2),
-                     (("ls", os.path.join(fixtures, "no_such_file.pt")), 1)]:
+                     (("ls", "--bogus", cuda_pt), 2),
+                     (("ls", os.path.join(fixtures, "no_such_file.pt")), 1),
+                     (("convert", cuda_pt), 2), (("convert", cuda_pt, "/nonexistent-dir/x.pt", "--dtype", "I8"), 2),
+                     (("convert", cuda_pt, "/nonexistent-dir/x.pt", "--dtype"), 2),
+                     (("ls", cuda_pt, "--prefix", "x"), 2), (("export", cuda_pt, "x", "--dtype", "F16"), 2),
+                     (("convert", cuda_pt, "/nonexistent-dir/x.pt"), 1),
+                     (("convert", cuda_pt, "/nonexistent-dir/x.pt", "--prefix", "nothing"), 1)]:
     r = run(*args)
     if r.returncode != status:
         fail("ptread", *args, "exit", r.returncode, "expected", status)
+
+
+# ---- progress line: on a terminal and from 64 MiB (or PTREAD_PROGRESS_MIN_BYTES) on ----
+
+def run_tty(*args, env=None):
+    """Runs ptread with stderr on a pseudo-terminal; returns (exit status, what it wrote there)."""
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen([ptread, *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave,
+                             env=env)
+    finally:
+        os.close(slave)
+    err = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child has closed the terminal
+            break
+        if not chunk:
+            break
+        err += chunk
+    os.close(master)
+    return p.wait(), err
+
+
+def big_checkpoint(path, numel):
+    """A zip checkpoint {"w": float32 zeros[numel]}, written as torch.save writes it."""
+    n = struct.pack("<i", numel)
+    pkl = (b"\x80\x02}q\x00X\x01\x00\x00\x00wq\x01ctorch._utils\n_rebuild_tensor_v2\nq\x02((X\x07\x00\x00\x00storage"
+           b"q\x03ctorch\nFloatStorage\nq\x04X\x01\x00\x00\x000q\x05X\x03\x00\x00\x00cpuq\x06J" + n +
+           b"tq\x07QK\x00J" + n + b"\x85q\x08K\x01\x85q\x09\x89ccollections\nOrderedDict\nq\x0a)Rq\x0btq\x0cRq\x0ds.")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("big/data.pkl", pkl)
+        z.writestr("big/data/0", bytes(numel * 4))
+        z.writestr("big/version", b"3\n")
+
+
+def rewrites_line(err):
+    """A carriage return that is not the terminal's own "\r\n" for a newline."""
+    return re.search(rb"\r(?!\n)", err) is not None
+
+
+def has_progress(err):
+    return rewrites_line(err) and b"MiB/s" in err and b"done" in err
+
+
+env_default = {k: v for k, v in os.environ.items() if k != "PTREAD_PROGRESS_MIN_BYTES"}
+with tempfile.TemporaryDirectory() as tmp:
+    big = os.path.join(tmp, "big.pt")
+    big_checkpoint(big, (64 << 20) // 4 + 1)  # just over 64 MiB of data
+    status, err = run_tty("convert", big, os.path.join(tmp, "big.out.pt"), env=env_default)
+    if status != 0 or not has_progress(err):
+        fail("convert of 64 MiB with stderr on a terminal: no progress line", status, err[-200:])
+    r = subprocess.run([ptread, "convert", big, os.path.join(tmp, "big2.out.pt")], capture_output=True, env=env_default)
+    if r.returncode != 0 or r.stderr:
+        fail("convert of 64 MiB with stderr piped must be quiet", r.returncode, r.stderr[-200:])
+    status, err = run_tty("export", big, os.path.join(tmp, "big.safetensors"), env=env_default)
+    if status != 0 or not has_progress(err):
+        fail("export of 64 MiB with stderr on a terminal: no progress line", status, err[-200:])
+    small = os.path.join(fixtures, "dtypes.pt")
+    status, err = run_tty("export", small, os.path.join(tmp, "small.safetensors"), env=env_default)
+    if status != 0 or rewrites_line(err):
+        fail("export of a small file on a terminal must be quiet", status, err[-200:])
+    status, err = run_tty("convert", small, os.path.join(tmp, "small.pt"), env=dict(env_default, PTREAD_PROGRESS_MIN_BYTES="1"))
+    if status != 0 or not has_progress(err):
+        fail("PTREAD_PROGRESS_MIN_BYTES=1: no progress line for a small file", status, err[-200:])
 
 checked = len(expected["files"]) + len(expected["errors"])
 print(f"cli: {checked} files checked, {len(failures)} failures"
