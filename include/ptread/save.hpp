@@ -290,7 +290,7 @@ inline Result<SaveReport> save_pt(const std::string& path, const std::vector<Nam
       return make_error(ErrorCode::shape_overflow, "save_pt: the storages hold more bytes than 64 bits count");
     }
   }
-  PTREAD_TRY(OutputFile file, OutputFile::create(path));
+  PTREAD_TRY(OutputFile file, OutputFile::create(path, sink.total > (uint64_t{1} << 63) ? sink.total : sink.total + pickle.size()));
   ZipWriter zip(file, o.force_zip64);
   sink.zip = &zip;
   const std::string prefix = archive + "/";
@@ -377,7 +377,7 @@ inline Result<SaveReport> save_safetensors(const std::string& path, const std::v
   header += '}';
   header.append((8 - header.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
 
-  PTREAD_TRY(OutputFile file, OutputFile::create(path));
+  PTREAD_TRY(OutputFile file, OutputFile::create(path, offset > (uint64_t{1} << 63) ? offset : 8 + header.size() + offset));
   uint8_t len[8];
   for (int b = 0; b < 8; ++b) len[b] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * b));
   PTREAD_CHECK(file.write(len, sizeof len));

@@ -7836,6 +7836,7 @@ class Crc32 {
 #include <vector>
 
 #if PTREAD_POSIX
+#include <sys/statvfs.h>
 #include <unistd.h>
 #endif
 
@@ -7859,12 +7860,24 @@ inline void swap_elements(uint8_t* p, size_t n, size_t unit) noexcept {
 
 class OutputFile {
  public:
-  static Result<OutputFile> create(const std::string& path) {
+  // `need`: the bytes the file will hold, checked against the room left on its filesystem
+  // before anything is written (a stride-0 view stands for more bytes than any disk holds).
+  static Result<OutputFile> create(const std::string& path, uint64_t need = 0) {
     OutputFile f;
     f.path_ = path;
     f.tmp_ = path + ".tmp";
     f.file_ = std::fopen(f.tmp_.c_str(), "wb");
     if (f.file_ == nullptr) return io_error("cannot create", f.tmp_, errno);
+#if PTREAD_POSIX
+    struct statvfs fs;
+    if (need > 0 && ::fstatvfs(fileno(f.file_), &fs) == 0) {
+      const uint64_t room = static_cast<uint64_t>(fs.f_bavail) * static_cast<uint64_t>(fs.f_frsize);
+      if (need > room) {
+        return make_error(ErrorCode::io_error, "cannot write '" + path + "': it would hold " + std::to_string(need) +
+                                                   " bytes; its filesystem has " + std::to_string(room) + " free");
+      }
+    }
+#endif
     std::setvbuf(f.file_, nullptr, _IOFBF, size_t{1} << 20);
     return Result<OutputFile>(std::move(f));
   }
@@ -8510,7 +8523,7 @@ inline Result<SaveReport> save_pt(const std::string& path, const std::vector<Nam
       return make_error(ErrorCode::shape_overflow, "save_pt: the storages hold more bytes than 64 bits count");
     }
   }
-  PTREAD_TRY(OutputFile file, OutputFile::create(path));
+  PTREAD_TRY(OutputFile file, OutputFile::create(path, sink.total > (uint64_t{1} << 63) ? sink.total : sink.total + pickle.size()));
   ZipWriter zip(file, o.force_zip64);
   sink.zip = &zip;
   const std::string prefix = archive + "/";
@@ -8597,7 +8610,7 @@ inline Result<SaveReport> save_safetensors(const std::string& path, const std::v
   header += '}';
   header.append((8 - header.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
 
-  PTREAD_TRY(OutputFile file, OutputFile::create(path));
+  PTREAD_TRY(OutputFile file, OutputFile::create(path, offset > (uint64_t{1} << 63) ? offset : 8 + header.size() + offset));
   uint8_t len[8];
   for (int b = 0; b < 8; ++b) len[b] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * b));
   PTREAD_CHECK(file.write(len, sizeof len));

@@ -431,6 +431,27 @@ TEST_CASE("save_safetensors refuses or skips what the format cannot hold", "[sav
   CHECK(ptread::save_safetensors(out.path, items, o).code() == ErrorCode::invalid_argument);
 }
 
+TEST_CASE("a stride-0 view that stands for more bytes than the disk holds is refused before writing", "[save]") {
+  TempPath out("huge.safetensors");
+  auto st = pattern(4);
+  // 2^50 float32 elements (4 PiB) over one element: safetensors would store them all.
+  const Tensor huge = view(st, DType::F32, {int64_t{1} << 25, int64_t{1} << 25}, {0, 0});
+  auto r = ptread::save_safetensors(out.path, std::vector<ptread::NamedTensor>{{"huge", huge}});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.code() == ErrorCode::io_error);
+  CHECK(r.error().str().find("free") != std::string::npos);
+  CHECK_FALSE(ptread_test::path_exists(out.path));
+  CHECK_FALSE(ptread_test::path_exists(out.path + ".tmp"));
+  // save_pt keeps the view a view: one element of storage.
+  TempPath pt("huge.pt");
+  auto p = ptread::save_pt(pt.path, std::vector<ptread::NamedTensor>{{"huge", huge}});
+  REQUIRE(p.ok());
+  auto back = reopen(pt.path);
+  REQUIRE(back.tensors().size() == 1);
+  CHECK(back.tensors()[0].tensor.numel() == int64_t{1} << 50);
+  CHECK(back.tensors()[0].tensor.storage()->nbytes() == 4);
+}
+
 TEST_CASE("the torch-written fixtures, re-saved with save_pt, read as torch read them", "[save]") {
   const ptread_test::Json& files = ptread_test::expected_json()["files"];
   for (const auto& f : files.as_object()) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #if PTREAD_POSIX
+#include <sys/statvfs.h>
 #include <unistd.h>
 #endif
 
@@ -44,12 +45,24 @@ inline void swap_elements(uint8_t* p, size_t n, size_t unit) noexcept {
 
 class OutputFile {
  public:
-  static Result<OutputFile> create(const std::string& path) {
+  // `need`: the bytes the file will hold, checked against the room left on its filesystem
+  // before anything is written (a stride-0 view stands for more bytes than any disk holds).
+  static Result<OutputFile> create(const std::string& path, uint64_t need = 0) {
     OutputFile f;
     f.path_ = path;
     f.tmp_ = path + ".tmp";
     f.file_ = std::fopen(f.tmp_.c_str(), "wb");
     if (f.file_ == nullptr) return io_error("cannot create", f.tmp_, errno);
+#if PTREAD_POSIX
+    struct statvfs fs;
+    if (need > 0 && ::fstatvfs(fileno(f.file_), &fs) == 0) {
+      const uint64_t room = static_cast<uint64_t>(fs.f_bavail) * static_cast<uint64_t>(fs.f_frsize);
+      if (need > room) {
+        return make_error(ErrorCode::io_error, "cannot write '" + path + "': it would hold " + std::to_string(need) +
+                                                   " bytes; its filesystem has " + std::to_string(room) + " free");
+      }
+    }
+#endif
     std::setvbuf(f.file_, nullptr, _IOFBF, size_t{1} << 20);
     return Result<OutputFile>(std::move(f));
   }
