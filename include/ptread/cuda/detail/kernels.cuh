@@ -48,7 +48,13 @@ __device__ __forceinline__ float bits_as_float(uint32_t u) {
 #endif
 }
 
+// NaNs keep their payload and come out quiet, as x86's F16C and torch's CPU .float() make
+// them (and copy_to(F32)): the same bits on every device, whatever its own conversion does.
 __device__ __forceinline__ float f16_bits_to_float(uint16_t h) {
+  if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0) {
+    return bits_as_float((static_cast<uint32_t>(h & 0x8000u) << 16) | 0x7fc00000u |
+                         (static_cast<uint32_t>(h & 0x3ffu) << 13));
+  }
 #if PTREAD_CUDA_EMULATE
   return ::ptread::detail::f16_to_float(h);
 #else
@@ -84,7 +90,7 @@ struct Elem16 {
   __device__ static void unpack(const uint4& v, float* f) {
     const uint32_t words[4] = {v.x, v.y, v.z, v.w};
     PTREAD_CUDA_UNROLL
-    for (int q = 0; q < 4; ++q) {  // element 2q is the low half (little-endian)
+    for (unsigned q = 0; q < 4; ++q) {  // element 2q is the low half (little-endian)
       f[2 * q] = cvt(static_cast<uint16_t>(words[q] & 0xffffu));
       f[2 * q + 1] = cvt(static_cast<uint16_t>(words[q] >> 16));
     }
@@ -203,19 +209,19 @@ __global__ void __launch_bounds__(kRowsWarps * 32)
   const auto* wb = static_cast<const unsigned char*>(w);
   float acc[MB][R];
   PTREAD_CUDA_UNROLL
-  for (int m = 0; m < MB; ++m) {
+  for (unsigned m = 0; m < MB; ++m) {
     PTREAD_CUDA_UNROLL
-    for (int r = 0; r < R; ++r) acc[m][r] = 0.0f;
+    for (unsigned r = 0; r < R; ++r) acc[m][r] = 0.0f;
   }
   if constexpr (VEC) {
     constexpr int V = E::kVec;
     for (size_t k = static_cast<size_t>(lane) * V; k < K; k += 32 * V) {
       float xv[MB][V];
       PTREAD_CUDA_UNROLL
-      for (int m = 0; m < MB; ++m) {
-        const auto* xp = reinterpret_cast<const float4*>(x + m * K + k);
+      for (unsigned m = 0; m < MB; ++m) {
+        const auto* xp = reinterpret_cast<const float4*>(x + static_cast<size_t>(m) * K + k);
         PTREAD_CUDA_UNROLL
-        for (int q = 0; q < V / 4; ++q) {
+        for (unsigned q = 0; q < V / 4; ++q) {
           const float4 f = __ldg(xp + q);
           xv[m][4 * q] = f.x;
           xv[m][4 * q + 1] = f.y;
@@ -224,15 +230,15 @@ __global__ void __launch_bounds__(kRowsWarps * 32)
         }
       }
       PTREAD_CUDA_UNROLL
-      for (int r = 0; r < R; ++r) {
+      for (unsigned r = 0; r < R; ++r) {
         if (n0 + r < N) {
           const uint4 raw = __ldcs(reinterpret_cast<const uint4*>(wb + ((n0 + r) * ldw + k) * E::kSize));
           float wf[V];
           E::unpack(raw, wf);
           PTREAD_CUDA_UNROLL
-          for (int m = 0; m < MB; ++m) {
+          for (unsigned m = 0; m < MB; ++m) {
             PTREAD_CUDA_UNROLL
-            for (int q = 0; q < V; ++q) acc[m][r] += xv[m][q] * wf[q];
+            for (unsigned q = 0; q < V; ++q) acc[m][r] += xv[m][q] * wf[q];
           }
         }
       }
@@ -241,24 +247,24 @@ __global__ void __launch_bounds__(kRowsWarps * 32)
     for (size_t k = lane; k < K; k += 32) {
       float wf[R];
       PTREAD_CUDA_UNROLL
-      for (int r = 0; r < R; ++r) wf[r] = n0 + r < N ? E::load(w, (n0 + r) * ldw + k) : 0.0f;
+      for (unsigned r = 0; r < R; ++r) wf[r] = n0 + r < N ? E::load(w, (n0 + r) * ldw + k) : 0.0f;
       PTREAD_CUDA_UNROLL
-      for (int m = 0; m < MB; ++m) {
-        const float xv = __ldg(x + m * K + k);
+      for (unsigned m = 0; m < MB; ++m) {
+        const float xv = __ldg(x + static_cast<size_t>(m) * K + k);
         PTREAD_CUDA_UNROLL
-        for (int r = 0; r < R; ++r) acc[m][r] += xv * wf[r];
+        for (unsigned r = 0; r < R; ++r) acc[m][r] += xv * wf[r];
       }
     }
   }
   PTREAD_CUDA_UNROLL
-  for (int m = 0; m < MB; ++m) {
+  for (unsigned m = 0; m < MB; ++m) {
     PTREAD_CUDA_UNROLL
-    for (int r = 0; r < R; ++r) {
+    for (unsigned r = 0; r < R; ++r) {
       float v = acc[m][r];
       PTREAD_CUDA_UNROLL
       for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
       const size_t n = n0 + r;
-      if (lane == static_cast<unsigned>((m * R + r) & 31) && n < N) y[m * N + n] = v + (bias ? bias[n] : 0.0f);
+      if (lane == ((m * R + r) & 31u) && n < N) y[m * N + n] = v + (bias ? bias[n] : 0.0f);
     }
   }
 }
@@ -276,49 +282,49 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
   static_assert((BM * kTileK) % NT == 0 && (BN * kTileK) % NT == 0, "tile loads divide among the threads");
   __shared__ float xs[kTileK][BM + 1];
   __shared__ float ws[kTileK][BN + 1];
-  const int tid = static_cast<int>(threadIdx.x);
-  const int tx = tid % TX, ty = tid / TX;
+  const unsigned tid = threadIdx.x;
+  const unsigned tx = tid % TX, ty = tid / TX;
   const size_t m0 = static_cast<size_t>(blockIdx.y) * BM, n0 = static_cast<size_t>(blockIdx.x) * BN;
   float acc[TM][TN];
   PTREAD_CUDA_UNROLL
-  for (int i = 0; i < TM; ++i) {
+  for (unsigned i = 0; i < TM; ++i) {
     PTREAD_CUDA_UNROLL
-    for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+    for (unsigned j = 0; j < TN; ++j) acc[i][j] = 0.0f;
   }
   for (size_t k0 = 0; k0 < K; k0 += kTileK) {
     PTREAD_CUDA_UNROLL
-    for (int e = tid; e < BM * kTileK; e += NT) {
-      const int row = e / kTileK, kk = e % kTileK;
+    for (unsigned e = tid; e < BM * kTileK; e += NT) {
+      const size_t row = e / kTileK, kk = e % kTileK;
       const size_t m = m0 + row, k = k0 + kk;
       xs[kk][row] = m < M && k < K ? __ldg(x + m * K + k) : 0.0f;
     }
     PTREAD_CUDA_UNROLL
-    for (int e = tid; e < BN * kTileK; e += NT) {
-      const int row = e / kTileK, kk = e % kTileK;
+    for (unsigned e = tid; e < BN * kTileK; e += NT) {
+      const size_t row = e / kTileK, kk = e % kTileK;
       const size_t n = n0 + row, k = k0 + kk;
       ws[kk][row] = n < N && k < K ? Elem<WK>::load(w, n * ldw + k) : 0.0f;
     }
     __syncthreads();
     PTREAD_CUDA_UNROLL
-    for (int kk = 0; kk < kTileK; ++kk) {
+    for (unsigned kk = 0; kk < kTileK; ++kk) {
       float a[TM], b[TN];
       PTREAD_CUDA_UNROLL
-      for (int i = 0; i < TM; ++i) a[i] = xs[kk][ty + TY * i];
+      for (unsigned i = 0; i < TM; ++i) a[i] = xs[kk][ty + TY * i];
       PTREAD_CUDA_UNROLL
-      for (int j = 0; j < TN; ++j) b[j] = ws[kk][tx + TX * j];
+      for (unsigned j = 0; j < TN; ++j) b[j] = ws[kk][tx + TX * j];
       PTREAD_CUDA_UNROLL
-      for (int i = 0; i < TM; ++i) {
+      for (unsigned i = 0; i < TM; ++i) {
         PTREAD_CUDA_UNROLL
-        for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+        for (unsigned j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
       }
     }
     __syncthreads();
   }
   PTREAD_CUDA_UNROLL
-  for (int i = 0; i < TM; ++i) {
+  for (unsigned i = 0; i < TM; ++i) {
     const size_t m = m0 + ty + TY * i;
     PTREAD_CUDA_UNROLL
-    for (int j = 0; j < TN; ++j) {
+    for (unsigned j = 0; j < TN; ++j) {
       const size_t n = n0 + tx + TX * j;
       if (m < M && n < N) y[m * N + n] = acc[i][j] + (bias ? bias[n] : 0.0f);
     }
