@@ -7,7 +7,8 @@
 // tolerance, 77 when there is no CUDA device.
 #include <ptread/cuda.cuh>
 
-#include <cmath>
+#include "beside_torch.hpp"
+
 #include <cstdio>
 #include <vector>
 
@@ -64,17 +65,6 @@ int main(int argc, char** argv) {
   if (auto st = stream->synchronize(); !st) return fail(st.error());
 
   const std::vector<float> want = want_t->to_float32().value();
-  double worst = 0;
-  for (size_t i = 0; i < n; ++i) {
-    std::printf("id %4lld:", static_cast<long long>(ids[i]));
-    for (size_t o = 0; o < fc->out_features(); ++o) {
-      const size_t k = i * fc->out_features() + o;
-      std::printf("  %+.6f (torch %+.6f)", static_cast<double>(out[k]), static_cast<double>(want[k]));
-      worst = std::fmax(worst, std::fabs(static_cast<double>(out[k]) - want[k]));
-    }
-    std::printf("\n");
-  }
-  const bool ok = want.size() == out.size() && worst <= 1e-5;
-  std::printf("max |ptread - torch| = %.3g: %s\n", worst, ok ? "match torch" : "MISMATCH");
+  const bool ok = print_beside_torch(ids, n, fc->out_features(), out, want);
   return ok ? 0 : 1;
 }

@@ -72,18 +72,12 @@ TEST_CASE("cuda::Linear equals the CPU Linear, every batch kernel, from a checkp
 
 TEST_CASE("cuda::Linear equals torch's F.linear on the nn fixtures, and the large tiles the CPU", "[cuda][linear]") {
   const Json& cases = nn_json()["linear"];
-  for (size_t k = 0; k < cases.size(); ++k) {
-    const Json& e = cases[k];
-    const std::string prefix = e["prefix"].as_string();
-    const auto m = static_cast<size_t>(e["m"].as_int());
-    auto fc = pc::Linear::from(nn_ck(), prefix);
+  for (size_t c = 0; c < cases.size(); ++c) {
+    auto fc = pc::Linear::from(nn_ck(), cases[c]["prefix"].as_string());
     REQUIRE(fc.ok());
-    const auto x = e["x"].is_string() ? formula_x(m, fc->in_features()) : floats(e["x"]);
-    const auto want = floats(e["out"]);
-    const auto got = run(*fc, x, m);
-    INFO(prefix << " m=" << m);
-    REQUIRE(got.size() == want.size());
-    for (size_t i = 0; i < want.size(); ++i) CHECK(std::fabs(got[i] - want[i]) <= 1e-4f * (1.0f + std::fabs(want[i])));
+    const LinearCase k = linear_case(cases[c], fc->in_features());
+    INFO(k.prefix << " m=" << k.m);
+    check_torch_close(run(*fc, k.x, k.m), k.torch);
   }
   if (PTREAD_CUDA_EMULATE) return;  // (emulated, these take long; kernels_emulated.cpp covers every tile)
   auto ck = ptread::Checkpoint::open_memory(big_linear_file().data(), big_linear_file().size());
@@ -119,66 +113,44 @@ TEST_CASE("cuda::Linear errors are the CPU layer's", "[cuda][linear]") {
 TEST_CASE("cuda::Embedding and EmbeddingBag equal the CPU layers on every torch case", "[cuda][embedding]") {
   const Json& ecases = nn_json()["embedding"];
   for (size_t c = 0; c < ecases.size(); ++c) {
-    const Json& e = ecases[c];
-    INFO("embedding case " << c << " " << e["prefix"].as_string());
-    nn::EmbeddingOptions opt;
-    if (!e["padding_idx"].is_null()) opt.padding_idx = e["padding_idx"].as_int();
-    auto cpu = nn::Embedding::from(nn_ck(), e["prefix"].as_string(), opt);
-    auto dev = pc::Embedding::from(nn_ck(), e["prefix"].as_string(), opt);
-    REQUIRE(cpu.ok());
+    const EmbeddingCase k = embedding_case(ecases[c]);
+    INFO("embedding case " << c << " " << k.prefix);
+    auto dev = pc::Embedding::from(nn_ck(), k.prefix, k.opt);
     REQUIRE(dev.ok());
-    CHECK(dev->padding_idx() == cpu->padding_idx());
-    const auto idx = ints(e["indices"]);
-    std::vector<float> want(idx.size() * cpu->dim());
-    REQUIRE(cpu->forward(idx.data(), idx.size(), want.data()).ok());
-    auto di = to_device(idx);
-    auto di32 = to_device(narrow(idx));
-    auto out = device_floats(want.size(), -777.0f);
-    REQUIRE(dev->forward(static_cast<const int64_t*>(di.data()), idx.size(), static_cast<float*>(out.data())).ok());
-    check_bag_close(from_device<float>(out.data(), want.size()), want, true);
-    auto out32 = device_floats(want.size(), -777.0f);
-    REQUIRE(dev->forward(static_cast<const int32_t*>(di32.data()), idx.size(), static_cast<float*>(out32.data())).ok());
-    check_bag_close(from_device<float>(out32.data(), want.size()), want, true);
+    CHECK(dev->padding_idx() == k.padding);
+    auto di = to_device(k.idx);
+    auto di32 = to_device(narrow(k.idx));
+    auto out = device_floats(k.want.size(), -777.0f);
+    REQUIRE(dev->forward(static_cast<const int64_t*>(di.data()), k.idx.size(), static_cast<float*>(out.data())).ok());
+    check_bag_close(from_device<float>(out.data(), k.want.size()), k.want, true);
+    auto out32 = device_floats(k.want.size(), -777.0f);
+    REQUIRE(dev->forward(static_cast<const int32_t*>(di32.data()), k.idx.size(), static_cast<float*>(out32.data())).ok());
+    check_bag_close(from_device<float>(out32.data(), k.want.size()), k.want, true);
   }
   const Json& bcases = nn_json()["embedding_bag"];
   for (size_t c = 0; c < bcases.size(); ++c) {
-    const Json& e = bcases[c];
-    const nn::Reduce r = reduce_of(e["mode"].as_string());
-    nn::EmbeddingOptions opt;
-    opt.include_last_offset = e["include_last_offset"].as_bool();
-    if (!e["padding_idx"].is_null()) opt.padding_idx = e["padding_idx"].as_int();
-    INFO("bag case " << c << " " << e["prefix"].as_string() << " " << e["mode"].as_string());
-    auto cpu = nn::EmbeddingBag::from(nn_ck(), e["prefix"].as_string(), r, opt);
-    auto dev = pc::EmbeddingBag::from(nn_ck(), e["prefix"].as_string(), r, opt);
-    REQUIRE(cpu.ok());
+    const BagCase k = bag_case(bcases[c]);
+    INFO("bag case " << c << " " << k.prefix << " " << nn::reduce_name(k.mode));
+    auto dev = pc::EmbeddingBag::from(nn_ck(), k.prefix, k.mode, k.opt);
     REQUIRE(dev.ok());
-    const auto idx = ints(e["indices"]);
-    const auto offs = ints(e["offsets"]);
-    const size_t bags = offs.size() - (opt.include_last_offset ? 1 : 0);
-    std::vector<float> psw;
-    if (!e["per_sample_weights"].is_null()) psw = floats(e["per_sample_weights"]);
-    std::vector<float> want(bags * cpu->dim());
-    REQUIRE(cpu->forward(idx.data(), idx.size(), offs.data(), bags, psw.empty() ? nullptr : psw.data(), want.data()).ok());
-    auto di = to_device(idx);
-    auto doff = to_device(offs);
-    auto dpsw = to_device(psw);
-    auto out = device_floats(want.size(), -777.0f);
-    REQUIRE(dev->forward(static_cast<const int64_t*>(di.data()), idx.size(), static_cast<const int64_t*>(doff.data()),
-                         bags, psw.empty() ? nullptr : static_cast<const float*>(dpsw.data()),
-                         static_cast<float*>(out.data()))
+    auto di = to_device(k.idx);
+    auto doff = to_device(k.offs);
+    auto dpsw = to_device(k.psw);
+    const float* psw = k.psw.empty() ? nullptr : static_cast<const float*>(dpsw.data());
+    auto out = device_floats(k.want.size(), -777.0f);
+    REQUIRE(dev->forward(static_cast<const int64_t*>(di.data()), k.idx.size(), static_cast<const int64_t*>(doff.data()),
+                         k.bags, psw, static_cast<float*>(out.data()))
                 .ok());
-    const auto got = from_device<float>(out.data(), want.size());
-    check_bag_close(got, want, r == nn::Reduce::max);
-    check_bag_close(got, floats(e["out"]), r == nn::Reduce::max);
-    auto di32 = to_device(narrow(idx));
-    auto doff32 = to_device(narrow(offs));
-    auto out32 = device_floats(want.size(), -777.0f);
-    REQUIRE(dev->forward(static_cast<const int32_t*>(di32.data()), idx.size(),
-                         static_cast<const int32_t*>(doff32.data()), bags,
-                         psw.empty() ? nullptr : static_cast<const float*>(dpsw.data()),
-                         static_cast<float*>(out32.data()))
+    const auto got = from_device<float>(out.data(), k.want.size());
+    check_bag_close(got, k.want, k.mode == nn::Reduce::max);
+    check_bag_close(got, k.torch, k.mode == nn::Reduce::max);
+    auto di32 = to_device(narrow(k.idx));
+    auto doff32 = to_device(narrow(k.offs));
+    auto out32 = device_floats(k.want.size(), -777.0f);
+    REQUIRE(dev->forward(static_cast<const int32_t*>(di32.data()), k.idx.size(),
+                         static_cast<const int32_t*>(doff32.data()), k.bags, psw, static_cast<float*>(out32.data()))
                 .ok());
-    CHECK(from_device<float>(out32.data(), want.size()) == got);
+    CHECK(from_device<float>(out32.data(), k.want.size()) == got);
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <sys/stat.h>
 #include <vector>
@@ -22,18 +23,21 @@ inline std::string fixture_dir() {
 }
 inline std::string corpus_dir() { return PTREAD_TEST_CORPUS; }
 
-// fixtures/expected.json: what torch.load saw in each fixture (read once).
-inline const Json& expected_json() {
-  static Json j;
-  static bool loaded = false;
-  if (!loaded) {
+// The json file at path, read once (a test FAILs when it cannot be read).
+inline const Json& cached_json(const std::string& path) {
+  static std::map<std::string, Json> cache;
+  auto it = cache.find(path);
+  if (it == cache.end()) {
+    Json j;
     std::string err;
-    const std::string path = fixture_dir() + "/expected.json";
     if (!read_json_file(path, j, &err)) FAIL("cannot read " << path << ": " << err);
-    loaded = true;
+    it = cache.emplace(path, std::move(j)).first;
   }
-  return j;
+  return it->second;
 }
+
+// fixtures/expected.json: what torch.load saw in each fixture.
+inline const Json& expected_json() { return cached_json(fixture_dir() + "/expected.json"); }
 
 inline bool path_exists(const std::string& p) {
   struct stat st;

@@ -15,17 +15,7 @@ inline std::string nn_dir() {
   return env && *env ? std::string(env) : fixture_dir() + "/nn";
 }
 
-inline const Json& nn_json() {
-  static Json j;
-  static bool loaded = false;
-  if (!loaded) {
-    std::string err;
-    const std::string path = nn_dir() + "/expected.json";
-    if (!read_json_file(path, j, &err)) FAIL("cannot read " << path << ": " << err);
-    loaded = true;
-  }
-  return j;
-}
+inline const Json& nn_json() { return cached_json(nn_dir() + "/expected.json"); }
 
 inline const ptread::Checkpoint& nn_ck() {
   static ptread::Result<ptread::Checkpoint> ck = ptread::Checkpoint::open(nn_dir() + "/nn.pt");

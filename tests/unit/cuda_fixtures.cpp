@@ -20,9 +20,7 @@ std::string cuda_fixture_dir() { return ptread_test::fixture_dir() + "/cuda"; }
 
 TEST_CASE("fixtures saved from CUDA tensors by torch 2.x read as torch read them", "[.cuda_fixtures]") {
   const std::string dir = cuda_fixture_dir();
-  Json exp;
-  std::string err;
-  REQUIRE(ptread_test::read_json_file(dir + "/expected.json", exp, &err));
+  const Json& exp = ptread_test::cached_json(dir + "/expected.json");
   INFO("written by torch " << exp["torch"].as_string() << " on " << exp["cuda_device"].as_string());
   const Json::Object& files = exp["files"].as_object();
   REQUIRE(files.size() >= 3);

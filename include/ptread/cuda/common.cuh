@@ -100,49 +100,46 @@ struct FreeEvent {
 };
 }  // namespace detail
 
-// Device memory (cudaMalloc), freed when the owner goes. Zero bytes allocate nothing.
-class DeviceBuffer {
+namespace detail {
+struct DeviceKind {
+  static constexpr const char* kAlloc = "cudaMalloc";
+  static cudaError_t alloc(void** p, size_t n) { return cudaMalloc(p, n); }
+  using Free = FreeDevice;
+};
+struct PinnedKind {
+  static constexpr const char* kAlloc = "cudaHostAlloc";
+  static cudaError_t alloc(void** p, size_t n) { return cudaHostAlloc(p, n, cudaHostAllocDefault); }
+  using Free = FreePinned;
+};
+
+// Memory of one kind, freed when the owner goes. Zero bytes allocate nothing.
+template <class Kind>
+class Memory {
  public:
-  DeviceBuffer() = default;
-  static Result<DeviceBuffer> allocate(size_t bytes) {
-    DeviceBuffer b;
-    if (bytes == 0) return Result<DeviceBuffer>(std::move(b));
+  Memory() = default;
+  static Result<Memory> allocate(size_t bytes) {
+    Memory b;
+    if (bytes == 0) return Result<Memory>(std::move(b));
     void* p = nullptr;
-    const cudaError_t e = cudaMalloc(&p, bytes);
-    if (e != cudaSuccess) return cuda_failure(e, "cudaMalloc(" + std::to_string(bytes) + " bytes)");
-    b.p_ = detail::Owned<void*, detail::FreeDevice>(p);
+    const cudaError_t e = Kind::alloc(&p, bytes);
+    if (e != cudaSuccess) return cuda_failure(e, std::string(Kind::kAlloc) + "(" + std::to_string(bytes) + " bytes)");
+    b.p_ = Owned<void*, typename Kind::Free>(p);
     b.bytes_ = bytes;
-    return Result<DeviceBuffer>(std::move(b));
+    return Result<Memory>(std::move(b));
   }
   void* data() const noexcept { return p_.get(); }
   size_t size() const noexcept { return bytes_; }
 
  private:
-  detail::Owned<void*, detail::FreeDevice> p_;
+  Owned<void*, typename Kind::Free> p_;
   size_t bytes_ = 0;
 };
+}  // namespace detail
 
+// Device memory (cudaMalloc).
+using DeviceBuffer = detail::Memory<detail::DeviceKind>;
 // Page-locked host memory (cudaHostAlloc): what the copy engines read at full speed.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  static Result<PinnedBuffer> allocate(size_t bytes) {
-    PinnedBuffer b;
-    if (bytes == 0) return Result<PinnedBuffer>(std::move(b));
-    void* p = nullptr;
-    const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
-    if (e != cudaSuccess) return cuda_failure(e, "cudaHostAlloc(" + std::to_string(bytes) + " bytes)");
-    b.p_ = detail::Owned<void*, detail::FreePinned>(p);
-    b.bytes_ = bytes;
-    return Result<PinnedBuffer>(std::move(b));
-  }
-  void* data() const noexcept { return p_.get(); }
-  size_t size() const noexcept { return bytes_; }
-
- private:
-  detail::Owned<void*, detail::FreePinned> p_;
-  size_t bytes_ = 0;
-};
+using PinnedBuffer = detail::Memory<detail::PinnedKind>;
 
 class Stream {
  public:

@@ -111,17 +111,13 @@ TEST_CASE("emulated: Linear kernels equal torch's F.linear on the nn fixtures", 
   const Json& cases = nn_json()["linear"];
   REQUIRE(cases.size() >= 10);
   for (size_t c = 0; c < cases.size(); ++c) {
-    const Json& e = cases[c];
-    const std::string prefix = e["prefix"].as_string();
-    const size_t m = static_cast<size_t>(e["m"].as_int());
-    auto cpu = nn::Linear::from(nn_ck(), prefix);
+    auto cpu = nn::Linear::from(nn_ck(), cases[c]["prefix"].as_string());
     REQUIRE(cpu.ok());
-    const auto x = e["x"].is_string() ? formula_x(m, cpu->in_features()) : floats(e["x"]);
-    INFO(prefix << " m=" << m);
-    check_linear_close(*cpu, nn_ck(), prefix, x, m, emu_linear(cpu->weight(), bias_of(nn_ck(), prefix), x.data(), m, 4));
-    const auto want = floats(e["out"]);
-    const auto got = emu_linear(cpu->weight(), bias_of(nn_ck(), prefix), x.data(), m, 1);
-    for (size_t k = 0; k < want.size(); ++k) CHECK(std::fabs(got[k] - want[k]) <= 1e-4f * (1.0f + std::fabs(want[k])));
+    const LinearCase k = linear_case(cases[c], cpu->in_features());
+    INFO(k.prefix << " m=" << k.m);
+    const auto bias = bias_of(nn_ck(), k.prefix);
+    check_linear_close(*cpu, nn_ck(), k.prefix, k.x, k.m, emu_linear(cpu->weight(), bias, k.x.data(), k.m, 4));
+    check_torch_close(emu_linear(cpu->weight(), bias, k.x.data(), k.m, 1), k.torch);
   }
 }
 
@@ -129,22 +125,17 @@ TEST_CASE("emulated: gathers equal the CPU Embedding bit for bit", "[cuda_emu]")
   const Json& cases = nn_json()["embedding"];
   REQUIRE(cases.size() >= 6);
   for (size_t c = 0; c < cases.size(); ++c) {
-    const Json& e = cases[c];
-    INFO("case " << c << " " << e["prefix"].as_string());
-    auto cpu = nn::Embedding::from(nn_ck(), e["prefix"].as_string());
-    REQUIRE(cpu.ok());
-    const auto idx = ints(e["indices"]);
-    std::vector<float> want(idx.size() * cpu->dim());
-    REQUIRE(cpu->forward(idx.data(), idx.size(), want.data()).ok());
-    const kd::TableArgs t = table_of(cpu->weight());
-    CHECK(emu_check_indices(idx, t.rows) == kNone);
-    std::vector<float> got(want.size(), -777.0f);
-    kd::launch_gather(t, true, idx.data(), idx.size(), got.data(), nullptr);
-    check_bag_close(got, want, true);
-    const auto idx32 = narrow(idx);
-    std::vector<float> got32(want.size(), -777.0f);
+    const EmbeddingCase k = embedding_case(cases[c]);
+    INFO("case " << c << " " << k.prefix);
+    const kd::TableArgs t = table_of(k.weight);
+    CHECK(emu_check_indices(k.idx, t.rows) == kNone);
+    std::vector<float> got(k.want.size(), -777.0f);
+    kd::launch_gather(t, true, k.idx.data(), k.idx.size(), got.data(), nullptr);
+    check_bag_close(got, k.want, true);
+    const auto idx32 = narrow(k.idx);
+    std::vector<float> got32(k.want.size(), -777.0f);
     kd::launch_gather(t, false, idx32.data(), idx32.size(), got32.data(), nullptr);
-    check_bag_close(got32, want, true);
+    check_bag_close(got32, k.want, true);
   }
 }
 
@@ -152,36 +143,23 @@ TEST_CASE("emulated: bags equal the CPU EmbeddingBag on every torch case", "[cud
   const Json& cases = nn_json()["embedding_bag"];
   REQUIRE(cases.size() >= 40);
   for (size_t c = 0; c < cases.size(); ++c) {
-    const Json& e = cases[c];
-    const nn::Reduce r = reduce_of(e["mode"].as_string());
-    nn::EmbeddingOptions opt;
-    opt.include_last_offset = e["include_last_offset"].as_bool();
-    if (!e["padding_idx"].is_null()) opt.padding_idx = e["padding_idx"].as_int();
-    INFO("case " << c << " " << e["prefix"].as_string() << " " << e["mode"].as_string());
-    auto cpu = nn::EmbeddingBag::from(nn_ck(), e["prefix"].as_string(), r, opt);
-    REQUIRE(cpu.ok());
-    const auto idx = ints(e["indices"]);
-    const auto offs = ints(e["offsets"]);
-    const size_t bags = offs.size() - (opt.include_last_offset ? 1 : 0);
-    std::vector<float> psw;
-    if (!e["per_sample_weights"].is_null()) psw = floats(e["per_sample_weights"]);
-    std::vector<float> want(bags * cpu->dim());
-    REQUIRE(cpu->forward(idx.data(), idx.size(), offs.data(), bags, psw.empty() ? nullptr : psw.data(), want.data()).ok());
-    const kd::TableArgs t = table_of(cpu->weight());
+    const BagCase k = bag_case(cases[c]);
+    INFO("case " << c << " " << k.prefix << " " << ptread::nn::reduce_name(k.mode));
+    const kd::TableArgs t = table_of(k.weight);
     kd::BagArgs b;
-    b.n = idx.size();
-    b.num_bags = bags;
-    b.include_last = opt.include_last_offset;
-    b.mode = static_cast<int>(r);
-    b.padding = cpu->padding_idx();
-    b.psw = psw.empty() ? nullptr : psw.data();
-    CHECK(emu_check_offsets(offs, idx.size(), bags, opt.include_last_offset) == kNone);
-    std::vector<float> got(want.size(), -777.0f);
-    kd::launch_bag(t, b, true, idx.data(), offs.data(), got.data(), nullptr);
-    check_bag_close(got, want, r == nn::Reduce::max);
-    check_bag_close(got, floats(e["out"]), r == nn::Reduce::max);
-    const auto idx32 = narrow(idx), offs32 = narrow(offs);
-    std::vector<float> got32(want.size(), -777.0f);
+    b.n = k.idx.size();
+    b.num_bags = k.bags;
+    b.include_last = k.opt.include_last_offset;
+    b.mode = static_cast<int>(k.mode);
+    b.padding = k.padding;
+    b.psw = k.psw_or_null();
+    CHECK(emu_check_offsets(k.offs, k.idx.size(), k.bags, k.opt.include_last_offset) == kNone);
+    std::vector<float> got(k.want.size(), -777.0f);
+    kd::launch_bag(t, b, true, k.idx.data(), k.offs.data(), got.data(), nullptr);
+    check_bag_close(got, k.want, k.mode == nn::Reduce::max);
+    check_bag_close(got, k.torch, k.mode == nn::Reduce::max);
+    const auto idx32 = narrow(k.idx), offs32 = narrow(k.offs);
+    std::vector<float> got32(k.want.size(), -777.0f);
     kd::launch_bag(t, b, false, idx32.data(), offs32.data(), got32.data(), nullptr);
     CHECK(got32 == got);
   }

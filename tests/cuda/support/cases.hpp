@@ -113,4 +113,85 @@ inline ptread::nn::Reduce reduce_of(const std::string& mode) {
   return mode == "sum" ? ptread::nn::Reduce::sum : mode == "mean" ? ptread::nn::Reduce::mean : ptread::nn::Reduce::max;
 }
 
+// One of gen_nn.py's F.linear cases: the layer's prefix, x [m x in] and torch's y.
+struct LinearCase {
+  std::string prefix;
+  size_t m = 0;
+  std::vector<float> x, torch;
+};
+
+inline LinearCase linear_case(const Json& e, size_t in_features) {
+  LinearCase c;
+  c.prefix = e["prefix"].as_string();
+  c.m = static_cast<size_t>(e["m"].as_int());
+  c.x = e["x"].is_string() ? formula_x(c.m, in_features) : floats(e["x"]);
+  c.torch = floats(e["out"]);
+  return c;
+}
+
+// got against torch's y: F32 sums in another order.
+inline void check_torch_close(const std::vector<float>& got, const std::vector<float>& torch) {
+  REQUIRE(got.size() == torch.size());
+  for (size_t i = 0; i < torch.size(); ++i) CHECK(std::fabs(got[i] - torch[i]) <= 1e-4f * (1.0f + std::fabs(torch[i])));
+}
+
+// One of gen_nn.py's F.embedding cases, with what the CPU layer computes for it.
+struct EmbeddingCase {
+  std::string prefix;
+  ptread::nn::EmbeddingOptions opt;
+  std::vector<int64_t> idx;
+  std::vector<float> want;  // the CPU layer's output
+  ptread::Tensor weight;    // the CPU layer's table
+  int64_t padding = -1;     // its normalized padding_idx
+};
+
+inline EmbeddingCase embedding_case(const Json& e) {
+  EmbeddingCase c;
+  c.prefix = e["prefix"].as_string();
+  if (!e["padding_idx"].is_null()) c.opt.padding_idx = e["padding_idx"].as_int();
+  auto cpu = ptread::nn::Embedding::from(nn_ck(), c.prefix, c.opt);
+  REQUIRE(cpu.ok());
+  c.idx = ints(e["indices"]);
+  c.want.resize(c.idx.size() * cpu->dim());
+  REQUIRE(cpu->forward(c.idx.data(), c.idx.size(), c.want.data()).ok());
+  c.weight = cpu->weight();
+  c.padding = cpu->padding_idx();
+  return c;
+}
+
+// One of gen_nn.py's F.embedding_bag cases, with what the CPU layer computes for it.
+struct BagCase {
+  std::string prefix;
+  ptread::nn::Reduce mode = ptread::nn::Reduce::sum;
+  ptread::nn::EmbeddingOptions opt;
+  std::vector<int64_t> idx, offs;
+  size_t bags = 0;
+  std::vector<float> psw;    // empty: none
+  std::vector<float> want;   // the CPU layer's output
+  std::vector<float> torch;  // torch's
+  ptread::Tensor weight;
+  int64_t padding = -1;
+  const float* psw_or_null() const { return psw.empty() ? nullptr : psw.data(); }
+};
+
+inline BagCase bag_case(const Json& e) {
+  BagCase c;
+  c.prefix = e["prefix"].as_string();
+  c.mode = reduce_of(e["mode"].as_string());
+  c.opt.include_last_offset = e["include_last_offset"].as_bool();
+  if (!e["padding_idx"].is_null()) c.opt.padding_idx = e["padding_idx"].as_int();
+  auto cpu = ptread::nn::EmbeddingBag::from(nn_ck(), c.prefix, c.mode, c.opt);
+  REQUIRE(cpu.ok());
+  c.idx = ints(e["indices"]);
+  c.offs = ints(e["offsets"]);
+  c.bags = c.offs.size() - (c.opt.include_last_offset ? 1 : 0);
+  if (!e["per_sample_weights"].is_null()) c.psw = floats(e["per_sample_weights"]);
+  c.want.resize(c.bags * cpu->dim());
+  REQUIRE(cpu->forward(c.idx.data(), c.idx.size(), c.offs.data(), c.bags, c.psw_or_null(), c.want.data()).ok());
+  c.torch = floats(e["out"]);
+  c.weight = cpu->weight();
+  c.padding = cpu->padding_idx();
+  return c;
+}
+
 }  // namespace ptread_test

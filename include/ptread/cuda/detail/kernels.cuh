@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #if PTREAD_CUDA_EMULATE
 #define PTREAD_CUDA_LAUNCH(kernel, grid, block, stream, ...) \
@@ -106,6 +107,18 @@ inline int weight_kind(DType t) noexcept {
   return t == DType::F32 ? 0 : t == DType::F16 ? 1 : t == DType::BF16 ? 2 : -1;
 }
 
+// f(std::integral_constant<int, WK>{}) for the weight kind wk: the launchers' one dispatch.
+template <class F>
+inline void with_weight_kind(int wk, F&& f) {
+  if (wk == 1) {
+    f(std::integral_constant<int, 1>{});
+  } else if (wk == 2) {
+    f(std::integral_constant<int, 2>{});
+  } else {
+    f(std::integral_constant<int, 0>{});
+  }
+}
+
 inline unsigned grid_for(size_t items, unsigned per_block, unsigned cap = 1u << 20) {
   const size_t g = (items + per_block - 1) / per_block;
   return static_cast<unsigned>(g < cap ? (g == 0 ? 1 : g) : cap);
@@ -122,57 +135,41 @@ __global__ void to_f32_kernel(const void* __restrict__ in, size_t n, float* __re
   }
 }
 
-// out[r * cols + c] = in[r * rs + c * cs] as F32 (a strided view made contiguous and widened).
-template <int WK>
-__global__ void strided_to_f32_kernel(const void* __restrict__ in, size_t rows, size_t cols, size_t rs, size_t cs,
-                                      float* __restrict__ out) {
-  const size_t n = rows * cols, step = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    const size_t r = i / cols, c = i - r * cols;
-    out[i] = Elem<WK>::load(in, r * rs + c * cs);
-  }
-}
-
-// The same without conversion: T is the element's bits (uint32_t or uint16_t).
+// The bits of an element of type T, unconverted (Elem<WK> converts to F32).
 template <class T>
-__global__ void strided_copy_kernel(const T* __restrict__ in, size_t rows, size_t cols, size_t rs, size_t cs,
-                                    T* __restrict__ out) {
+struct Bits {
+  __device__ static T load(const void* p, size_t i) { return static_cast<const T*>(p)[i]; }
+};
+
+// out[r * cols + c] = E::load(in, r * rs + c * cs): a strided view made contiguous, widened to
+// F32 (E = Elem<WK>) or copied as it is (E = Bits<T>).
+template <class E, class Out>
+__global__ void strided_kernel(const void* __restrict__ in, size_t rows, size_t cols, size_t rs, size_t cs,
+                               Out* __restrict__ out) {
   const size_t n = rows * cols, step = static_cast<size_t>(gridDim.x) * blockDim.x;
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     const size_t r = i / cols, c = i - r * cols;
-    out[i] = in[r * rs + c * cs];
+    out[i] = E::load(in, r * rs + c * cs);
   }
 }
 
 inline void launch_to_f32(int wk, const void* in, size_t n, float* out, cudaStream_t s) {
   if (n == 0) return;
   const unsigned grid = grid_for(n, 256);
-  if (wk == 1) {
-    const auto k = to_f32_kernel<1>;
+  with_weight_kind(wk, [&](auto w) {
+    const auto k = to_f32_kernel<decltype(w)::value>;
     PTREAD_CUDA_LAUNCH(k, grid, 256, s, in, n, out);
-  } else if (wk == 2) {
-    const auto k = to_f32_kernel<2>;
-    PTREAD_CUDA_LAUNCH(k, grid, 256, s, in, n, out);
-  } else {
-    const auto k = to_f32_kernel<0>;
-    PTREAD_CUDA_LAUNCH(k, grid, 256, s, in, n, out);
-  }
+  });
 }
 
 inline void launch_strided_to_f32(int wk, const void* in, size_t rows, size_t cols, size_t rs, size_t cs, float* out,
                                   cudaStream_t s) {
   if (rows == 0 || cols == 0) return;
   const unsigned grid = grid_for(rows * cols, 256);
-  if (wk == 1) {
-    const auto k = strided_to_f32_kernel<1>;
+  with_weight_kind(wk, [&](auto w) {
+    const auto k = strided_kernel<Elem<decltype(w)::value>, float>;
     PTREAD_CUDA_LAUNCH(k, grid, 256, s, in, rows, cols, rs, cs, out);
-  } else if (wk == 2) {
-    const auto k = strided_to_f32_kernel<2>;
-    PTREAD_CUDA_LAUNCH(k, grid, 256, s, in, rows, cols, rs, cs, out);
-  } else {
-    const auto k = strided_to_f32_kernel<0>;
-    PTREAD_CUDA_LAUNCH(k, grid, 256, s, in, rows, cols, rs, cs, out);
-  }
+  });
 }
 
 // Elements of 2 or 4 bytes.
@@ -181,13 +178,11 @@ inline void launch_strided_copy(size_t elem_size, const void* in, size_t rows, s
   if (rows == 0 || cols == 0) return;
   const unsigned grid = grid_for(rows * cols, 256);
   if (elem_size == 4) {
-    const auto k = strided_copy_kernel<uint32_t>;
-    PTREAD_CUDA_LAUNCH(k, grid, 256, s, static_cast<const uint32_t*>(in), rows, cols, rs, cs,
-                       static_cast<uint32_t*>(out));
+    const auto k = strided_kernel<Bits<uint32_t>, uint32_t>;
+    PTREAD_CUDA_LAUNCH(k, grid, 256, s, in, rows, cols, rs, cs, static_cast<uint32_t*>(out));
   } else {
-    const auto k = strided_copy_kernel<uint16_t>;
-    PTREAD_CUDA_LAUNCH(k, grid, 256, s, static_cast<const uint16_t*>(in), rows, cols, rs, cs,
-                       static_cast<uint16_t*>(out));
+    const auto k = strided_kernel<Bits<uint16_t>, uint16_t>;
+    PTREAD_CUDA_LAUNCH(k, grid, 256, s, in, rows, cols, rs, cs, static_cast<uint16_t*>(out));
   }
 }
 
@@ -409,22 +404,14 @@ inline bool rows_vectorizable(const LinearArgs& a) {
 
 inline void launch_linear(const LinearArgs& a, int sm_count, cudaStream_t s) {
   if (a.m == 0 || a.n == 0) return;
-  if (a.m <= kRowsMaxBatch) {
-    const bool vec = rows_vectorizable(a);
-    if (a.wk == 1) {
-      launch_rows_wk<1>(a, vec, s);
-    } else if (a.wk == 2) {
-      launch_rows_wk<2>(a, vec, s);
+  const bool vec = rows_vectorizable(a);
+  with_weight_kind(a.wk, [&](auto w) {
+    if (a.m <= kRowsMaxBatch) {
+      launch_rows_wk<decltype(w)::value>(a, vec, s);
     } else {
-      launch_rows_wk<0>(a, vec, s);
+      launch_tiled_wk<decltype(w)::value>(a, sm_count, s);
     }
-  } else if (a.wk == 1) {
-    launch_tiled_wk<1>(a, sm_count, s);
-  } else if (a.wk == 2) {
-    launch_tiled_wk<2>(a, sm_count, s);
-  } else {
-    launch_tiled_wk<0>(a, sm_count, s);
-  }
+  });
 }
 
 // ---- Embedding and EmbeddingBag ----
@@ -550,16 +537,10 @@ template <class Index>
 inline void launch_gather_ix(const TableArgs& t, const Index* idx, size_t n, float* out, cudaStream_t s) {
   const dim3 block(32, 8);
   const unsigned grid = grid_for(n, 8);
-  if (t.wk == 1) {
-    const auto k = gather_kernel<1, Index>;
+  with_weight_kind(t.wk, [&](auto w) {
+    const auto k = gather_kernel<decltype(w)::value, Index>;
     PTREAD_CUDA_LAUNCH(k, grid, block, s, t, idx, n, out);
-  } else if (t.wk == 2) {
-    const auto k = gather_kernel<2, Index>;
-    PTREAD_CUDA_LAUNCH(k, grid, block, s, t, idx, n, out);
-  } else {
-    const auto k = gather_kernel<0, Index>;
-    PTREAD_CUDA_LAUNCH(k, grid, block, s, t, idx, n, out);
-  }
+  });
 }
 
 inline void launch_gather(const TableArgs& t, bool i64, const void* idx, size_t n, float* out, cudaStream_t s) {
@@ -577,16 +558,10 @@ inline void launch_bag_ix(const TableArgs& t, const BagArgs& b, const Index* idx
   const size_t threads = (t.dim + 31) / 32 * 32;
   const unsigned block = static_cast<unsigned>(threads < 256 ? threads : 256);
   const unsigned grid = grid_for(b.num_bags, 1);
-  if (t.wk == 1) {
-    const auto k = bag_kernel<1, Index>;
+  with_weight_kind(t.wk, [&](auto w) {
+    const auto k = bag_kernel<decltype(w)::value, Index>;
     PTREAD_CUDA_LAUNCH(k, grid, block, s, t, b, idx, off, out);
-  } else if (t.wk == 2) {
-    const auto k = bag_kernel<2, Index>;
-    PTREAD_CUDA_LAUNCH(k, grid, block, s, t, b, idx, off, out);
-  } else {
-    const auto k = bag_kernel<0, Index>;
-    PTREAD_CUDA_LAUNCH(k, grid, block, s, t, b, idx, off, out);
-  }
+  });
 }
 
 inline void launch_bag(const TableArgs& t, const BagArgs& b, bool i64, const void* idx, const void* off, float* out,
