@@ -30,9 +30,11 @@
 #define PTREAD_CUDA_LAUNCH(kernel, grid, block, stream, ...) \
   ((void)(stream), ::ptread_emu::launch((grid), (block), [&] { kernel(__VA_ARGS__); }))
 #define PTREAD_CUDA_UNROLL
+#define PTREAD_CUDA_UNROLL4
 #else
 #define PTREAD_CUDA_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
 #define PTREAD_CUDA_UNROLL _Pragma("unroll")
+#define PTREAD_CUDA_UNROLL4 _Pragma("unroll 4")  // loads of four steps in flight per warp
 #endif
 
 namespace ptread {
@@ -210,6 +212,7 @@ __global__ void __launch_bounds__(kRowsWarps * 32)
   }
   if constexpr (VEC) {
     constexpr int V = E::kVec;
+    PTREAD_CUDA_UNROLL4
     for (size_t k = static_cast<size_t>(lane) * V; k < K; k += 32 * V) {
       float xv[MB][V];
       PTREAD_CUDA_UNROLL
@@ -239,6 +242,7 @@ __global__ void __launch_bounds__(kRowsWarps * 32)
       }
     }
   } else {
+    PTREAD_CUDA_UNROLL4
     for (size_t k = lane; k < K; k += 32) {
       float wf[R];
       PTREAD_CUDA_UNROLL
