@@ -115,7 +115,7 @@ class Embedding {
     return from(dev, prefix, options);
   }
   static Result<Embedding> from(const Checkpoint& ck, std::string_view prefix, nn::EmbeddingOptions options = {},
-                                const UploadOptions& upload = UploadOptions()) {
+                                const UploadOptions& upload = UploadOptions::small_ring()) {
     PTREAD_TRY(Uploader up, Uploader::create(upload));
     return from(ck, prefix, options, up);
   }
@@ -165,7 +165,8 @@ class EmbeddingBag {
     return from(dev, prefix, mode, options);
   }
   static Result<EmbeddingBag> from(const Checkpoint& ck, std::string_view prefix, nn::Reduce mode,
-                                   nn::EmbeddingOptions options = {}, const UploadOptions& upload = UploadOptions()) {
+                                   nn::EmbeddingOptions options = {},
+                                   const UploadOptions& upload = UploadOptions::small_ring()) {
     PTREAD_TRY(Uploader up, Uploader::create(upload));
     return from(ck, prefix, mode, options, up);
   }

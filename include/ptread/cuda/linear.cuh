@@ -85,7 +85,8 @@ class Linear {
     return from(dev, "");
   }
 
-  static Result<Linear> from(const Checkpoint& ck, std::string_view prefix, const UploadOptions& options = small_ring()) {
+  static Result<Linear> from(const Checkpoint& ck, std::string_view prefix,
+                             const UploadOptions& options = UploadOptions::small_ring()) {
     PTREAD_TRY(Uploader up, Uploader::create(options));
     return from(ck, prefix, up);
   }
@@ -121,14 +122,6 @@ class Linear {
   const void* weight_data() const noexcept { return w_; }
   size_t ldw() const noexcept { return ldw_; }
   const float* bias_data() const noexcept { return bias_ ? static_cast<const float*>(bias_->data()) : nullptr; }
-
-  // Two 2 MiB buffers: a layer's upload needs no larger ring.
-  static UploadOptions small_ring() {
-    UploadOptions o;
-    o.buffer_bytes = size_t{2} << 20;
-    o.buffers = 2;
-    return o;
-  }
 
  private:
   std::shared_ptr<const DeviceTensor> keep_;   // keeps the upload's device memory alive

@@ -59,6 +59,14 @@ struct UploadOptions {
   bool convert_to_f32 = false;             // F16/BF16 tensors become F32 on the device
   unsigned threads = 0;                    // host threads filling a buffer; 0: the hardware's, at most 8
   bool release_pages = true;               // mmap mode: drop the file's pages once copied
+
+  // Two 2 MiB buffers: what a single layer's from(checkpoint) uses by default.
+  static UploadOptions small_ring() {
+    UploadOptions o;
+    o.buffer_bytes = size_t{2} << 20;
+    o.buffers = 2;
+    return o;
+  }
 };
 
 struct UploadStats {
