@@ -6,7 +6,8 @@
 // 0 when every value matches torch within float tolerance.
 #include <ptread/ptread.hpp>
 
-#include <cmath>
+#include "beside_torch.hpp"
+
 #include <cstdio>
 #include <vector>
 
@@ -46,17 +47,6 @@ int main(int argc, char** argv) {
   }
 
   const std::vector<float> want = want_t->to_float32().value();
-  double worst = 0;
-  for (size_t i = 0; i < n; ++i) {
-    std::printf("id %4lld:", static_cast<long long>(ids[i]));
-    for (size_t o = 0; o < fc->out_features(); ++o) {
-      const size_t k = i * fc->out_features() + o;
-      std::printf("  %+.6f (torch %+.6f)", static_cast<double>(out[k]), static_cast<double>(want[k]));
-      worst = std::fmax(worst, std::fabs(static_cast<double>(out[k]) - want[k]));
-    }
-    std::printf("\n");
-  }
-  const bool ok = want.size() == out.size() && worst <= 1e-5;
-  std::printf("max |ptread - torch| = %.3g: %s\n", worst, ok ? "match torch" : "MISMATCH");
+  const bool ok = print_beside_torch(ids, n, fc->out_features(), out, want);
   return ok ? 0 : 1;
 }

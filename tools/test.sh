@@ -8,6 +8,10 @@
 # the three fuzz targets (tools/fuzz.sh); Meson; the consumer tests (tools/consumers.sh:
 # add_subdirectory, find_package, pkg-config, -static, Meson subproject, single header, nvcc);
 # the CUDA compile check when nvcc is present.
+# The CUDA programs (tests/cuda, the cuda_split example, cuda_bench) are compiled by nvcc in
+# the g++ stage when the toolkit is found (their GPU tests skip without a GPU); the other
+# stages leave them out (-DPTREAD_CUDA=OFF) to spare nvcc time, and run the CUDA kernels
+# emulated on the CPU like every stage.
 # PTREAD_TEST_QUICK=1 runs only the first g++ stage.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -41,14 +45,15 @@ cmake_stage gcc -DCMAKE_CXX_COMPILER=g++
 # clang: the tests are built and run by clang in the sanitize stage below; here the
 # tool, benchmarks and examples, warning-free (-Werror).
 stage "clang (tool, benchmarks, examples)"
-cmake -S . -B "$out/clang" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DPTREAD_BUILD_TESTS=OFF >/dev/null
+cmake -S . -B "$out/clang" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DPTREAD_BUILD_TESTS=OFF \
+  -DPTREAD_CUDA=OFF >/dev/null
 cmake --build "$out/clang" -j "$jobs"
 # The next stages build without optimization: they check other configurations, and -O0
 # compiles the suite about twice as fast (CI stays well under 30 minutes).
 # The noexcept stage's tests include single_include/ptread/ptread.hpp instead of include/ (the
 # OpenBLAS tests are left out there: the single header is the core only).
 cmake_stage noexcept -DCMAKE_CXX_COMPILER=g++ -DCMAKE_BUILD_TYPE=Debug -DPTREAD_NO_EXCEPTIONS=ON -DPTREAD_WITH_ZLIB=OFF \
-  -DPTREAD_BUILD_BENCH=OFF -DPTREAD_BUILD_EXAMPLES=OFF -DPTREAD_TEST_SINGLE_HEADER=ON
+  -DPTREAD_BUILD_BENCH=OFF -DPTREAD_BUILD_EXAMPLES=OFF -DPTREAD_TEST_SINGLE_HEADER=ON -DPTREAD_CUDA=OFF
 cmake_stage sanitize -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DPTREAD_SANITIZE=ON \
   -DPTREAD_BUILD_BENCH=OFF -DPTREAD_BUILD_EXAMPLES=OFF
 

@@ -61,6 +61,8 @@ enum class ErrorCode : int {
   not_found = 500,         // find(name) or an object-tree lookup found nothing
   invalid_argument = 501,  // a caller passed a bad argument (buffer too small ...)
   limit_exceeded = 502,    // a Limits bound was hit
+  // 6xx: optional backends
+  cuda_error = 600,  // a CUDA runtime call failed (no device, out of device memory, launch failure ...)
 };
 
 inline const char* error_code_name(ErrorCode c) noexcept {
@@ -98,6 +100,7 @@ inline const char* error_code_name(ErrorCode c) noexcept {
     case ErrorCode::not_found: return "not_found";
     case ErrorCode::invalid_argument: return "invalid_argument";
     case ErrorCode::limit_exceeded: return "limit_exceeded";
+    case ErrorCode::cuda_error: return "cuda_error";
   }
   return "unknown_error";
 }

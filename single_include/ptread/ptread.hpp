@@ -118,6 +118,8 @@ enum class ErrorCode : int {
   not_found = 500,         // find(name) or an object-tree lookup found nothing
   invalid_argument = 501,  // a caller passed a bad argument (buffer too small ...)
   limit_exceeded = 502,    // a Limits bound was hit
+  // 6xx: optional backends
+  cuda_error = 600,  // a CUDA runtime call failed (no device, out of device memory, launch failure ...)
 };
 
 inline const char* error_code_name(ErrorCode c) noexcept {
@@ -155,6 +157,7 @@ inline const char* error_code_name(ErrorCode c) noexcept {
     case ErrorCode::not_found: return "not_found";
     case ErrorCode::invalid_argument: return "invalid_argument";
     case ErrorCode::limit_exceeded: return "limit_exceeded";
+    case ErrorCode::cuda_error: return "cuda_error";
   }
   return "unknown_error";
 }
@@ -8750,17 +8753,22 @@ inline std::string param_name(std::string_view prefix, const char* leaf) {
 
 // The weight named prefix.weight as a checked 2-D matrix. Tensors with the neg bit are
 // materialized (the bytes are not the values); strided ones stay views.
+// A layer's weight is 2-D F32, F16 or BF16 (the CPU layers and the CUDA ones check alike).
+inline Status check_weight(DType dtype, size_t dims, const std::string& name, const char* layer) {
+  if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16) {
+    return make_error(ErrorCode::dtype_mismatch, std::string(layer) + ": '" + name + "' is " + dtype_name(dtype) +
+                                                     "; F32, F16 or BF16 expected");
+  }
+  if (dims != 2) {
+    return make_error(ErrorCode::invalid_argument, std::string(layer) + ": '" + name + "' has " +
+                                                       std::to_string(dims) + " dimensions; a 2-D weight expected");
+  }
+  return {};
+}
+
 inline Result<WeightMatrix> weight_matrix(const Checkpoint& ck, const std::string& name, const char* layer) {
   PTREAD_TRY(Tensor t, ck.get(name));
-  if (t.dtype() != DType::F32 && t.dtype() != DType::F16 && t.dtype() != DType::BF16) {
-    return make_error(ErrorCode::dtype_mismatch, std::string(layer) + ": '" + name + "' is " +
-                                                     dtype_name(t.dtype()) + "; F32, F16 or BF16 expected");
-  }
-  if (t.dim() != 2) {
-    return make_error(ErrorCode::invalid_argument,
-                      std::string(layer) + ": '" + name + "' has " + std::to_string(t.dim()) +
-                          " dimensions; a 2-D weight expected");
-  }
+  PTREAD_CHECK(check_weight(t.dtype(), t.dim(), name, layer));
   if (t.is_neg() || t.is_conj()) {
     PTREAD_TRY(t, t.contiguous());
   }
@@ -8809,18 +8817,58 @@ inline void prefetch_row(const void* p, size_t bytes) noexcept {
 // How far ahead (in indices) rows are prefetched: far enough to cover DRAM latency.
 inline constexpr size_t kPrefetchDistance = 8;
 
+inline Error index_error(const char* layer, int64_t v, size_t i, size_t num_embeddings) {
+  return make_error(ErrorCode::invalid_argument, std::string(layer) + ": index " + std::to_string(v) + " at position " +
+                                                     std::to_string(i) + " is out of range [0, " +
+                                                     std::to_string(num_embeddings) + ")");
+}
+
 template <class Index>
 Status check_indices(const Index* indices, size_t n, size_t num_embeddings, const char* layer) {
   if (n != 0 && indices == nullptr) return make_error(ErrorCode::invalid_argument, std::string(layer) + ": indices is null");
   for (size_t i = 0; i < n; ++i) {
     const int64_t v = static_cast<int64_t>(indices[i]);
-    if (v < 0 || static_cast<uint64_t>(v) >= num_embeddings) {
-      return make_error(ErrorCode::invalid_argument, std::string(layer) + ": index " + std::to_string(v) +
-                                                         " at position " + std::to_string(i) +
-                                                         " is out of range [0, " + std::to_string(num_embeddings) + ")");
-    }
+    if (v < 0 || static_cast<uint64_t>(v) >= num_embeddings) return index_error(layer, v, i, num_embeddings);
   }
   return {};
+}
+
+// Why offsets[b] (cur; prev is offsets[b - 1]) breaks EmbeddingBag's rules, or ok: offsets[0]
+// is 0, offsets never decrease nor pass n, and with include_last_offset offsets[num_bags] is n.
+inline Status offset_status(size_t b, int64_t prev, int64_t cur, size_t n, size_t num_bags, bool include_last_offset) {
+  if (b == 0 && cur != 0) {
+    return make_error(ErrorCode::invalid_argument, "EmbeddingBag: offsets[0] is " + std::to_string(cur) +
+                                                       "; the first bag starts at 0 (as torch requires)");
+  }
+  if (b > 0 && cur < prev) {
+    return make_error(ErrorCode::invalid_argument, "EmbeddingBag: offsets decrease at " + std::to_string(b) + " (" +
+                                                       std::to_string(prev) + " then " + std::to_string(cur) + ")");
+  }
+  if (b > 0 && static_cast<uint64_t>(cur) > n) {
+    return make_error(ErrorCode::invalid_argument, "EmbeddingBag: offsets[" + std::to_string(b) + "] is " +
+                                                       std::to_string(cur) + ", past the " + std::to_string(n) +
+                                                       " indices");
+  }
+  if (include_last_offset && b == num_bags && static_cast<uint64_t>(cur) != n) {
+    return make_error(ErrorCode::invalid_argument,
+                      "EmbeddingBag: offsets[" + std::to_string(num_bags) + "] ends the last bag at " +
+                          std::to_string(cur) + "; with include_last_offset it is the number of indices, " +
+                          std::to_string(n));
+  }
+  return {};
+}
+
+// torch's padding_idx (negative counts from the end) as a row, or -1 without one.
+inline Result<int64_t> padding_row(const EmbeddingOptions& opt, size_t rows, const char* layer) {
+  if (!opt.padding_idx) return int64_t{-1};
+  const int64_t p = *opt.padding_idx;
+  const auto num = static_cast<int64_t>(rows);
+  if (p < -num || p >= num) {
+    return make_error(ErrorCode::invalid_argument, std::string(layer) + ": padding_idx " + std::to_string(p) +
+                                                       " is outside [-" + std::to_string(num) + ", " +
+                                                       std::to_string(num) + ")");
+  }
+  return p < 0 ? p + num : p;
 }
 
 // Rows and the arithmetic on them, for one table.
@@ -8879,17 +8927,7 @@ class RowReader {
 inline Result<WeightMatrix> table(const Checkpoint& ck, std::string_view prefix, const char* layer,
                                   const EmbeddingOptions& opt, int64_t* padding) {
   PTREAD_TRY(WeightMatrix w, weight_matrix(ck, param_name(prefix, "weight"), layer));
-  *padding = -1;
-  if (opt.padding_idx) {
-    int64_t p = *opt.padding_idx;
-    const auto num = static_cast<int64_t>(w.rows);
-    if (p < -num || p >= num) {
-      return make_error(ErrorCode::invalid_argument, std::string(layer) + ": padding_idx " + std::to_string(p) +
-                                                         " is outside [-" + std::to_string(num) + ", " +
-                                                         std::to_string(num) + ")");
-    }
-    *padding = p < 0 ? p + num : p;
-  }
+  PTREAD_TRY(*padding, padding_row(opt, w.rows, layer));
   return w;
 }
 
@@ -8981,29 +9019,9 @@ class EmbeddingBag {
     if (num_bags == 0) return {};
     if (offsets == nullptr) return make_error(ErrorCode::invalid_argument, "EmbeddingBag: offsets is null");
     const size_t count = num_bags + (include_last_offset_ ? 1 : 0);
-    if (static_cast<int64_t>(offsets[0]) != 0) {
-      return make_error(ErrorCode::invalid_argument,
-                        "EmbeddingBag: offsets[0] is " + std::to_string(static_cast<int64_t>(offsets[0])) +
-                            "; the first bag starts at 0 (as torch requires)");
-    }
-    for (size_t b = 1; b < count; ++b) {
-      const auto prev = static_cast<int64_t>(offsets[b - 1]), cur = static_cast<int64_t>(offsets[b]);
-      if (cur < prev) {
-        return make_error(ErrorCode::invalid_argument, "EmbeddingBag: offsets decrease at " + std::to_string(b) +
-                                                           " (" + std::to_string(prev) + " then " +
-                                                           std::to_string(cur) + ")");
-      }
-      if (static_cast<uint64_t>(cur) > n) {
-        return make_error(ErrorCode::invalid_argument, "EmbeddingBag: offsets[" + std::to_string(b) + "] is " +
-                                                           std::to_string(cur) + ", past the " + std::to_string(n) +
-                                                           " indices");
-      }
-    }
-    if (include_last_offset_ && static_cast<uint64_t>(offsets[num_bags]) != n) {
-      return make_error(ErrorCode::invalid_argument,
-                        "EmbeddingBag: offsets[" + std::to_string(num_bags) + "] ends the last bag at " +
-                            std::to_string(static_cast<int64_t>(offsets[num_bags])) +
-                            "; with include_last_offset it is the number of indices, " + std::to_string(n));
+    for (size_t b = 0; b < count; ++b) {
+      const int64_t prev = b == 0 ? 0 : static_cast<int64_t>(offsets[b - 1]);
+      PTREAD_CHECK(detail::offset_status(b, prev, static_cast<int64_t>(offsets[b]), n, num_bags, include_last_offset_));
     }
     return {};
   }

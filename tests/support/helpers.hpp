@@ -23,8 +23,8 @@ inline std::string fixture_dir() {
 }
 inline std::string corpus_dir() { return PTREAD_TEST_CORPUS; }
 
-// A JSON file of expectations, read once per path.
-inline const Json& json_file(const std::string& path) {
+// The json file at path, read once (a test FAILs when it cannot be read).
+inline const Json& cached_json(const std::string& path) {
   static std::map<std::string, Json> cache;
   auto it = cache.find(path);
   if (it == cache.end()) {
@@ -37,7 +37,7 @@ inline const Json& json_file(const std::string& path) {
 }
 
 // fixtures/expected.json: what torch.load saw in each fixture.
-inline const Json& expected_json() { return json_file(fixture_dir() + "/expected.json"); }
+inline const Json& expected_json() { return cached_json(fixture_dir() + "/expected.json"); }
 
 // Every level of the vector kernels this CPU runs, lowest first; IsaRestore puts the best
 // level back at the end of a test that forced others (nn_set_isa).

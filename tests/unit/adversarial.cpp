@@ -31,7 +31,7 @@ namespace {
 
 std::string adversarial_dir() { return std::string(PTREAD_TEST_FIXTURES) + "/../data/adversarial"; }
 
-const Json& adversarial_expected() { return json_file(adversarial_dir() + "/expected.json"); }
+const Json& adversarial_expected() { return cached_json(adversarial_dir() + "/expected.json"); }
 
 // The ErrorCode named `name` (error_code_name's spelling); false when none is.
 bool code_named(const std::string& name, ptread::ErrorCode* out) {

@@ -21,7 +21,7 @@ const std::string& conv_dir() {
   return d;
 }
 
-const Json& conv_json() { return ptread_test::json_file(conv_dir() + "/conversions.json"); }
+const Json& conv_json() { return ptread_test::cached_json(conv_dir() + "/conversions.json"); }
 
 std::string converted_sha(const ptread::Tensor& t, DType to) {
   std::vector<uint8_t> out(static_cast<size_t>(t.numel()) * ptread::dtype_size(to));

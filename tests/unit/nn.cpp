@@ -3,7 +3,7 @@
 // for every kernel level the CPU has (generic, AVX2, AVX-512) and one and two threads.
 #include <catch2/catch.hpp>
 
-#include "support/helpers.hpp"
+#include "support/nn_fixture.hpp"
 
 #include <cmath>
 #include <cstdlib>
@@ -20,40 +20,13 @@ using ptread_test::Json;
 namespace nn = ptread::nn;
 using ptread::detail::NnIsa;
 
-std::string nn_dir() {
-  const char* env = std::getenv("PTREAD_NN_FIXTURES");
-  return env && *env ? std::string(env) : ptread_test::fixture_dir() + "/nn";
-}
-
-const Json& nn_json() { return ptread_test::json_file(nn_dir() + "/expected.json"); }
-
-const ptread::Checkpoint& nn_ck() {
-  static ptread::Result<ptread::Checkpoint> ck = ptread::Checkpoint::open(nn_dir() + "/nn.pt");
-  if (!ck) FAIL(ck.error().what());
-  return *ck;
-}
-
-std::vector<int64_t> ints(const Json& j) {
-  std::vector<int64_t> v;
-  for (size_t k = 0; k < j.size(); ++k) v.push_back(j[k].as_int());
-  return v;
-}
-std::vector<float> floats(const Json& j) {
-  std::vector<float> v;
-  for (size_t k = 0; k < j.size(); ++k) v.push_back(static_cast<float>(j[k].as_double()));
-  return v;
-}
-std::vector<int32_t> narrow(const std::vector<int64_t>& v) {
-  std::vector<int32_t> r;
-  for (int64_t x : v) r.push_back(static_cast<int32_t>(x));
-  return r;
-}
-// The inputs gen_nn.py computes by formula for the large cases.
-std::vector<float> formula_x(size_t m, size_t k) {
-  std::vector<float> x(m * k);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<double>(i * 7919 % 1000) / 500.0 - 1.0);
-  return x;
-}
+using ptread_test::floats;
+using ptread_test::formula_x;
+using ptread_test::ints;
+using ptread_test::narrow;
+using ptread_test::nn_ck;
+using ptread_test::nn_dir;
+using ptread_test::nn_json;
 
 using ptread_test::isa_levels;
 using ptread_test::IsaRestore;

@@ -71,17 +71,22 @@ inline std::string param_name(std::string_view prefix, const char* leaf) {
 
 // The weight named prefix.weight as a checked 2-D matrix. Tensors with the neg bit are
 // materialized (the bytes are not the values); strided ones stay views.
+// A layer's weight is 2-D F32, F16 or BF16 (the CPU layers and the CUDA ones check alike).
+inline Status check_weight(DType dtype, size_t dims, const std::string& name, const char* layer) {
+  if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16) {
+    return make_error(ErrorCode::dtype_mismatch, std::string(layer) + ": '" + name + "' is " + dtype_name(dtype) +
+                                                     "; F32, F16 or BF16 expected");
+  }
+  if (dims != 2) {
+    return make_error(ErrorCode::invalid_argument, std::string(layer) + ": '" + name + "' has " +
+                                                       std::to_string(dims) + " dimensions; a 2-D weight expected");
+  }
+  return {};
+}
+
 inline Result<WeightMatrix> weight_matrix(const Checkpoint& ck, const std::string& name, const char* layer) {
   PTREAD_TRY(Tensor t, ck.get(name));
-  if (t.dtype() != DType::F32 && t.dtype() != DType::F16 && t.dtype() != DType::BF16) {
-    return make_error(ErrorCode::dtype_mismatch, std::string(layer) + ": '" + name + "' is " +
-                                                     dtype_name(t.dtype()) + "; F32, F16 or BF16 expected");
-  }
-  if (t.dim() != 2) {
-    return make_error(ErrorCode::invalid_argument,
-                      std::string(layer) + ": '" + name + "' has " + std::to_string(t.dim()) +
-                          " dimensions; a 2-D weight expected");
-  }
+  PTREAD_CHECK(check_weight(t.dtype(), t.dim(), name, layer));
   if (t.is_neg() || t.is_conj()) {
     PTREAD_TRY(t, t.contiguous());
   }

@@ -47,18 +47,58 @@ inline void prefetch_row(const void* p, size_t bytes) noexcept {
 // How far ahead (in indices) rows are prefetched: far enough to cover DRAM latency.
 inline constexpr size_t kPrefetchDistance = 8;
 
+inline Error index_error(const char* layer, int64_t v, size_t i, size_t num_embeddings) {
+  return make_error(ErrorCode::invalid_argument, std::string(layer) + ": index " + std::to_string(v) + " at position " +
+                                                     std::to_string(i) + " is out of range [0, " +
+                                                     std::to_string(num_embeddings) + ")");
+}
+
 template <class Index>
 Status check_indices(const Index* indices, size_t n, size_t num_embeddings, const char* layer) {
   if (n != 0 && indices == nullptr) return make_error(ErrorCode::invalid_argument, std::string(layer) + ": indices is null");
   for (size_t i = 0; i < n; ++i) {
     const int64_t v = static_cast<int64_t>(indices[i]);
-    if (v < 0 || static_cast<uint64_t>(v) >= num_embeddings) {
-      return make_error(ErrorCode::invalid_argument, std::string(layer) + ": index " + std::to_string(v) +
-                                                         " at position " + std::to_string(i) +
-                                                         " is out of range [0, " + std::to_string(num_embeddings) + ")");
-    }
+    if (v < 0 || static_cast<uint64_t>(v) >= num_embeddings) return index_error(layer, v, i, num_embeddings);
   }
   return {};
+}
+
+// Why offsets[b] (cur; prev is offsets[b - 1]) breaks EmbeddingBag's rules, or ok: offsets[0]
+// is 0, offsets never decrease nor pass n, and with include_last_offset offsets[num_bags] is n.
+inline Status offset_status(size_t b, int64_t prev, int64_t cur, size_t n, size_t num_bags, bool include_last_offset) {
+  if (b == 0 && cur != 0) {
+    return make_error(ErrorCode::invalid_argument, "EmbeddingBag: offsets[0] is " + std::to_string(cur) +
+                                                       "; the first bag starts at 0 (as torch requires)");
+  }
+  if (b > 0 && cur < prev) {
+    return make_error(ErrorCode::invalid_argument, "EmbeddingBag: offsets decrease at " + std::to_string(b) + " (" +
+                                                       std::to_string(prev) + " then " + std::to_string(cur) + ")");
+  }
+  if (b > 0 && static_cast<uint64_t>(cur) > n) {
+    return make_error(ErrorCode::invalid_argument, "EmbeddingBag: offsets[" + std::to_string(b) + "] is " +
+                                                       std::to_string(cur) + ", past the " + std::to_string(n) +
+                                                       " indices");
+  }
+  if (include_last_offset && b == num_bags && static_cast<uint64_t>(cur) != n) {
+    return make_error(ErrorCode::invalid_argument,
+                      "EmbeddingBag: offsets[" + std::to_string(num_bags) + "] ends the last bag at " +
+                          std::to_string(cur) + "; with include_last_offset it is the number of indices, " +
+                          std::to_string(n));
+  }
+  return {};
+}
+
+// torch's padding_idx (negative counts from the end) as a row, or -1 without one.
+inline Result<int64_t> padding_row(const EmbeddingOptions& opt, size_t rows, const char* layer) {
+  if (!opt.padding_idx) return int64_t{-1};
+  const int64_t p = *opt.padding_idx;
+  const auto num = static_cast<int64_t>(rows);
+  if (p < -num || p >= num) {
+    return make_error(ErrorCode::invalid_argument, std::string(layer) + ": padding_idx " + std::to_string(p) +
+                                                       " is outside [-" + std::to_string(num) + ", " +
+                                                       std::to_string(num) + ")");
+  }
+  return p < 0 ? p + num : p;
 }
 
 // Rows and the arithmetic on them, for one table.
@@ -117,17 +157,7 @@ class RowReader {
 inline Result<WeightMatrix> table(const Checkpoint& ck, std::string_view prefix, const char* layer,
                                   const EmbeddingOptions& opt, int64_t* padding) {
   PTREAD_TRY(WeightMatrix w, weight_matrix(ck, param_name(prefix, "weight"), layer));
-  *padding = -1;
-  if (opt.padding_idx) {
-    int64_t p = *opt.padding_idx;
-    const auto num = static_cast<int64_t>(w.rows);
-    if (p < -num || p >= num) {
-      return make_error(ErrorCode::invalid_argument, std::string(layer) + ": padding_idx " + std::to_string(p) +
-                                                         " is outside [-" + std::to_string(num) + ", " +
-                                                         std::to_string(num) + ")");
-    }
-    *padding = p < 0 ? p + num : p;
-  }
+  PTREAD_TRY(*padding, padding_row(opt, w.rows, layer));
   return w;
 }
 
@@ -219,29 +249,9 @@ class EmbeddingBag {
     if (num_bags == 0) return {};
     if (offsets == nullptr) return make_error(ErrorCode::invalid_argument, "EmbeddingBag: offsets is null");
     const size_t count = num_bags + (include_last_offset_ ? 1 : 0);
-    if (static_cast<int64_t>(offsets[0]) != 0) {
-      return make_error(ErrorCode::invalid_argument,
-                        "EmbeddingBag: offsets[0] is " + std::to_string(static_cast<int64_t>(offsets[0])) +
-                            "; the first bag starts at 0 (as torch requires)");
-    }
-    for (size_t b = 1; b < count; ++b) {
-      const auto prev = static_cast<int64_t>(offsets[b - 1]), cur = static_cast<int64_t>(offsets[b]);
-      if (cur < prev) {
-        return make_error(ErrorCode::invalid_argument, "EmbeddingBag: offsets decrease at " + std::to_string(b) +
-                                                           " (" + std::to_string(prev) + " then " +
-                                                           std::to_string(cur) + ")");
-      }
-      if (static_cast<uint64_t>(cur) > n) {
-        return make_error(ErrorCode::invalid_argument, "EmbeddingBag: offsets[" + std::to_string(b) + "] is " +
-                                                           std::to_string(cur) + ", past the " + std::to_string(n) +
-                                                           " indices");
-      }
-    }
-    if (include_last_offset_ && static_cast<uint64_t>(offsets[num_bags]) != n) {
-      return make_error(ErrorCode::invalid_argument,
-                        "EmbeddingBag: offsets[" + std::to_string(num_bags) + "] ends the last bag at " +
-                            std::to_string(static_cast<int64_t>(offsets[num_bags])) +
-                            "; with include_last_offset it is the number of indices, " + std::to_string(n));
+    for (size_t b = 0; b < count; ++b) {
+      const int64_t prev = b == 0 ? 0 : static_cast<int64_t>(offsets[b - 1]);
+      PTREAD_CHECK(detail::offset_status(b, prev, static_cast<int64_t>(offsets[b]), n, num_bags, include_last_offset_));
     }
     return {};
   }
