@@ -94,7 +94,7 @@ inline Status run_fill_jobs(const Source& src, const std::vector<FillJob>& jobs,
     Status st = src.read_at(pieces[t].offset, pieces[t].dst, pieces[t].size);
     if (!st) {
       std::lock_guard<std::mutex> lock(m);
-      if (!failed.exchange(true)) first = std::move(st);
+      if (!failed.exchange(true)) static_cast<void>(first = std::move(st));  // (nvcc: nodiscard Status)
     }
   };
   WorkerPool::instance().run(threads, pieces.size(), fill);
