@@ -48,13 +48,16 @@ stage "clang (tool, benchmarks, examples)"
 cmake -S . -B "$out/clang" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DPTREAD_BUILD_TESTS=OFF \
   -DPTREAD_CUDA=OFF >/dev/null
 cmake --build "$out/clang" -j "$jobs"
-# The next stages build without optimization: they check other configurations, and -O0
-# compiles the suite about twice as fast (CI stays well under 30 minutes).
+# The next stages build without optimization and as unity builds (a few test sources per
+# compiler run): they check other configurations, and parsing the headers a few times instead
+# of once per source compiles the suite in about a quarter of the time (CI stays well under
+# 30 minutes). The g++ stage above builds every source on its own.
+unity=(-DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8)
 # The noexcept stage's tests include single_include/ptread/ptread.hpp instead of include/ (the
 # OpenBLAS tests are left out there: the single header is the core only).
-cmake_stage noexcept -DCMAKE_CXX_COMPILER=g++ -DCMAKE_BUILD_TYPE=Debug -DPTREAD_NO_EXCEPTIONS=ON -DPTREAD_WITH_ZLIB=OFF \
+cmake_stage noexcept -DCMAKE_CXX_COMPILER=g++ -DCMAKE_BUILD_TYPE= "${unity[@]}" -DPTREAD_NO_EXCEPTIONS=ON -DPTREAD_WITH_ZLIB=OFF \
   -DPTREAD_BUILD_BENCH=OFF -DPTREAD_BUILD_EXAMPLES=OFF -DPTREAD_TEST_SINGLE_HEADER=ON -DPTREAD_CUDA=OFF
-cmake_stage sanitize -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug -DPTREAD_SANITIZE=ON \
+cmake_stage sanitize -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug "${unity[@]}" -DPTREAD_SANITIZE=ON \
   -DPTREAD_BUILD_BENCH=OFF -DPTREAD_BUILD_EXAMPLES=OFF
 
 stage "fuzz (libFuzzer, ${PTREAD_FUZZ_SECONDS:-30}s per target)"
@@ -62,7 +65,8 @@ bash tools/fuzz.sh "${PTREAD_FUZZ_SECONDS:-30}"
 
 stage "meson"
 rm -rf "$out/meson"
-meson setup "$out/meson" --buildtype=debug -Dbench=false >/dev/null  # the benchmarks: built by the g++ and clang stages
+# The benchmarks are built by the g++ and clang stages.
+meson setup "$out/meson" --buildtype=plain --unity=on --unity-size=8 -Dbench=false >/dev/null
 meson test -C "$out/meson" --print-errorlogs
 
 stage "consumers (tools/consumers.sh)"

@@ -13,6 +13,7 @@
 #include <map>
 #include <string>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
 
 namespace ptread_test {
@@ -51,6 +52,18 @@ inline std::vector<ptread::detail::NnIsa> isa_levels() {
 }
 struct IsaRestore {
   ~IsaRestore() { ptread::detail::nn_set_isa(ptread::detail::nn_detect_isa()); }
+};
+
+// A path under $TMPDIR (or /tmp) for a test's file, removed at the end of scope.
+struct TempFile {
+  std::string path;
+  explicit TempFile(const std::string& name) {
+    const char* dir = std::getenv("TMPDIR");
+    path = std::string(dir && *dir ? dir : "/tmp") + "/ptread_test_" + std::to_string(::getpid()) + "_" + name;
+  }
+  ~TempFile() { std::remove(path.c_str()); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
 };
 
 inline bool path_exists(const std::string& p) {

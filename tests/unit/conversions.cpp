@@ -4,8 +4,6 @@
 // float32 probe values narrowed to F16 and BF16.
 #include "support/helpers.hpp"
 
-#include <ptread/detail/nn_kernels.hpp>
-
 #include <cstring>
 
 using ptread::DType;

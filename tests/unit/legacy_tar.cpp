@@ -380,15 +380,6 @@ TarStorages tar_storages(const Bytes& b, const TarEntry& e) {
 // Opening bytes in each mode.
 
 // A file under $TMPDIR (or /tmp), removed when it goes out of scope.
-struct TempFile {
-  std::string path;
-  explicit TempFile(const std::string& name) {
-    const char* dir = std::getenv("TMPDIR");
-    path = std::string(dir && *dir ? dir : "/tmp") + "/ptread_legacy_tar_test_" + std::to_string(::getpid()) + "_" + name;
-  }
-  ~TempFile() { std::remove(path.c_str()); }
-};
-
 // Opens `data` in `mode`: mmap and read through a file, memory from an exactly sized copy
 // (so that a read past the end is a read past an allocation).
 ptread::Result<ptread::Checkpoint> open_bytes(const Bytes& data, LoadMode mode, const std::string& name,

@@ -132,17 +132,6 @@ size_t offset_in(const void* p, const std::vector<uint8_t>& buf) {
 }
 
 // A file under $TMPDIR (or /tmp), removed when it goes out of scope.
-struct TempFile {
-  std::string path;
-  explicit TempFile(const std::string& name) {
-    const char* dir = std::getenv("TMPDIR");
-    path = std::string(dir && *dir ? dir : "/tmp") + "/ptread_zip_test_" + std::to_string(::getpid()) + "_" + name;
-  }
-  ~TempFile() { ::unlink(path.c_str()); }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-};
-
 uint64_t disk_bytes(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return UINT64_MAX;
