@@ -161,7 +161,7 @@ inline std::string torch_archive_name(const std::string& path) {
   return end > start ? path.substr(start, end - start) : std::string("archive");
 }
 
-inline std::string quoted(std::string_view name) { return "'" + std::string(name) + "'"; }
+inline std::string quote_name(std::string_view name) { return "'" + std::string(name) + "'"; }
 
 // One storage record of save_pt: a Storage as one dtype, with the math bits applied.
 struct PtStorage {
@@ -241,7 +241,7 @@ struct ProgressSink {
 inline Result<SaveReport> save_pt(const std::string& path, const std::vector<NamedRef>& items, const SavePtOptions& o) {
   const std::string archive = o.archive_name.empty() ? torch_archive_name(path) : o.archive_name;
   if (archive.find_first_of("/\\") != std::string::npos || archive.size() > 60000) {
-    return make_error(ErrorCode::invalid_argument, "save_pt: archive name " + quoted(archive) +
+    return make_error(ErrorCode::invalid_argument, "save_pt: archive name " + quote_name(archive) +
                                                        " must be one folder name (no '/' or '\\')");
   }
   if (o.float_dtype && !is_float_dtype(*o.float_dtype)) {
@@ -256,19 +256,19 @@ inline Result<SaveReport> save_pt(const std::string& path, const std::vector<Nam
     const std::string_view name = items[i].name;
     const Tensor& t = *items[i].tensor;
     if (!utf8_valid(name, /*allow_surrogates=*/true) || name.size() > 0xffffffffu) {
-      return make_error(ErrorCode::invalid_argument, "save_pt: the name " + quoted(name) +
+      return make_error(ErrorCode::invalid_argument, "save_pt: the name " + quote_name(name) +
                                                          " is not UTF-8; torch.load cannot read it back");
     }
     if (!names.insert(name).second) {
-      return make_error(ErrorCode::invalid_argument, "save_pt: two tensors are named " + quoted(name));
+      return make_error(ErrorCode::invalid_argument, "save_pt: two tensors are named " + quote_name(name));
     }
     const char *storage_class, *v3_dtype;
     if (!torch_save_names(t.dtype(), &storage_class, &v3_dtype)) {
-      return make_error(ErrorCode::unsupported_tensor, "save_pt: tensor " + quoted(name) + " has dtype " +
+      return make_error(ErrorCode::unsupported_tensor, "save_pt: tensor " + quote_name(name) + " has dtype " +
                                                            dtype_name(t.dtype()) + ", which a plain torch tensor cannot hold");
     }
     if (!t.storage() && (t.dim() == 0 || t.numel() != 0)) {
-      return make_error(ErrorCode::invalid_argument, "save_pt: tensor " + quoted(name) + " has no storage");
+      return make_error(ErrorCode::invalid_argument, "save_pt: tensor " + quote_name(name) + " has no storage");
     }
     const auto key = std::make_tuple(t.storage().get(), t.dtype(), t.is_conj(), t.is_neg());
     auto it = storage_index.find(key);
@@ -325,7 +325,7 @@ inline Result<SaveReport> save_safetensors(const std::string& path, const std::v
     header += "\"__metadata__\":{";
     for (const auto& kv : o.metadata) {
       if (!utf8_valid(kv.first) || !utf8_valid(kv.second) || !keys.insert(kv.first).second) {
-        return make_error(ErrorCode::invalid_argument, "save_safetensors: metadata key " + quoted(kv.first) +
+        return make_error(ErrorCode::invalid_argument, "save_safetensors: metadata key " + quote_name(kv.first) +
                                                            " repeats, or it or its value is not UTF-8");
       }
       if (keys.size() > 1) header += ',';
@@ -353,7 +353,7 @@ inline Result<SaveReport> save_safetensors(const std::string& path, const std::v
       why = "an earlier tensor has the same name";
     }
     if (!why.empty()) {
-      if (!o.skip_unsupported) return make_error(code, "save_safetensors: tensor " + quoted(item.name) + ": " + why);
+      if (!o.skip_unsupported) return make_error(code, "save_safetensors: tensor " + quote_name(item.name) + ": " + why);
       report.skipped.push_back({std::string(item.name), why});
       continue;
     }
