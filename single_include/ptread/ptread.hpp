@@ -2098,6 +2098,97 @@ class Tensor {
 
 
 // #include "arena.hpp": inlined above
+// ---- begin ptread/detail/text.hpp ----
+// ptread — UTF-8 checks and JSON string text, shared by the writers and the command line.
+//
+// Names in checkpoints are Python str values pickled with "surrogatepass", so they may hold
+// encoded lone surrogates (ED A0 80 ...). safetensors readers (serde_json) take strict
+// UTF-8 only; Python's unpickler takes surrogates too. Both checks live here.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace ptread {
+namespace detail {
+
+// Decodes the UTF-8 sequence at s[i]: its code point and length, or 0 when the bytes there
+// are no valid sequence (overlong forms and values past U+10FFFF are invalid; encoded
+// surrogates are decoded, and callers decide what they mean).
+inline size_t utf8_next(std::string_view s, size_t i, uint32_t* cp) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  if (c < 0x80) {
+    *cp = c;
+    return 1;
+  }
+  size_t len = 0;
+  uint32_t v = 0, min = 0;
+  if ((c & 0xe0) == 0xc0) { len = 2; v = c & 0x1fu; min = 0x80; }
+  else if ((c & 0xf0) == 0xe0) { len = 3; v = c & 0x0fu; min = 0x800; }
+  else if ((c & 0xf8) == 0xf0) { len = 4; v = c & 0x07u; min = 0x10000; }
+  if (len == 0 || i + len > s.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    const auto cc = static_cast<unsigned char>(s[i + k]);
+    if ((cc & 0xc0) != 0x80) return 0;
+    v = (v << 6) | (cc & 0x3fu);
+  }
+  if (v < min || v > 0x10ffff) return 0;
+  *cp = v;
+  return len;
+}
+
+inline bool is_surrogate(uint32_t cp) { return cp >= 0xd800 && cp <= 0xdfff; }
+
+// Whether s is UTF-8; encoded surrogates count as valid only when allowed (Python's
+// "surrogatepass" decoding, which torch's unpicklers use for str).
+inline bool utf8_valid(std::string_view s, bool allow_surrogates = false) {
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    const size_t len = utf8_next(s, i, &cp);
+    if (len == 0 || (!allow_surrogates && is_surrogate(cp))) return false;
+    i += len;
+  }
+  return true;
+}
+
+// A JSON string. Valid UTF-8 passes through; an encoded lone surrogate becomes its \uDXXX
+// escape (so json.loads gives Python's str back); any other invalid byte becomes U+FFFD.
+inline void append_json_string(std::string& out, std::string_view s) {
+  static const char hex[] = "0123456789abcdef";
+  out += '"';
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    const size_t len = utf8_next(s, i, &cp);
+    if (len == 0) {
+      out += "\\ufffd";
+      ++i;
+      continue;
+    }
+    if (cp >= 0x20 && cp != '"' && cp != '\\' && !is_surrogate(cp)) {
+      out.append(s.data() + i, len);
+    } else if (cp == '"') {
+      out += "\\\"";
+    } else if (cp == '\\') {
+      out += "\\\\";
+    } else if (cp == '\n') {
+      out += "\\n";
+    } else if (cp == '\r') {
+      out += "\\r";
+    } else if (cp == '\t') {
+      out += "\\t";
+    } else {  // other control characters and surrogates
+      out += "\\u";
+      for (int shift = 12; shift >= 0; shift -= 4) out += hex[(cp >> shift) & 15];
+    }
+    i += len;
+  }
+  out += '"';
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/detail/text.hpp ----
 // #include "../error.hpp": inlined above
 // #include "../limits.hpp": inlined above
 
@@ -2508,28 +2599,13 @@ inline bool valid_pickle_utf8(const uint8_t* p, size_t n) {
       k += 8;
     }
     if (k >= n) break;
-    const uint8_t c = p[k];
-    if (c < 0x80) {
+    if (p[k] < 0x80) {
       ++k;
       continue;
     }
-    size_t len;
-    uint32_t cp, min;
-    if ((c & 0xe0) == 0xc0) {
-      len = 2, cp = c & 0x1fu, min = 0x80;
-    } else if ((c & 0xf0) == 0xe0) {
-      len = 3, cp = c & 0x0fu, min = 0x800;
-    } else if ((c & 0xf8) == 0xf0) {
-      len = 4, cp = c & 0x07u, min = 0x10000;
-    } else {
-      return false;
-    }
-    if (n - k < len) return false;
-    for (size_t j = 1; j < len; ++j) {
-      if ((p[k + j] & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (p[k + j] & 0x3fu);
-    }
-    if (cp < min || cp > 0x10ffff) return false;
+    uint32_t cp = 0;  // surrogates pass: Python's "surrogatepass"
+    const size_t len = utf8_next(std::string_view(reinterpret_cast<const char*>(p), n), k, &cp);
+    if (len == 0) return false;
     k += len;
   }
   return true;
@@ -7582,97 +7658,7 @@ class PickleWriter {
 }  // namespace detail
 }  // namespace ptread
 // ---- end ptread/detail/pickle_writer.hpp ----
-// ---- begin ptread/detail/text.hpp ----
-// ptread — UTF-8 checks and JSON string text, shared by the writers and the command line.
-//
-// Names in checkpoints are Python str values pickled with "surrogatepass", so they may hold
-// encoded lone surrogates (ED A0 80 ...). safetensors readers (serde_json) take strict
-// UTF-8 only; Python's unpickler takes surrogates too. Both checks live here.
-
-#include <cstddef>
-#include <cstdint>
-#include <string>
-#include <string_view>
-
-namespace ptread {
-namespace detail {
-
-// Decodes the UTF-8 sequence at s[i]: its code point and length, or 0 when the bytes there
-// are no valid sequence (overlong forms and values past U+10FFFF are invalid; encoded
-// surrogates are decoded, and callers decide what they mean).
-inline size_t utf8_next(std::string_view s, size_t i, uint32_t* cp) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  if (c < 0x80) {
-    *cp = c;
-    return 1;
-  }
-  size_t len = 0;
-  uint32_t v = 0, min = 0;
-  if ((c & 0xe0) == 0xc0) { len = 2; v = c & 0x1fu; min = 0x80; }
-  else if ((c & 0xf0) == 0xe0) { len = 3; v = c & 0x0fu; min = 0x800; }
-  else if ((c & 0xf8) == 0xf0) { len = 4; v = c & 0x07u; min = 0x10000; }
-  if (len == 0 || i + len > s.size()) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    const auto cc = static_cast<unsigned char>(s[i + k]);
-    if ((cc & 0xc0) != 0x80) return 0;
-    v = (v << 6) | (cc & 0x3fu);
-  }
-  if (v < min || v > 0x10ffff) return 0;
-  *cp = v;
-  return len;
-}
-
-inline bool is_surrogate(uint32_t cp) { return cp >= 0xd800 && cp <= 0xdfff; }
-
-// Whether s is UTF-8; encoded surrogates count as valid only when allowed (Python's
-// "surrogatepass" decoding, which torch's unpicklers use for str).
-inline bool utf8_valid(std::string_view s, bool allow_surrogates = false) {
-  for (size_t i = 0; i < s.size();) {
-    uint32_t cp = 0;
-    const size_t len = utf8_next(s, i, &cp);
-    if (len == 0 || (!allow_surrogates && is_surrogate(cp))) return false;
-    i += len;
-  }
-  return true;
-}
-
-// A JSON string. Valid UTF-8 passes through; an encoded lone surrogate becomes its \uDXXX
-// escape (so json.loads gives Python's str back); any other invalid byte becomes U+FFFD.
-inline void append_json_string(std::string& out, std::string_view s) {
-  static const char hex[] = "0123456789abcdef";
-  out += '"';
-  for (size_t i = 0; i < s.size();) {
-    uint32_t cp = 0;
-    const size_t len = utf8_next(s, i, &cp);
-    if (len == 0) {
-      out += "\\ufffd";
-      ++i;
-      continue;
-    }
-    if (cp >= 0x20 && cp != '"' && cp != '\\' && !is_surrogate(cp)) {
-      out.append(s.data() + i, len);
-    } else if (cp == '"') {
-      out += "\\\"";
-    } else if (cp == '\\') {
-      out += "\\\\";
-    } else if (cp == '\n') {
-      out += "\\n";
-    } else if (cp == '\r') {
-      out += "\\r";
-    } else if (cp == '\t') {
-      out += "\\t";
-    } else {  // other control characters and surrogates
-      out += "\\u";
-      for (int shift = 12; shift >= 0; shift -= 4) out += hex[(cp >> shift) & 15];
-    }
-    i += len;
-  }
-  out += '"';
-}
-
-}  // namespace detail
-}  // namespace ptread
-// ---- end ptread/detail/text.hpp ----
+// #include "detail/text.hpp": inlined above
 // ---- begin ptread/detail/zip_writer.hpp ----
 // ptread — writes the zip container of torch.save, streaming, as PyTorchStreamWriter
 // (caffe2/serialize/inline_container.cc) lays it out:

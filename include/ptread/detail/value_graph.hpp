@@ -5,6 +5,7 @@
 
 
 #include "arena.hpp"
+#include "text.hpp"
 #include "../error.hpp"
 #include "../limits.hpp"
 
@@ -415,28 +416,13 @@ inline bool valid_pickle_utf8(const uint8_t* p, size_t n) {
       k += 8;
     }
     if (k >= n) break;
-    const uint8_t c = p[k];
-    if (c < 0x80) {
+    if (p[k] < 0x80) {
       ++k;
       continue;
     }
-    size_t len;
-    uint32_t cp, min;
-    if ((c & 0xe0) == 0xc0) {
-      len = 2, cp = c & 0x1fu, min = 0x80;
-    } else if ((c & 0xf0) == 0xe0) {
-      len = 3, cp = c & 0x0fu, min = 0x800;
-    } else if ((c & 0xf8) == 0xf0) {
-      len = 4, cp = c & 0x07u, min = 0x10000;
-    } else {
-      return false;
-    }
-    if (n - k < len) return false;
-    for (size_t j = 1; j < len; ++j) {
-      if ((p[k + j] & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (p[k + j] & 0x3fu);
-    }
-    if (cp < min || cp > 0x10ffff) return false;
+    uint32_t cp = 0;  // surrogates pass: Python's "surrogatepass"
+    const size_t len = utf8_next(std::string_view(reinterpret_cast<const char*>(p), n), k, &cp);
+    if (len == 0) return false;
     k += len;
   }
   return true;
