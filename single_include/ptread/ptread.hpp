@@ -1262,6 +1262,30 @@ inline void vmax(float* acc, const void* row, size_t n) noexcept {
   }
 }
 
+// out[0..n) = the reduction of rows[0..count) (count >= 1): sum of wts[i] * row (from zero)
+// or max, continuing from what out holds when cont. The same arithmetic, in the same order,
+// as axpy/vmax row after row.
+template <DType DT>
+inline void reduce_rows(float* out, const void* const* rows, const float* wts, size_t count, size_t n, bool max_op,
+                        bool cont) noexcept {
+  size_t i = 0;
+  if (!cont) {
+    if (max_op) {
+      widen<DT>(rows[0], out, n);
+      i = 1;
+    } else {
+      for (size_t q = 0; q < n; ++q) out[q] = 0.0f;
+    }
+  }
+  for (; i < count; ++i) {
+    if (max_op) {
+      vmax<DT>(out, rows[i], n);
+    } else {
+      axpy<DT>(out, rows[i], n, wts[i]);
+    }
+  }
+}
+
 }  // namespace nn_generic
 
 #if PTREAD_NN_X86
@@ -1350,6 +1374,65 @@ inline void vmax(float* acc, const void* row, size_t n) noexcept {
     size_t q = 0;                                                                                       \
     for (; q + V::L <= n; q += V::L) V::store(acc + q, V::fma(av, load<DT>(row, q), V::loadf(acc + q)));  \
     for (; q < n; ++q) acc[q] += a * nn_load1<DT>(row, q);                                              \
+  }                                                                                                     \
+  /* reduce_rows on NV vectors from element q: the accumulators stay in registers across the     */ \
+  /* rows, so the loads of many rows are in flight at once (a row at a time through memory left   */ \
+  /* one or two in flight: the gather was bound by memory latency, not bandwidth).                */ \
+  template <int NV, DType DT>                                                                           \
+  TARGET inline void reduce_chunk(float* out, const void* const* rows, const float* wts, size_t count,  \
+                                  size_t q, bool max_op, bool cont) noexcept {                          \
+    typename V::R acc[NV];                                                                              \
+    size_t i = 0;                                                                                       \
+    if (cont) {                                                                                         \
+      for (int v = 0; v < NV; ++v) acc[v] = V::loadf(out + q + static_cast<size_t>(v) * V::L);           \
+    } else if (max_op) {                                                                                \
+      for (int v = 0; v < NV; ++v) acc[v] = load<DT>(rows[0], q + static_cast<size_t>(v) * V::L);        \
+      i = 1;                                                                                            \
+    } else {                                                                                            \
+      for (int v = 0; v < NV; ++v) acc[v] = V::zero();                                                  \
+    }                                                                                                   \
+    if (max_op) {                                                                                       \
+      for (; i < count; ++i) {                                                                          \
+        for (int v = 0; v < NV; ++v) acc[v] = V::max(load<DT>(rows[i], q + static_cast<size_t>(v) * V::L), acc[v]); \
+      }                                                                                                 \
+    } else {                                                                                            \
+      for (; i < count; ++i) {                                                                          \
+        const typename V::R a = V::set1(wts[i]);                                                        \
+        for (int v = 0; v < NV; ++v) acc[v] = V::fma(a, load<DT>(rows[i], q + static_cast<size_t>(v) * V::L), acc[v]); \
+      }                                                                                                 \
+    }                                                                                                   \
+    for (int v = 0; v < NV; ++v) V::store(out + q + static_cast<size_t>(v) * V::L, acc[v]);             \
+  }                                                                                                     \
+  template <DType DT>                                                                                   \
+  TARGET void reduce_rows(float* out, const void* const* rows, const float* wts, size_t count, size_t n,   \
+                          bool max_op, bool cont) noexcept {                                            \
+    size_t q = 0;                                                                                       \
+    for (; q + 4 * V::L <= n; q += 4 * V::L) reduce_chunk<4, DT>(out, rows, wts, count, q, max_op, cont); \
+    switch ((n - q) / V::L) {                                                                           \
+      case 3: reduce_chunk<3, DT>(out, rows, wts, count, q, max_op, cont); q += 3 * V::L; break;         \
+      case 2: reduce_chunk<2, DT>(out, rows, wts, count, q, max_op, cont); q += 2 * V::L; break;         \
+      case 1: reduce_chunk<1, DT>(out, rows, wts, count, q, max_op, cont); q += V::L; break;             \
+      default: break;                                                                                   \
+    }                                                                                                   \
+    for (; q < n; ++q) {                                                                                \
+      size_t i = 0;                                                                                     \
+      float s = 0.0f;                                                                                   \
+      if (cont) {                                                                                       \
+        s = out[q];                                                                                     \
+      } else if (max_op) {                                                                              \
+        s = nn_load1<DT>(rows[0], q);                                                                   \
+        i = 1;                                                                                          \
+      }                                                                                                 \
+      for (; i < count; ++i) {                                                                          \
+        const float v = nn_load1<DT>(rows[i], q);                                                       \
+        if (max_op) {                                                                                   \
+          s = v > s ? v : s;                                                                            \
+        } else {                                                                                        \
+          s += wts[i] * v;                                                                              \
+        }                                                                                               \
+      }                                                                                                 \
+      out[q] = s;                                                                                       \
+    }                                                                                                   \
   }                                                                                                     \
   template <DType DT>                                                                                   \
   TARGET void vmax(float* acc, const void* row, size_t n) noexcept {                                    \
@@ -1446,6 +1529,7 @@ struct NnKernels {
   void (*widen)(const void*, float*, size_t) noexcept;
   void (*axpy)(float*, const void*, size_t, float) noexcept;
   void (*vmax)(float*, const void*, size_t) noexcept;
+  void (*reduce_rows)(float*, const void* const*, const float*, size_t, size_t, bool, bool) noexcept;
   int mb;  // rows of x a tile computes at once (a multiple of it keeps the kernel busiest)
 };
 
@@ -1454,15 +1538,17 @@ inline NnKernels nn_kernels_for(NnIsa isa) noexcept {
 #if PTREAD_NN_X86
   if (isa == NnIsa::avx512) {
     return {&nn_avx512::tile<DT>, &nn_avx512::widen<DT>, &nn_avx512::axpy<DT>, &nn_avx512::vmax<DT>,
-            nn_avx512::V::MB};
+            &nn_avx512::reduce_rows<DT>, nn_avx512::V::MB};
   }
   if (isa == NnIsa::avx2) {
-    return {&nn_avx2::tile<DT>, &nn_avx2::widen<DT>, &nn_avx2::axpy<DT>, &nn_avx2::vmax<DT>, nn_avx2::V::MB};
+    return {&nn_avx2::tile<DT>, &nn_avx2::widen<DT>, &nn_avx2::axpy<DT>, &nn_avx2::vmax<DT>,
+            &nn_avx2::reduce_rows<DT>, nn_avx2::V::MB};
   }
 #else
   (void)isa;
 #endif
-  return {&nn_generic::tile<DT>, &nn_generic::widen<DT>, &nn_generic::axpy<DT>, &nn_generic::vmax<DT>, 4};
+  return {&nn_generic::tile<DT>, &nn_generic::widen<DT>, &nn_generic::axpy<DT>, &nn_generic::vmax<DT>,
+          &nn_generic::reduce_rows<DT>, 4};
 }
 
 inline NnKernels nn_kernels(DType dt) noexcept {
@@ -8802,6 +8888,8 @@ inline void prefetch_row(const void* p, size_t bytes) noexcept {
 
 // How far ahead (in indices) rows are prefetched: far enough to cover DRAM latency.
 inline constexpr size_t kPrefetchDistance = 8;
+// EmbeddingBag reduces up to this many rows of a bag per kernel call.
+inline constexpr size_t kReduceRows = 32;
 
 inline Error index_error(const char* layer, int64_t v, size_t i, size_t num_embeddings) {
   return make_error(ErrorCode::invalid_argument, std::string(layer) + ": index " + std::to_string(v) + " at position " +
@@ -8886,6 +8974,15 @@ class RowReader {
   }
   void prefetch(size_t r) const noexcept {
     if (w_->rows_contiguous()) prefetch_row(w_->row(r), w_->cols * w_->element_size());
+  }
+  // Rows whose elements are contiguous can be reduced many at a time (reduce()).
+  bool contiguous() const noexcept { return w_->rows_contiguous(); }
+  const void* row(size_t r) const noexcept { return w_->row(r); }
+  // acc = the sum of wts[i] * rows[i] (from zero), or their max; continued from acc when cont.
+  // Contiguous rows only.
+  void reduce(const void* const* rows, const float* wts, size_t count, bool max_op, bool cont,
+              float* acc) const noexcept {
+    k_.reduce_rows(acc, rows, wts, count, w_->cols, max_op, cont);
   }
 
  private:
@@ -9038,23 +9135,46 @@ class EmbeddingBag {
         const size_t ahead_end = std::min(n, end + detail::kPrefetchDistance);
         float* acc = out + b * dim;
         size_t count = 0;
-        for (size_t i = start; i < end; ++i) {
-          if (i + detail::kPrefetchDistance < ahead_end) {
-            rows.prefetch(static_cast<size_t>(indices[i + detail::kPrefetchDistance]));
-          }
-          const auto r = static_cast<size_t>(indices[i]);
-          if (static_cast<int64_t>(r) == padding_) continue;
-          if (mode_ == Reduce::max) {
-            if (count == 0) {
-              rows.copy(r, acc);
-            } else {
-              rows.max(r, acc);
+        if (rows.contiguous()) {
+          // Up to kReduceRows rows at a time, reduced with the accumulators in registers.
+          const void* ptrs[detail::kReduceRows];
+          float wts[detail::kReduceRows];
+          size_t got = 0;
+          const bool max_op = mode_ == Reduce::max;
+          for (size_t i = start; i < end; ++i) {
+            if (i + detail::kPrefetchDistance < ahead_end) {
+              rows.prefetch(static_cast<size_t>(indices[i + detail::kPrefetchDistance]));
             }
-          } else {
-            if (count == 0) std::memset(acc, 0, dim * sizeof(float));
-            rows.axpy(r, psw ? psw[i] : 1.0f, acc);
+            const auto r = static_cast<size_t>(indices[i]);
+            if (static_cast<int64_t>(r) == padding_) continue;
+            ptrs[got] = rows.row(r);
+            wts[got] = psw ? psw[i] : 1.0f;
+            ++count;
+            if (++got == detail::kReduceRows) {
+              rows.reduce(ptrs, wts, got, max_op, count > got, acc);
+              got = 0;
+            }
           }
-          ++count;
+          if (got != 0) rows.reduce(ptrs, wts, got, max_op, count > got, acc);
+        } else {  // strided rows (a transposed table): one row at a time
+          for (size_t i = start; i < end; ++i) {
+            if (i + detail::kPrefetchDistance < ahead_end) {
+              rows.prefetch(static_cast<size_t>(indices[i + detail::kPrefetchDistance]));
+            }
+            const auto r = static_cast<size_t>(indices[i]);
+            if (static_cast<int64_t>(r) == padding_) continue;
+            if (mode_ == Reduce::max) {
+              if (count == 0) {
+                rows.copy(r, acc);
+              } else {
+                rows.max(r, acc);
+              }
+            } else {
+              if (count == 0) std::memset(acc, 0, dim * sizeof(float));
+              rows.axpy(r, psw ? psw[i] : 1.0f, acc);
+            }
+            ++count;
+          }
         }
         if (count == 0) {
           std::memset(acc, 0, dim * sizeof(float));

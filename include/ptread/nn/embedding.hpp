@@ -46,6 +46,8 @@ inline void prefetch_row(const void* p, size_t bytes) noexcept {
 
 // How far ahead (in indices) rows are prefetched: far enough to cover DRAM latency.
 inline constexpr size_t kPrefetchDistance = 8;
+// EmbeddingBag reduces up to this many rows of a bag per kernel call.
+inline constexpr size_t kReduceRows = 32;
 
 inline Error index_error(const char* layer, int64_t v, size_t i, size_t num_embeddings) {
   return make_error(ErrorCode::invalid_argument, std::string(layer) + ": index " + std::to_string(v) + " at position " +
@@ -130,6 +132,15 @@ class RowReader {
   }
   void prefetch(size_t r) const noexcept {
     if (w_->rows_contiguous()) prefetch_row(w_->row(r), w_->cols * w_->element_size());
+  }
+  // Rows whose elements are contiguous can be reduced many at a time (reduce()).
+  bool contiguous() const noexcept { return w_->rows_contiguous(); }
+  const void* row(size_t r) const noexcept { return w_->row(r); }
+  // acc = the sum of wts[i] * rows[i] (from zero), or their max; continued from acc when cont.
+  // Contiguous rows only.
+  void reduce(const void* const* rows, const float* wts, size_t count, bool max_op, bool cont,
+              float* acc) const noexcept {
+    k_.reduce_rows(acc, rows, wts, count, w_->cols, max_op, cont);
   }
 
  private:
@@ -282,23 +293,46 @@ class EmbeddingBag {
         const size_t ahead_end = std::min(n, end + detail::kPrefetchDistance);
         float* acc = out + b * dim;
         size_t count = 0;
-        for (size_t i = start; i < end; ++i) {
-          if (i + detail::kPrefetchDistance < ahead_end) {
-            rows.prefetch(static_cast<size_t>(indices[i + detail::kPrefetchDistance]));
-          }
-          const auto r = static_cast<size_t>(indices[i]);
-          if (static_cast<int64_t>(r) == padding_) continue;
-          if (mode_ == Reduce::max) {
-            if (count == 0) {
-              rows.copy(r, acc);
-            } else {
-              rows.max(r, acc);
+        if (rows.contiguous()) {
+          // Up to kReduceRows rows at a time, reduced with the accumulators in registers.
+          const void* ptrs[detail::kReduceRows];
+          float wts[detail::kReduceRows];
+          size_t got = 0;
+          const bool max_op = mode_ == Reduce::max;
+          for (size_t i = start; i < end; ++i) {
+            if (i + detail::kPrefetchDistance < ahead_end) {
+              rows.prefetch(static_cast<size_t>(indices[i + detail::kPrefetchDistance]));
             }
-          } else {
-            if (count == 0) std::memset(acc, 0, dim * sizeof(float));
-            rows.axpy(r, psw ? psw[i] : 1.0f, acc);
+            const auto r = static_cast<size_t>(indices[i]);
+            if (static_cast<int64_t>(r) == padding_) continue;
+            ptrs[got] = rows.row(r);
+            wts[got] = psw ? psw[i] : 1.0f;
+            ++count;
+            if (++got == detail::kReduceRows) {
+              rows.reduce(ptrs, wts, got, max_op, count > got, acc);
+              got = 0;
+            }
           }
-          ++count;
+          if (got != 0) rows.reduce(ptrs, wts, got, max_op, count > got, acc);
+        } else {  // strided rows (a transposed table): one row at a time
+          for (size_t i = start; i < end; ++i) {
+            if (i + detail::kPrefetchDistance < ahead_end) {
+              rows.prefetch(static_cast<size_t>(indices[i + detail::kPrefetchDistance]));
+            }
+            const auto r = static_cast<size_t>(indices[i]);
+            if (static_cast<int64_t>(r) == padding_) continue;
+            if (mode_ == Reduce::max) {
+              if (count == 0) {
+                rows.copy(r, acc);
+              } else {
+                rows.max(r, acc);
+              }
+            } else {
+              if (count == 0) std::memset(acc, 0, dim * sizeof(float));
+              rows.axpy(r, psw ? psw[i] : 1.0f, acc);
+            }
+            ++count;
+          }
         }
         if (count == 0) {
           std::memset(acc, 0, dim * sizeof(float));
