@@ -3,7 +3,8 @@
 #   bash bench/run_nn.sh [BUILD_DIR] [DATA_DIR]
 # Needs a Release build with ptread::openblas (libopenblas-dev) and Debian's python3-torch.
 # Writes the inputs with torch on first use (~2 GiB in DATA_DIR, default /tmp/ptread-nn-bench).
-# Times are medians in ms (warm: every case runs once before it is timed).
+# Times are medians in ms (warm: every case runs once before it is timed), over
+# PTREAD_BENCH_ROUNDS (default 3) alternating rounds of ptread and torch.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
@@ -16,10 +17,23 @@ trap 'rm -rf "$tmp"' EXIT
 
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "torch: $("$py" -c 'import torch; print(torch.__version__)'), OpenBLAS: $(pkg-config --modversion openblas 2>/dev/null || echo '?')"
-"$build/bench/nn_bench" "$file" >"$tmp/ptread.txt" 2>"$tmp/err.txt"
+# Rounds of ptread then torch, alternating; each figure is the median over the rounds of the
+# per-round medians (a shared or virtual machine drifts by up to 2x within minutes: figures
+# taken minutes apart compare badly).
+rounds=${PTREAD_BENCH_ROUNDS:-3}
+for ((k = 1; k <= rounds; k++)); do
+  "$build/bench/nn_bench" "$file" >"$tmp/ptread.$k" 2>"$tmp/err.txt"
+  "$py" "$root/bench/nn_torch.py" "$file" >"$tmp/torch.$k"
+done
 cat "$tmp/err.txt"
-"$py" "$root/bench/nn_torch.py" "$file" >"$tmp/torch.txt"
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg); $rounds rounds"
+median() {  # "name ms" lines of every round -> "name median" lines
+  awk '{ v[$1] = v[$1] " " $2 } END { for (k in v) { n = split(substr(v[k], 2), a, " ")
+    for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+    print k, n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 } }' "$@"
+}
+median "$tmp"/ptread.* >"$tmp/ptread.txt"
+median "$tmp"/torch.* >"$tmp/torch.txt"
 
 cat "$tmp/ptread.txt" "$tmp/torch.txt" | awk '
 { v[$1] = $2 }
@@ -44,13 +58,13 @@ END {
     printf "%-6s %-5s %-3s %10s %10s %9s\n", d, mode, t, ms(p), ms(q), r(q, p)
   }
   print ""
-  print "Linear y = x W^T + b, F32, N = K (x = other / ptread portable; readW: one streaming read of W, the batch-1 bound)"
+  print "Linear y = x W^T + b, F32, N = K (x = other / ptread portable; readW: W read once, four streams a thread, with as many threads: the batch-1 bound)"
   printf "%-5s %-4s %-3s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %8s\n", "N", "M", "thr", "portable", "openblas", "sgemm", "sgemv", "torch", "readW",
     "x torch", "x sgemm", "bound/p", "ob/sgemm", "ob/port"
   for (n = 1024; n <= 4096; n *= 4) for (mi = 0; mi < 4; mi++) for (t = 1; t <= 2; t++) {
     m = mi == 0 ? 1 : mi == 1 ? 8 : mi == 2 ? 64 : 512
     b = "linear." n ".m" m; ts = ".t" t
-    p = b ".ptread" ts; o = b ".openblas" ts; s = b ".sgemm" ts; g = b ".sgemv" ts; q = b ".torch" ts; w = "linear." n ".readw"
+    p = b ".ptread" ts; o = b ".openblas" ts; s = b ".sgemm" ts; g = b ".sgemv" ts; q = b ".torch" ts; w = "linear." n ".readw" ts
     printf "%-5s %-4s %-3s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %8s\n", n, m, t, ms(p), ms(o), ms(s), (g in v) ? ms(g) : "", ms(q),
       m == 1 ? ms(w) : "", r(q, p), r(s, p), m == 1 ? r(w, p) : "", r(s, o), r(p, o)
   }
