@@ -5,8 +5,10 @@
 
 #include "support/nn_fixture.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -98,6 +100,78 @@ TEST_CASE("Embedding reads rows in place, and threads split a large batch", "[nn
     }
   }
   (void)rows;
+}
+
+// EmbeddingBag reduces a bag's rows many at a time (reduce_rows, accumulators in registers);
+// the bags above check it against torch. Here, at every width from 1 to 80 (every block size
+// of every vector width, and the tails), it must give exactly what axpy/vmax give row after
+// row (which the gathers and bags were checked against before): the same arithmetic in the
+// same order, NaNs and signed zeros included.
+TEST_CASE("reduce_rows equals axpy and vmax row by row, bit for bit", "[nn]") {
+  using ptread::DType;
+  IsaRestore restore;
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  auto next = [&state] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  constexpr size_t kRows = 40, kMaxDim = 80;
+  std::vector<float> f32(kRows * kMaxDim);
+  std::vector<uint16_t> half(kRows * kMaxDim);
+  for (size_t i = 0; i < f32.size(); ++i) {
+    const uint64_t r = next();
+    f32[i] = static_cast<float>(static_cast<int64_t>(r % 2001) - 1000) / 64.0f;
+    if (r % 97 == 0) f32[i] = std::nanf("");
+    if (r % 89 == 0) f32[i] = -0.0f;
+    half[i] = static_cast<uint16_t>(r >> 20);  // every pattern: NaNs, infinities, subnormals
+  }
+  std::vector<float> wts(kRows);
+  for (auto& w : wts) w = static_cast<float>(static_cast<int64_t>(next() % 17) - 8) * 0.375f;
+  for (NnIsa isa : isa_levels()) {
+    ptread::detail::nn_set_isa(isa);
+    for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+      const ptread::detail::NnKernels k = ptread::detail::nn_kernels(dt);
+      const size_t esize = dt == DType::F32 ? 4 : 2;
+      const auto* base = dt == DType::F32 ? static_cast<const void*>(f32.data()) : static_cast<const void*>(half.data());
+      for (size_t dim = 1; dim <= kMaxDim; ++dim) {
+        for (size_t count : {size_t{1}, size_t{2}, size_t{7}, size_t{33}}) {
+          for (bool max_op : {false, true}) {
+            for (bool cont : {false, true}) {
+              INFO("isa " << ptread::detail::nn_isa_name(isa) << " dtype " << ptread::dtype_name(dt) << " dim " << dim
+                          << " rows " << count << (max_op ? " max" : " sum") << (cont ? " continued" : ""));
+              std::vector<const void*> rows(count);
+              for (size_t i = 0; i < count; ++i) {
+                rows[i] = static_cast<const uint8_t*>(base) + ((i * 7 + dim) % kRows) * dim * esize;
+              }
+              std::vector<float> start(dim);
+              for (size_t q = 0; q < dim; ++q) start[q] = static_cast<float>(q % 5) - 2.5f;
+              std::vector<float> want = start, got = start;
+              size_t i = 0;
+              if (!cont) {
+                if (max_op) {
+                  k.widen(rows[0], want.data(), dim);
+                  i = 1;
+                } else {
+                  std::fill(want.begin(), want.end(), 0.0f);
+                }
+              }
+              for (; i < count; ++i) {
+                if (max_op) {
+                  k.vmax(want.data(), rows[i], dim);
+                } else {
+                  k.axpy(want.data(), rows[i], dim, wts[i]);
+                }
+              }
+              k.reduce_rows(got.data(), rows.data(), wts.data(), count, dim, max_op, cont);
+              CHECK(std::memcmp(got.data(), want.data(), dim * sizeof(float)) == 0);
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("EmbeddingBag equals F.embedding_bag", "[nn]") {
