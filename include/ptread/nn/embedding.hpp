@@ -11,8 +11,10 @@
 // The table is never copied: each row is read where the checkpoint holds it (in mmap mode the
 // mapped file, so a table larger than RAM is paged in by the OS as rows are touched), F16 and
 // BF16 rows are widened to F32 as they are read, and strided (non-contiguous) tables are read
-// element by element through their strides. The layer holds the weight Tensor, which keeps the
-// mapping alive: it may outlive the Checkpoint.
+// element by element through their strides. A bag's rows (contiguous tables) are reduced up to
+// 32 at a time with the sums in registers, so many rows' loads are in flight at once: a random
+// gather from a big table waits on memory, not on arithmetic. The layer holds the weight
+// Tensor, which keeps the mapping alive: it may outlive the Checkpoint.
 //
 // Semantics are torch's (1.13): indices must lie in [0, num_embeddings); offsets[0] must be 0,
 // offsets never decrease and never pass n; without include_last_offset the last bag ends at n,
