@@ -2185,7 +2185,8 @@ class Tensor {
 
 // #include "arena.hpp": inlined above
 // ---- begin ptread/detail/text.hpp ----
-// ptread — UTF-8 checks and JSON string text, shared by the writers and the command line.
+// ptread — UTF-8 checks, JSON string text and prefix tests, shared by the reader, the writers
+// and the command line.
 //
 // Names in checkpoints are Python str values pickled with "surrogatepass", so they may hold
 // encoded lone surrogates (ED A0 80 ...). safetensors readers (serde_json) take strict
@@ -2193,11 +2194,23 @@ class Tensor {
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
 namespace ptread {
 namespace detail {
+
+// C++20's starts_with / ends_with (memcmp: inlined for literals).
+inline bool starts_with(std::string_view s, std::string_view p) noexcept {
+  return s.size() >= p.size() && std::memcmp(s.data(), p.data(), p.size()) == 0;
+}
+inline bool ends_with(std::string_view s, std::string_view p) noexcept {
+  return s.size() >= p.size() && std::memcmp(s.data() + s.size() - p.size(), p.data(), p.size()) == 0;
+}
+inline bool equals(std::string_view s, std::string_view p) noexcept {
+  return s.size() == p.size() && std::memcmp(s.data(), p.data(), p.size()) == 0;
+}
 
 // Decodes the UTF-8 sequence at s[i]: its code point and length, or 0 when the bytes there
 // are no valid sequence (overlong forms and values past U+10FFFF are invalid; encoded
@@ -2882,7 +2895,7 @@ class PickleVM {
             ok = truncated();
             break;
           }
-          if (PTREAD_UNLIKELY(!valid_pickle_utf8(p, len))) {
+          if (PTREAD_UNLIKELY(!pickle_text_ok(p, len, end))) {
             ok = bad_utf8();
             break;
           }
@@ -2901,7 +2914,7 @@ class PickleVM {
             ok = truncated();
             break;
           }
-          if (PTREAD_UNLIKELY(!valid_pickle_utf8(p, len))) {
+          if (PTREAD_UNLIKELY(!pickle_text_ok(p, len, end))) {
             ok = bad_utf8();
             break;
           }
@@ -2985,6 +2998,19 @@ class PickleVM {
   // The opcode being run, and where.
   uint8_t op() const { return *op_ptr_; }
   size_t op_pos() const { return static_cast<size_t>(op_ptr_ - begin_); }
+  // valid_pickle_utf8(p, len), with short ASCII text (most names and keys) checked inline:
+  // eight bytes loaded at once when the pickle has them (end: its end).
+  PTREAD_ALWAYS_INLINE static bool pickle_text_ok(const uint8_t* p, size_t len, const uint8_t* end) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (len <= 8 && end - p >= 8) {
+      uint64_t w;
+      std::memcpy(&w, p, 8);
+      const uint64_t mask = len == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * len)) - 1;
+      if ((w & mask & 0x8080808080808080ull) == 0) return true;
+    }
+#endif
+    return valid_pickle_utf8(p, len);
+  }
   static uint32_t load_u32(const uint8_t* p) {
     return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
            (static_cast<uint32_t>(p[3]) << 24);
@@ -5265,7 +5291,7 @@ class TorchHooks : public PickleHooks {
     const Items it = n.items;  // a tuple: its items never move
     PTREAD_TRY(std::string_view tag, text_of(g, it[0], "persistent id tag"));
     if (tag == "module" && it.size() >= 2) return it[1];  // legacy full-model files: the class
-    if (tag != "storage" || (it.size() != 5 && it.size() != 6)) {
+    if (!equals(tag, "storage") || (it.size() != 5 && it.size() != 6)) {
       return make_error(ErrorCode::bad_tensor_args,
                         "unknown persistent id ('" + std::string(tag) + "' with " + std::to_string(it.size()) +
                             " items); expected ('storage', class, key, location, numel[, view])");
@@ -7078,7 +7104,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   size_t best_depth = SIZE_MAX;
   for (const auto& e : zip.entries()) {
     const std::string_view n = e.name;
-    if (n == "data.pkl" || (n.size() > 9 && n.compare(n.size() - 9, 9, "/data.pkl") == 0)) {
+    if (equals(n, "data.pkl") || (n.size() > 9 && ends_with(n, "/data.pkl"))) {
       const size_t depth = static_cast<size_t>(std::count(n.begin(), n.end(), '/'));
       if (depth < best_depth) {
         best_depth = depth;
@@ -7128,10 +7154,10 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   const uint8_t* base = src->base();
   for (size_t k = 0; k < zip.entries().size(); ++k) {
     const ZipEntry& e = zip.entries()[k];
-    if (e.name.size() <= prefix.size() || e.name.compare(0, prefix.size(), prefix) != 0) continue;
+    if (e.name.size() <= prefix.size() || !starts_with(e.name, prefix)) continue;
     const std::string_view rest = e.name.substr(prefix.size());
     uint32_t n = 0;
-    if (rest.size() > 5 && rest.compare(0, 5, "data/") == 0) {
+    if (rest.size() > 5 && starts_with(rest, "data/")) {
       ++data_records;
       if (decimal_key(rest.substr(5), &n) && n < number_bound) {
         while (n >= data_by_number.size()) data_by_number.push_back(DataRecord{nullptr, 0, StringIndex::npos});

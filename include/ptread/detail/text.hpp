@@ -1,4 +1,5 @@
-// ptread — UTF-8 checks and JSON string text, shared by the writers and the command line.
+// ptread — UTF-8 checks, JSON string text and prefix tests, shared by the reader, the writers
+// and the command line.
 //
 // Names in checkpoints are Python str values pickled with "surrogatepass", so they may hold
 // encoded lone surrogates (ED A0 80 ...). safetensors readers (serde_json) take strict
@@ -7,11 +8,23 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
 namespace ptread {
 namespace detail {
+
+// C++20's starts_with / ends_with (memcmp: inlined for literals).
+inline bool starts_with(std::string_view s, std::string_view p) noexcept {
+  return s.size() >= p.size() && std::memcmp(s.data(), p.data(), p.size()) == 0;
+}
+inline bool ends_with(std::string_view s, std::string_view p) noexcept {
+  return s.size() >= p.size() && std::memcmp(s.data() + s.size() - p.size(), p.data(), p.size()) == 0;
+}
+inline bool equals(std::string_view s, std::string_view p) noexcept {
+  return s.size() == p.size() && std::memcmp(s.data(), p.data(), p.size()) == 0;
+}
 
 // Decodes the UTF-8 sequence at s[i]: its code point and length, or 0 when the bytes there
 // are no valid sequence (overlong forms and values past U+10FFFF are invalid; encoded

@@ -83,7 +83,7 @@ class TorchHooks : public PickleHooks {
     const Items it = n.items;  // a tuple: its items never move
     PTREAD_TRY(std::string_view tag, text_of(g, it[0], "persistent id tag"));
     if (tag == "module" && it.size() >= 2) return it[1];  // legacy full-model files: the class
-    if (tag != "storage" || (it.size() != 5 && it.size() != 6)) {
+    if (!equals(tag, "storage") || (it.size() != 5 && it.size() != 6)) {
       return make_error(ErrorCode::bad_tensor_args,
                         "unknown persistent id ('" + std::string(tag) + "' with " + std::to_string(it.size()) +
                             " items); expected ('storage', class, key, location, numel[, view])");

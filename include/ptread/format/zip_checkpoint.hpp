@@ -62,7 +62,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   size_t best_depth = SIZE_MAX;
   for (const auto& e : zip.entries()) {
     const std::string_view n = e.name;
-    if (n == "data.pkl" || (n.size() > 9 && n.compare(n.size() - 9, 9, "/data.pkl") == 0)) {
+    if (equals(n, "data.pkl") || (n.size() > 9 && ends_with(n, "/data.pkl"))) {
       const size_t depth = static_cast<size_t>(std::count(n.begin(), n.end(), '/'));
       if (depth < best_depth) {
         best_depth = depth;
@@ -112,10 +112,10 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   const uint8_t* base = src->base();
   for (size_t k = 0; k < zip.entries().size(); ++k) {
     const ZipEntry& e = zip.entries()[k];
-    if (e.name.size() <= prefix.size() || e.name.compare(0, prefix.size(), prefix) != 0) continue;
+    if (e.name.size() <= prefix.size() || !starts_with(e.name, prefix)) continue;
     const std::string_view rest = e.name.substr(prefix.size());
     uint32_t n = 0;
-    if (rest.size() > 5 && rest.compare(0, 5, "data/") == 0) {
+    if (rest.size() > 5 && starts_with(rest, "data/")) {
       ++data_records;
       if (decimal_key(rest.substr(5), &n) && n < number_bound) {
         while (n >= data_by_number.size()) data_by_number.push_back(DataRecord{nullptr, 0, StringIndex::npos});
