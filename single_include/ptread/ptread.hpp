@@ -1161,6 +1161,7 @@ class SegmentedVector {
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__)) && \
@@ -1262,28 +1263,36 @@ inline void vmax(float* acc, const void* row, size_t n) noexcept {
   }
 }
 
-// out[0..n) = the reduction of rows[0..count) (count >= 1): sum of wts[i] * row (from zero)
-// or max, continuing from what out holds when cont. The same arithmetic, in the same order,
-// as axpy/vmax row after row.
-template <DType DT>
-inline void reduce_rows(float* out, const void* const* rows, const float* wts, size_t count, size_t n, bool max_op,
-                        bool cont) noexcept {
-  size_t i = 0;
-  if (!cont) {
-    if (max_op) {
-      widen<DT>(rows[0], out, n);
-      i = 1;
-    } else {
-      for (size_t q = 0; q < n; ++q) out[q] = 0.0f;
+// EmbeddingBag's reduction of one bag, reading the rows through the indices: out[0..n) =
+// the sum of psw[i] (1 when null) * row idx[i] (from zero), or their max, over the entries
+// not equal to `padding`; zeros when none is left. Returns how many were kept. The same
+// arithmetic in the same order as axpy/vmax row after row.
+template <DType DT, class Index>
+inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* idx, size_t count, const float* psw,
+                  int64_t padding, size_t n, bool max_op) noexcept {
+  size_t kept = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const auto r = static_cast<int64_t>(idx[i]);
+    if (r == padding) continue;
+    const void* row = static_cast<const uint8_t*>(base) + static_cast<size_t>(r) * row_bytes;
+    if (kept == 0) {
+      if (max_op) {
+        widen<DT>(row, out, n);
+      } else {
+        for (size_t q = 0; q < n; ++q) out[q] = 0.0f;
+      }
     }
-  }
-  for (; i < count; ++i) {
     if (max_op) {
-      vmax<DT>(out, rows[i], n);
+      if (kept != 0) vmax<DT>(out, row, n);
     } else {
-      axpy<DT>(out, rows[i], n, wts[i]);
+      axpy<DT>(out, row, n, psw ? psw[i] : 1.0f);
     }
+    ++kept;
   }
+  if (kept == 0) {
+    for (size_t q = 0; q < n; ++q) out[q] = 0.0f;
+  }
+  return kept;
 }
 
 }  // namespace nn_generic
@@ -1373,66 +1382,67 @@ inline void reduce_rows(float* out, const void* const* rows, const float* wts, s
     const typename V::R av = V::set1(a);                                                                \
     size_t q = 0;                                                                                       \
     for (; q + V::L <= n; q += V::L) V::store(acc + q, V::fma(av, load<DT>(row, q), V::loadf(acc + q)));  \
-    for (; q < n; ++q) acc[q] += a * nn_load1<DT>(row, q);                                              \
+    for (; q < n; ++q) acc[q] = std::fma(a, nn_load1<DT>(row, q), acc[q]); /* fused, as the vectors */  \
   }                                                                                                     \
-  /* reduce_rows on NV vectors from element q: the accumulators stay in registers across the     */ \
-  /* rows, so the loads of many rows are in flight at once (a row at a time through memory left   */ \
-  /* one or two in flight: the gather was bound by memory latency, not bandwidth).                */ \
-  template <int NV, DType DT>                                                                           \
-  TARGET inline void reduce_chunk(float* out, const void* const* rows, const float* wts, size_t count,  \
-                                  size_t q, bool max_op, bool cont) noexcept {                          \
+  /* bag() on NV vectors from element q, the rows read through the indices in one pass (as      */ \
+  /* fbgemm does): the loads of the next rows issue while this one is summed.                     */ \
+  template <int NV, DType DT, class Index>                                                              \
+  TARGET inline size_t bag_chunk(float* out, const uint8_t* base, size_t row_bytes, const Index* idx,     \
+                                 size_t count, const float* psw, int64_t padding, size_t q, bool max_op) noexcept { \
     typename V::R acc[NV];                                                                              \
-    size_t i = 0;                                                                                       \
-    if (cont) {                                                                                         \
-      for (int v = 0; v < NV; ++v) acc[v] = V::loadf(out + q + static_cast<size_t>(v) * V::L);           \
-    } else if (max_op) {                                                                                \
-      for (int v = 0; v < NV; ++v) acc[v] = load<DT>(rows[0], q + static_cast<size_t>(v) * V::L);        \
-      i = 1;                                                                                            \
-    } else {                                                                                            \
+    for (int v = 0; v < NV; ++v) acc[v] = V::zero();                                                    \
+    size_t kept = 0;                                                                                    \
+    for (size_t i = 0; i < count; ++i) {                                                                \
+      const auto r = static_cast<int64_t>(idx[i]);                                                      \
+      if (r == padding) continue;                                                                       \
+      const uint8_t* row = base + static_cast<size_t>(r) * row_bytes;                                   \
+      if (max_op) {                                                                                     \
+        if (kept == 0) {                                                                                \
+          for (int v = 0; v < NV; ++v) acc[v] = load<DT>(row, q + static_cast<size_t>(v) * V::L);        \
+        } else {                                                                                        \
+          for (int v = 0; v < NV; ++v) acc[v] = V::max(load<DT>(row, q + static_cast<size_t>(v) * V::L), acc[v]); \
+        }                                                                                               \
+      } else {                                                                                          \
+        const typename V::R a = V::set1(psw ? psw[i] : 1.0f);                                           \
+        for (int v = 0; v < NV; ++v) acc[v] = V::fma(a, load<DT>(row, q + static_cast<size_t>(v) * V::L), acc[v]); \
+      }                                                                                                 \
+      ++kept;                                                                                           \
+    }                                                                                                   \
+    if (kept == 0) {                                                                                    \
       for (int v = 0; v < NV; ++v) acc[v] = V::zero();                                                  \
     }                                                                                                   \
-    if (max_op) {                                                                                       \
-      for (; i < count; ++i) {                                                                          \
-        for (int v = 0; v < NV; ++v) acc[v] = V::max(load<DT>(rows[i], q + static_cast<size_t>(v) * V::L), acc[v]); \
-      }                                                                                                 \
-    } else {                                                                                            \
-      for (; i < count; ++i) {                                                                          \
-        const typename V::R a = V::set1(wts[i]);                                                        \
-        for (int v = 0; v < NV; ++v) acc[v] = V::fma(a, load<DT>(rows[i], q + static_cast<size_t>(v) * V::L), acc[v]); \
-      }                                                                                                 \
-    }                                                                                                   \
     for (int v = 0; v < NV; ++v) V::store(out + q + static_cast<size_t>(v) * V::L, acc[v]);             \
+    return kept;                                                                                        \
   }                                                                                                     \
-  template <DType DT>                                                                                   \
-  TARGET void reduce_rows(float* out, const void* const* rows, const float* wts, size_t count, size_t n,   \
-                          bool max_op, bool cont) noexcept {                                            \
-    size_t q = 0;                                                                                       \
-    for (; q + 4 * V::L <= n; q += 4 * V::L) reduce_chunk<4, DT>(out, rows, wts, count, q, max_op, cont); \
+  template <DType DT, class Index>                                                                      \
+  TARGET size_t bag(float* out, const void* base_, size_t row_bytes, const Index* idx, size_t count,     \
+                    const float* psw, int64_t padding, size_t n, bool max_op) noexcept {                \
+    const auto* base = static_cast<const uint8_t*>(base_);                                              \
+    size_t kept = 0, q = 0;                                                                             \
+    for (; q + 4 * V::L <= n; q += 4 * V::L) kept = bag_chunk<4, DT>(out, base, row_bytes, idx, count, psw, padding, q, max_op); \
     switch ((n - q) / V::L) {                                                                           \
-      case 3: reduce_chunk<3, DT>(out, rows, wts, count, q, max_op, cont); q += 3 * V::L; break;         \
-      case 2: reduce_chunk<2, DT>(out, rows, wts, count, q, max_op, cont); q += 2 * V::L; break;         \
-      case 1: reduce_chunk<1, DT>(out, rows, wts, count, q, max_op, cont); q += V::L; break;             \
+      case 3: kept = bag_chunk<3, DT>(out, base, row_bytes, idx, count, psw, padding, q, max_op); q += 3 * V::L; break; \
+      case 2: kept = bag_chunk<2, DT>(out, base, row_bytes, idx, count, psw, padding, q, max_op); q += 2 * V::L; break; \
+      case 1: kept = bag_chunk<1, DT>(out, base, row_bytes, idx, count, psw, padding, q, max_op); q += V::L; break; \
       default: break;                                                                                   \
     }                                                                                                   \
     for (; q < n; ++q) {                                                                                \
-      size_t i = 0;                                                                                     \
       float s = 0.0f;                                                                                   \
-      if (cont) {                                                                                       \
-        s = out[q];                                                                                     \
-      } else if (max_op) {                                                                              \
-        s = nn_load1<DT>(rows[0], q);                                                                   \
-        i = 1;                                                                                          \
-      }                                                                                                 \
-      for (; i < count; ++i) {                                                                          \
-        const float v = nn_load1<DT>(rows[i], q);                                                       \
+      kept = 0;                                                                                         \
+      for (size_t i = 0; i < count; ++i) {                                                              \
+        const auto r = static_cast<int64_t>(idx[i]);                                                    \
+        if (r == padding) continue;                                                                     \
+        const float v = nn_load1<DT>(base + static_cast<size_t>(r) * row_bytes, q);                     \
         if (max_op) {                                                                                   \
-          s = v > s ? v : s;                                                                            \
+          s = kept == 0 || v > s ? v : s;                                                               \
         } else {                                                                                        \
-          s += wts[i] * v;                                                                              \
+          s = std::fma(psw ? psw[i] : 1.0f, v, s); /* fused, as the vectors */                          \
         }                                                                                               \
+        ++kept;                                                                                         \
       }                                                                                                 \
-      out[q] = s;                                                                                       \
+      out[q] = kept == 0 ? 0.0f : s;                                                                    \
     }                                                                                                   \
+    return kept;                                                                                        \
   }                                                                                                     \
   template <DType DT>                                                                                   \
   TARGET void vmax(float* acc, const void* row, size_t n) noexcept {                                    \
@@ -1529,7 +1539,8 @@ struct NnKernels {
   void (*widen)(const void*, float*, size_t) noexcept;
   void (*axpy)(float*, const void*, size_t, float) noexcept;
   void (*vmax)(float*, const void*, size_t) noexcept;
-  void (*reduce_rows)(float*, const void* const*, const float*, size_t, size_t, bool, bool) noexcept;
+  size_t (*bag64)(float*, const void*, size_t, const int64_t*, size_t, const float*, int64_t, size_t, bool) noexcept;
+  size_t (*bag32)(float*, const void*, size_t, const int32_t*, size_t, const float*, int64_t, size_t, bool) noexcept;
   int mb;  // rows of x a tile computes at once (a multiple of it keeps the kernel busiest)
 };
 
@@ -1538,17 +1549,18 @@ inline NnKernels nn_kernels_for(NnIsa isa) noexcept {
 #if PTREAD_NN_X86
   if (isa == NnIsa::avx512) {
     return {&nn_avx512::tile<DT>, &nn_avx512::widen<DT>, &nn_avx512::axpy<DT>, &nn_avx512::vmax<DT>,
-            &nn_avx512::reduce_rows<DT>, nn_avx512::V::MB};
+            &nn_avx512::bag<DT, int64_t>, &nn_avx512::bag<DT, int32_t>,
+            nn_avx512::V::MB};
   }
   if (isa == NnIsa::avx2) {
     return {&nn_avx2::tile<DT>, &nn_avx2::widen<DT>, &nn_avx2::axpy<DT>, &nn_avx2::vmax<DT>,
-            &nn_avx2::reduce_rows<DT>, nn_avx2::V::MB};
+            &nn_avx2::bag<DT, int64_t>, &nn_avx2::bag<DT, int32_t>, nn_avx2::V::MB};
   }
 #else
   (void)isa;
 #endif
   return {&nn_generic::tile<DT>, &nn_generic::widen<DT>, &nn_generic::axpy<DT>, &nn_generic::vmax<DT>,
-          &nn_generic::reduce_rows<DT>, 4};
+          &nn_generic::bag<DT, int64_t>, &nn_generic::bag<DT, int32_t>, 4};
 }
 
 inline NnKernels nn_kernels(DType dt) noexcept {
@@ -8766,10 +8778,10 @@ Result<SaveReport> save_safetensors(const std::string& path, const Range& tensor
 // The table is never copied: each row is read where the checkpoint holds it (in mmap mode the
 // mapped file, so a table larger than RAM is paged in by the OS as rows are touched), F16 and
 // BF16 rows are widened to F32 as they are read, and strided (non-contiguous) tables are read
-// element by element through their strides. A bag's rows (contiguous tables) are reduced up to
-// 32 at a time with the sums in registers, so many rows' loads are in flight at once: a random
-// gather from a big table waits on memory, not on arithmetic. The layer holds the weight
-// Tensor, which keeps the mapping alive: it may outlive the Checkpoint.
+// element by element through their strides. A bag (contiguous tables) is reduced in one pass
+// over its indices with the sums in registers, so many rows' loads are in flight at once: a
+// random gather from a big table waits on memory, not on arithmetic. The layer holds the
+// weight Tensor, which keeps the mapping alive: it may outlive the Checkpoint.
 //
 // Semantics are torch's (1.13): indices must lie in [0, num_embeddings); offsets[0] must be 0,
 // offsets never decrease and never pass n; without include_last_offset the last bag ends at n,
@@ -8916,8 +8928,6 @@ inline void prefetch_row(const void* p, size_t bytes) noexcept {
 
 // How far ahead (in indices) rows are prefetched: far enough to cover DRAM latency.
 inline constexpr size_t kPrefetchDistance = 8;
-// EmbeddingBag reduces up to this many rows of a bag per kernel call.
-inline constexpr size_t kReduceRows = 32;
 
 inline Error index_error(const char* layer, int64_t v, size_t i, size_t num_embeddings) {
   return make_error(ErrorCode::invalid_argument, std::string(layer) + ": index " + std::to_string(v) + " at position " +
@@ -9003,14 +9013,18 @@ class RowReader {
   void prefetch(size_t r) const noexcept {
     if (w_->rows_contiguous()) prefetch_row(w_->row(r), w_->cols * w_->element_size());
   }
-  // Rows whose elements are contiguous can be reduced many at a time (reduce()).
+  // Rows whose elements are contiguous are reduced a bag at a time (bag()).
   bool contiguous() const noexcept { return w_->rows_contiguous(); }
-  const void* row(size_t r) const noexcept { return w_->row(r); }
-  // acc = the sum of wts[i] * rows[i] (from zero), or their max; continued from acc when cont.
-  // Contiguous rows only.
-  void reduce(const void* const* rows, const float* wts, size_t count, bool max_op, bool cont,
-              float* acc) const noexcept {
-    k_.reduce_rows(acc, rows, wts, count, w_->cols, max_op, cont);
+  // out = the sum of psw[i] (1 when null) * row idx[i], or their max, over the entries not equal
+  // to padding (zeros when none is left); returns how many were kept. Contiguous rows only.
+  template <class Index>
+  size_t bag(const Index* idx, size_t count, const float* psw, int64_t padding, bool max_op, float* out) const noexcept {
+    const size_t row_bytes = w_->row_stride * w_->element_size();
+    if constexpr (sizeof(Index) == 8) {
+      return k_.bag64(out, w_->data, row_bytes, reinterpret_cast<const int64_t*>(idx), count, psw, padding, w_->cols, max_op);
+    } else {
+      return k_.bag32(out, w_->data, row_bytes, reinterpret_cast<const int32_t*>(idx), count, psw, padding, w_->cols, max_op);
+    }
   }
 
  private:
@@ -9160,35 +9174,14 @@ class EmbeddingBag {
       for (size_t b = bag_begin; b < bag_end; ++b) {
         const auto start = static_cast<size_t>(offsets[b]);
         const size_t end = b + 1 < num_bags || include_last_offset_ ? static_cast<size_t>(offsets[b + 1]) : n;
-        const size_t ahead_end = std::min(n, end + detail::kPrefetchDistance);
         float* acc = out + b * dim;
         size_t count = 0;
         if (rows.contiguous()) {
-          // Up to kReduceRows rows at a time, reduced with the accumulators in registers.
-          const void* ptrs[detail::kReduceRows];
-          float wts[detail::kReduceRows];
-          size_t got = 0;
-          const bool max_op = mode_ == Reduce::max;
-          for (size_t i = start; i < end; ++i) {
-            if (i + detail::kPrefetchDistance < ahead_end) {
-              rows.prefetch(static_cast<size_t>(indices[i + detail::kPrefetchDistance]));
-            }
-            const auto r = static_cast<size_t>(indices[i]);
-            if (static_cast<int64_t>(r) == padding_) continue;
-            ptrs[got] = rows.row(r);
-            wts[got] = psw ? psw[i] : 1.0f;
-            ++count;
-            if (++got == detail::kReduceRows) {
-              rows.reduce(ptrs, wts, got, max_op, count > got, acc);
-              got = 0;
-            }
-          }
-          if (got != 0) rows.reduce(ptrs, wts, got, max_op, count > got, acc);
+          // One pass over the bag's indices, the sums in registers (the loads of the next rows
+          // issue while this one is added: a random gather waits on memory, not arithmetic).
+          count = rows.bag(indices + start, end - start, psw ? psw + start : nullptr, padding_, mode_ == Reduce::max, acc);
         } else {  // strided rows (a transposed table): one row at a time
           for (size_t i = start; i < end; ++i) {
-            if (i + detail::kPrefetchDistance < ahead_end) {
-              rows.prefetch(static_cast<size_t>(indices[i + detail::kPrefetchDistance]));
-            }
             const auto r = static_cast<size_t>(indices[i]);
             if (static_cast<int64_t>(r) == padding_) continue;
             if (mode_ == Reduce::max) {

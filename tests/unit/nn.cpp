@@ -102,12 +102,27 @@ TEST_CASE("Embedding reads rows in place, and threads split a large batch", "[nn
   (void)rows;
 }
 
-// EmbeddingBag reduces a bag's rows many at a time (reduce_rows, accumulators in registers);
-// the bags above check it against torch. Here, at every width from 1 to 80 (every block size
-// of every vector width, and the tails), it must give exactly what axpy/vmax give row after
-// row (which the gathers and bags were checked against before): the same arithmetic in the
-// same order, NaNs and signed zeros included.
-TEST_CASE("reduce_rows equals axpy and vmax row by row, bit for bit", "[nn]") {
+// EmbeddingBag reduces a bag in one pass over its indices (bag(), sums in registers); the
+// bags above check it against torch. Here, at every width from 1 to 80 (every block size of
+// every vector width, and the tails), it must give exactly what axpy/vmax give row after row
+// (which the gathers and bags were checked against before): the same arithmetic in the same
+// order, NaNs (but not their payloads) and signed zeros included, padding entries left out,
+// int64 and int32 indices.
+// Bit for bit, except that a NaN's payload may differ (which NaN operand an FMA passes on
+// depends on the form of the instruction the compiler picked; torch's kernels differ too).
+static bool nn_same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i])) {
+      if (std::isnan(a[i]) != std::isnan(b[i])) return false;
+    } else if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+TEST_CASE("bag equals axpy and vmax row by row, bit for bit", "[nn]") {
   using ptread::DType;
   IsaRestore restore;
   uint64_t state = 0x9e3779b97f4a7c15ull;
@@ -127,8 +142,8 @@ TEST_CASE("reduce_rows equals axpy and vmax row by row, bit for bit", "[nn]") {
     if (r % 89 == 0) f32[i] = -0.0f;
     half[i] = static_cast<uint16_t>(r >> 20);  // every pattern: NaNs, infinities, subnormals
   }
-  std::vector<float> wts(kRows);
-  for (auto& w : wts) w = static_cast<float>(static_cast<int64_t>(next() % 17) - 8) * 0.375f;
+  std::vector<float> psw(kRows);
+  for (auto& w : psw) w = static_cast<float>(static_cast<int64_t>(next() % 17) - 8) * 0.375f;
   for (NnIsa isa : isa_levels()) {
     ptread::detail::nn_set_isa(isa);
     for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
@@ -136,36 +151,36 @@ TEST_CASE("reduce_rows equals axpy and vmax row by row, bit for bit", "[nn]") {
       const size_t esize = dt == DType::F32 ? 4 : 2;
       const auto* base = dt == DType::F32 ? static_cast<const void*>(f32.data()) : static_cast<const void*>(half.data());
       for (size_t dim = 1; dim <= kMaxDim; ++dim) {
-        for (size_t count : {size_t{1}, size_t{2}, size_t{7}, size_t{33}}) {
-          for (bool max_op : {false, true}) {
-            for (bool cont : {false, true}) {
+        const size_t row_bytes = dim * esize;
+        for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t{33}}) {
+          std::vector<int64_t> idx(count);
+          for (size_t i = 0; i < count; ++i) idx[i] = static_cast<int64_t>((i * 7 + dim) % kRows);
+          const std::vector<int32_t> idx32(idx.begin(), idx.end());
+          for (int64_t padding : {int64_t{-1}, count ? idx[count / 2] : int64_t{0}}) {
+            for (int mode = 0; mode < 3; ++mode) {  // sum, sum with weights, max
+              const bool max_op = mode == 2;
+              const float* w = mode == 1 ? psw.data() : nullptr;
               INFO("isa " << ptread::detail::nn_isa_name(isa) << " dtype " << ptread::dtype_name(dt) << " dim " << dim
-                          << " rows " << count << (max_op ? " max" : " sum") << (cont ? " continued" : ""));
-              std::vector<const void*> rows(count);
+                          << " rows " << count << " padding " << padding << " mode " << mode);
+              std::vector<float> want(dim, 0.0f);
+              size_t kept = 0;
               for (size_t i = 0; i < count; ++i) {
-                rows[i] = static_cast<const uint8_t*>(base) + ((i * 7 + dim) % kRows) * dim * esize;
-              }
-              std::vector<float> start(dim);
-              for (size_t q = 0; q < dim; ++q) start[q] = static_cast<float>(q % 5) - 2.5f;
-              std::vector<float> want = start, got = start;
-              size_t i = 0;
-              if (!cont) {
-                if (max_op) {
-                  k.widen(rows[0], want.data(), dim);
-                  i = 1;
+                if (idx[i] == padding) continue;
+                const void* row = static_cast<const uint8_t*>(base) + static_cast<size_t>(idx[i]) * row_bytes;
+                if (max_op && kept == 0) {
+                  k.widen(row, want.data(), dim);
+                } else if (max_op) {
+                  k.vmax(want.data(), row, dim);
                 } else {
-                  std::fill(want.begin(), want.end(), 0.0f);
+                  k.axpy(want.data(), row, dim, w ? w[i] : 1.0f);
                 }
+                ++kept;
               }
-              for (; i < count; ++i) {
-                if (max_op) {
-                  k.vmax(want.data(), rows[i], dim);
-                } else {
-                  k.axpy(want.data(), rows[i], dim, wts[i]);
-                }
-              }
-              k.reduce_rows(got.data(), rows.data(), wts.data(), count, dim, max_op, cont);
-              CHECK(std::memcmp(got.data(), want.data(), dim * sizeof(float)) == 0);
+              std::vector<float> got(dim, -777.0f), got32(dim, -777.0f);
+              CHECK(k.bag64(got.data(), base, row_bytes, idx.data(), count, w, padding, dim, max_op) == kept);
+              CHECK(k.bag32(got32.data(), base, row_bytes, idx32.data(), count, w, padding, dim, max_op) == kept);
+              CHECK(nn_same_bits(got, want));
+              CHECK(nn_same_bits(got32, want));
             }
           }
         }

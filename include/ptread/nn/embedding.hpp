@@ -11,10 +11,10 @@
 // The table is never copied: each row is read where the checkpoint holds it (in mmap mode the
 // mapped file, so a table larger than RAM is paged in by the OS as rows are touched), F16 and
 // BF16 rows are widened to F32 as they are read, and strided (non-contiguous) tables are read
-// element by element through their strides. A bag's rows (contiguous tables) are reduced up to
-// 32 at a time with the sums in registers, so many rows' loads are in flight at once: a random
-// gather from a big table waits on memory, not on arithmetic. The layer holds the weight
-// Tensor, which keeps the mapping alive: it may outlive the Checkpoint.
+// element by element through their strides. A bag (contiguous tables) is reduced in one pass
+// over its indices with the sums in registers, so many rows' loads are in flight at once: a
+// random gather from a big table waits on memory, not on arithmetic. The layer holds the
+// weight Tensor, which keeps the mapping alive: it may outlive the Checkpoint.
 //
 // Semantics are torch's (1.13): indices must lie in [0, num_embeddings); offsets[0] must be 0,
 // offsets never decrease and never pass n; without include_last_offset the last bag ends at n,
@@ -48,8 +48,6 @@ inline void prefetch_row(const void* p, size_t bytes) noexcept {
 
 // How far ahead (in indices) rows are prefetched: far enough to cover DRAM latency.
 inline constexpr size_t kPrefetchDistance = 8;
-// EmbeddingBag reduces up to this many rows of a bag per kernel call.
-inline constexpr size_t kReduceRows = 32;
 
 inline Error index_error(const char* layer, int64_t v, size_t i, size_t num_embeddings) {
   return make_error(ErrorCode::invalid_argument, std::string(layer) + ": index " + std::to_string(v) + " at position " +
@@ -135,14 +133,18 @@ class RowReader {
   void prefetch(size_t r) const noexcept {
     if (w_->rows_contiguous()) prefetch_row(w_->row(r), w_->cols * w_->element_size());
   }
-  // Rows whose elements are contiguous can be reduced many at a time (reduce()).
+  // Rows whose elements are contiguous are reduced a bag at a time (bag()).
   bool contiguous() const noexcept { return w_->rows_contiguous(); }
-  const void* row(size_t r) const noexcept { return w_->row(r); }
-  // acc = the sum of wts[i] * rows[i] (from zero), or their max; continued from acc when cont.
-  // Contiguous rows only.
-  void reduce(const void* const* rows, const float* wts, size_t count, bool max_op, bool cont,
-              float* acc) const noexcept {
-    k_.reduce_rows(acc, rows, wts, count, w_->cols, max_op, cont);
+  // out = the sum of psw[i] (1 when null) * row idx[i], or their max, over the entries not equal
+  // to padding (zeros when none is left); returns how many were kept. Contiguous rows only.
+  template <class Index>
+  size_t bag(const Index* idx, size_t count, const float* psw, int64_t padding, bool max_op, float* out) const noexcept {
+    const size_t row_bytes = w_->row_stride * w_->element_size();
+    if constexpr (sizeof(Index) == 8) {
+      return k_.bag64(out, w_->data, row_bytes, reinterpret_cast<const int64_t*>(idx), count, psw, padding, w_->cols, max_op);
+    } else {
+      return k_.bag32(out, w_->data, row_bytes, reinterpret_cast<const int32_t*>(idx), count, psw, padding, w_->cols, max_op);
+    }
   }
 
  private:
@@ -292,35 +294,14 @@ class EmbeddingBag {
       for (size_t b = bag_begin; b < bag_end; ++b) {
         const auto start = static_cast<size_t>(offsets[b]);
         const size_t end = b + 1 < num_bags || include_last_offset_ ? static_cast<size_t>(offsets[b + 1]) : n;
-        const size_t ahead_end = std::min(n, end + detail::kPrefetchDistance);
         float* acc = out + b * dim;
         size_t count = 0;
         if (rows.contiguous()) {
-          // Up to kReduceRows rows at a time, reduced with the accumulators in registers.
-          const void* ptrs[detail::kReduceRows];
-          float wts[detail::kReduceRows];
-          size_t got = 0;
-          const bool max_op = mode_ == Reduce::max;
-          for (size_t i = start; i < end; ++i) {
-            if (i + detail::kPrefetchDistance < ahead_end) {
-              rows.prefetch(static_cast<size_t>(indices[i + detail::kPrefetchDistance]));
-            }
-            const auto r = static_cast<size_t>(indices[i]);
-            if (static_cast<int64_t>(r) == padding_) continue;
-            ptrs[got] = rows.row(r);
-            wts[got] = psw ? psw[i] : 1.0f;
-            ++count;
-            if (++got == detail::kReduceRows) {
-              rows.reduce(ptrs, wts, got, max_op, count > got, acc);
-              got = 0;
-            }
-          }
-          if (got != 0) rows.reduce(ptrs, wts, got, max_op, count > got, acc);
+          // One pass over the bag's indices, the sums in registers (the loads of the next rows
+          // issue while this one is added: a random gather waits on memory, not arithmetic).
+          count = rows.bag(indices + start, end - start, psw ? psw + start : nullptr, padding_, mode_ == Reduce::max, acc);
         } else {  // strided rows (a transposed table): one row at a time
           for (size_t i = start; i < end; ++i) {
-            if (i + detail::kPrefetchDistance < ahead_end) {
-              rows.prefetch(static_cast<size_t>(indices[i + detail::kPrefetchDistance]));
-            }
             const auto r = static_cast<size_t>(indices[i]);
             if (static_cast<int64_t>(r) == padding_) continue;
             if (mode_ == Reduce::max) {
