@@ -1408,10 +1408,7 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
       }                                                                                                 \
       ++kept;                                                                                           \
     }                                                                                                   \
-    if (kept == 0) {                                                                                    \
-      for (int v = 0; v < NV; ++v) acc[v] = V::zero();                                                  \
-    }                                                                                                   \
-    for (int v = 0; v < NV; ++v) V::store(out + q + static_cast<size_t>(v) * V::L, acc[v]);             \
+    for (int v = 0; v < NV; ++v) V::store(out + q + static_cast<size_t>(v) * V::L, acc[v]); /* zeros if none kept */ \
     return kept;                                                                                        \
   }                                                                                                     \
   template <DType DT, class Index>                                                                      \
@@ -1440,7 +1437,7 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
         }                                                                                               \
         ++kept;                                                                                         \
       }                                                                                                 \
-      out[q] = kept == 0 ? 0.0f : s;                                                                    \
+      out[q] = s; /* 0 if none kept */                                                                  \
     }                                                                                                   \
     return kept;                                                                                        \
   }                                                                                                     \
@@ -1537,6 +1534,8 @@ PTREAD_NN_SIMD_KERNELS(PTREAD_NN_TARGET_AVX512, V)
 struct NnKernels {
   void (*tile)(const float*, size_t, const void*, size_t, float*, size_t, int, int, size_t) noexcept;
   void (*widen)(const void*, float*, size_t) noexcept;
+  // A row at a time (acc += a * row, acc = max(acc, row)): what bag64/bag32 compute a bag at a
+  // time, in the same order; the tests hold the bag kernels to them.
   void (*axpy)(float*, const void*, size_t, float) noexcept;
   void (*vmax)(float*, const void*, size_t) noexcept;
   size_t (*bag64)(float*, const void*, size_t, const int64_t*, size_t, const float*, int64_t, size_t, bool) noexcept;
@@ -8996,19 +8995,12 @@ class RowReader {
       strided(r, out, [](float& o, float v) { o = v; });
     }
   }
-  void axpy(size_t r, float a, float* acc) const noexcept {
-    if (w_->rows_contiguous()) {
-      k_.axpy(acc, w_->row(r), w_->cols, a);
-    } else {
-      strided(r, acc, [a](float& o, float v) { o += a * v; });
-    }
+  // acc += a * row r, acc = max(acc, row r): strided tables only (contiguous ones go through bag()).
+  void strided_axpy(size_t r, float a, float* acc) const noexcept {
+    strided(r, acc, [a](float& o, float v) { o += a * v; });
   }
-  void max(size_t r, float* acc) const noexcept {
-    if (w_->rows_contiguous()) {
-      k_.vmax(acc, w_->row(r), w_->cols);
-    } else {
-      strided(r, acc, [](float& o, float v) { o = v > o ? v : o; });
-    }
+  void strided_max(size_t r, float* acc) const noexcept {
+    strided(r, acc, [](float& o, float v) { o = v > o ? v : o; });
   }
   void prefetch(size_t r) const noexcept {
     if (w_->rows_contiguous()) prefetch_row(w_->row(r), w_->cols * w_->element_size());
@@ -9188,11 +9180,11 @@ class EmbeddingBag {
               if (count == 0) {
                 rows.copy(r, acc);
               } else {
-                rows.max(r, acc);
+                rows.strided_max(r, acc);
               }
             } else {
               if (count == 0) std::memset(acc, 0, dim * sizeof(float));
-              rows.axpy(r, psw ? psw[i] : 1.0f, acc);
+              rows.strided_axpy(r, psw ? psw[i] : 1.0f, acc);
             }
             ++count;
           }

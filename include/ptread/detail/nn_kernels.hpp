@@ -265,10 +265,7 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
       }                                                                                                 \
       ++kept;                                                                                           \
     }                                                                                                   \
-    if (kept == 0) {                                                                                    \
-      for (int v = 0; v < NV; ++v) acc[v] = V::zero();                                                  \
-    }                                                                                                   \
-    for (int v = 0; v < NV; ++v) V::store(out + q + static_cast<size_t>(v) * V::L, acc[v]);             \
+    for (int v = 0; v < NV; ++v) V::store(out + q + static_cast<size_t>(v) * V::L, acc[v]); /* zeros if none kept */ \
     return kept;                                                                                        \
   }                                                                                                     \
   template <DType DT, class Index>                                                                      \
@@ -297,7 +294,7 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
         }                                                                                               \
         ++kept;                                                                                         \
       }                                                                                                 \
-      out[q] = kept == 0 ? 0.0f : s;                                                                    \
+      out[q] = s; /* 0 if none kept */                                                                  \
     }                                                                                                   \
     return kept;                                                                                        \
   }                                                                                                     \
@@ -394,6 +391,8 @@ PTREAD_NN_SIMD_KERNELS(PTREAD_NN_TARGET_AVX512, V)
 struct NnKernels {
   void (*tile)(const float*, size_t, const void*, size_t, float*, size_t, int, int, size_t) noexcept;
   void (*widen)(const void*, float*, size_t) noexcept;
+  // A row at a time (acc += a * row, acc = max(acc, row)): what bag64/bag32 compute a bag at a
+  // time, in the same order; the tests hold the bag kernels to them.
   void (*axpy)(float*, const void*, size_t, float) noexcept;
   void (*vmax)(float*, const void*, size_t) noexcept;
   size_t (*bag64)(float*, const void*, size_t, const int64_t*, size_t, const float*, int64_t, size_t, bool) noexcept;

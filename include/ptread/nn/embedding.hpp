@@ -116,19 +116,12 @@ class RowReader {
       strided(r, out, [](float& o, float v) { o = v; });
     }
   }
-  void axpy(size_t r, float a, float* acc) const noexcept {
-    if (w_->rows_contiguous()) {
-      k_.axpy(acc, w_->row(r), w_->cols, a);
-    } else {
-      strided(r, acc, [a](float& o, float v) { o += a * v; });
-    }
+  // acc += a * row r, acc = max(acc, row r): strided tables only (contiguous ones go through bag()).
+  void strided_axpy(size_t r, float a, float* acc) const noexcept {
+    strided(r, acc, [a](float& o, float v) { o += a * v; });
   }
-  void max(size_t r, float* acc) const noexcept {
-    if (w_->rows_contiguous()) {
-      k_.vmax(acc, w_->row(r), w_->cols);
-    } else {
-      strided(r, acc, [](float& o, float v) { o = v > o ? v : o; });
-    }
+  void strided_max(size_t r, float* acc) const noexcept {
+    strided(r, acc, [](float& o, float v) { o = v > o ? v : o; });
   }
   void prefetch(size_t r) const noexcept {
     if (w_->rows_contiguous()) prefetch_row(w_->row(r), w_->cols * w_->element_size());
@@ -308,11 +301,11 @@ class EmbeddingBag {
               if (count == 0) {
                 rows.copy(r, acc);
               } else {
-                rows.max(r, acc);
+                rows.strided_max(r, acc);
               }
             } else {
               if (count == 0) std::memset(acc, 0, dim * sizeof(float));
-              rows.axpy(r, psw ? psw[i] : 1.0f, acc);
+              rows.strided_axpy(r, psw ? psw[i] : 1.0f, acc);
             }
             ++count;
           }
