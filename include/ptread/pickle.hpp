@@ -38,10 +38,39 @@
 namespace ptread {
 namespace detail {
 
+// One tensor as torch.save pickles it (protocols 2 to 5), read by the VM in one go: the call
+//   fn((tag, cls, key, location, numel[, None]), offset, size, stride, requires_grad, hooks_cls())
+// that is the opcodes
+//   fn MARK MARK tag cls key location numel [NONE] TUPLE BINPERSID offset size stride
+//   NEWFALSE|NEWTRUE hooks_cls EMPTY_TUPLE REDUCE TUPLE REDUCE
+// where fn, tag, cls and hooks_cls are memo gets; key and location memo gets or new text;
+// numel and offset BININT1/BININT2/BININT/LONG1; size and stride tuples of such ints (at
+// most kRunRank); and any value but an int, None, a bool, the storage and the call result
+// may be memoized (BINPUT, LONG_BINPUT, MEMOIZE). Everything else goes opcode by opcode.
+struct TensorRun {
+  static constexpr uint32_t kRunRank = 8;
+  uint32_t fn = 0, tag = 0, cls = 0, key = 0, location = 0, hooks_cls = 0;  // nodes
+  int64_t numel = 0, offset = 0;
+  int64_t* dims = nullptr;   // rank sizes, then rank strides: in the graph's arena
+  uint32_t rank = 0;
+  bool pid_none = false;     // the persistent id has a sixth item, None
+  bool requires_grad = false;
+};
+
 // What the VM cannot decide by itself.
 class PickleHooks {
  public:
   virtual ~PickleHooks() = default;
+  // A TensorRun: the node persistent_load and call would have made for it, with the same
+  // effects on the hooks' state, or kNoNode to have the VM run its opcodes one by one (and
+  // report any error there). The values in between (the persistent id, the size and stride
+  // tuples, the hooks dict, the argument tuple) are made only if the pickle gets them from
+  // the memo later.
+  virtual uint32_t tensor_run(Graph& g, const TensorRun& run) {
+    (void)g;
+    (void)run;
+    return kNoNode;
+  }
   // BINPERSID / PERSID: returns the node standing for the persistent object.
   virtual Result<uint32_t> persistent_load(Graph& g, uint32_t pid) = 0;
   // REDUCE, NEWOBJ, NEWOBJ_EX, INST, OBJ: callable(*args). Never runs anything.
@@ -85,6 +114,10 @@ class PickleVM {
   PickleVM(Graph& g, PickleHooks& hooks, const Limits& limits, std::string where)
       : g_(g), hooks_(hooks), limits_(limits), where_(std::move(where)), max_stack_(limits.max_stack_depth) {}
 
+  // Whether TensorRuns are offered to the hooks (on by default; off, every opcode goes
+  // through the dispatch loop: the tests compare both).
+  void set_tensor_runs(bool on) { runs_ = on; }
+
   // Runs the pickle in [data, data + n) up to STOP; returns the root node and, through
   // *consumed, how many bytes the pickle took (several pickles can follow each other).
   Result<uint32_t> run(const uint8_t* data, size_t n, size_t* consumed = nullptr) {
@@ -94,7 +127,10 @@ class PickleVM {
     stack_.set_limit(max_stack_);
     marks_.clear();
     if (!memo_.empty()) memo_ = SegmentedVector<uint32_t>();  // each pickle.load has its own memo
+    memo_far_.clear();
     memo_count_ = 0;
+    lazy_.clear();
+    made_.clear();
     floor_ = 0;
     // The opcodes torch.save writes are handled here, the read position in a local; the
     // others by step(), through p_.
@@ -127,6 +163,7 @@ class PickleVM {
             break;
           }
           ok = memo_get(*p++);
+          if (ok && end - p > 2 && p[0] == '(' && p[1] == '(' && runs_) ok = tensor_run(p);
           break;
         case 'r':  // LONG_BINPUT
           if (PTREAD_UNLIKELY(end - p < 4)) {
@@ -143,6 +180,7 @@ class PickleVM {
           }
           ok = memo_get(load_u32(p));
           p += 4;
+          if (ok && end - p > 2 && p[0] == '(' && p[1] == '(' && runs_) ok = tensor_run(p);
           break;
         case 0x94: ok = memo_put_top(memo_count_); break;  // MEMOIZE
         case '(': push_mark(); ok = true; break;
@@ -444,12 +482,301 @@ class PickleVM {
       auto it = memo_far_.find(key);
       if (it != memo_far_.end()) v = it->second;
     }
-    if (v == kNoNode) return fail(ErrorCode::pickle_malformed, "memo key " + std::to_string(key) + " was never stored");
+    if (PTREAD_UNLIKELY(v >= kLazyBit)) {
+      if (v == kNoNode) return fail(ErrorCode::pickle_malformed, "memo key " + std::to_string(key) + " was never stored");
+      if (!materialize(v, &v)) return false;
+    }
     return push(v);
   }
   PTREAD_ALWAYS_INLINE bool memo_put_top(uint64_t key) {
     uint32_t v = 0;
-    return top(&v) && memo_put(key, v);
+    if (!top(&v)) return false;
+    if (PTREAD_UNLIKELY(v >= kLazyBit)) return fail(ErrorCode::limit_exceeded, "more than 2^31 values in one pickle");
+    return memo_put(key, v);
+  }
+
+  // ---- torch's tensor runs (TensorRun) ----
+  // A memo entry whose value a run did not make: kLazyBit | run << 3 | what. Node ids stay
+  // below kLazyBit (memo_put_top refuses more), kNoNode is no lazy entry.
+  static constexpr uint32_t kLazyBit = 0x80000000u;
+  static constexpr size_t kMaxLazy = (size_t{1} << 28) - 1;
+  enum RunValue : uint8_t { kRunPid = 1, kRunSize, kRunStride, kRunHooks, kRunArgs, kRunNode, kRunKey, kRunLocation };
+  // What a lazy entry needs to be made as the opcodes would have made it.
+  struct LazyRun {
+    uint32_t tag, cls, key, location, hooks_cls, rank;
+    int64_t numel, offset;
+    const int64_t* dims;
+    bool pid_none, requires_grad;
+  };
+  struct RunPut {
+    uint64_t key;
+    const uint8_t* at;
+    uint32_t node;  // kRunNode
+    RunValue what;
+  };
+
+  // Reads the opcodes of a TensorRun (everything but the callable), without effects: what
+  // they hold and the memo puts among them. Each read returns false at anything else.
+  struct RunReader {
+    const uint8_t* q;
+    const uint8_t* end;
+    const SegmentedVector<uint32_t>& memo;
+    RunPut puts[12];
+    size_t nputs = 0;
+    uint64_t min_put = ~uint64_t{0};  // the least BINPUT/LONG_BINPUT key among puts
+    bool memoize = false, binput = false;
+    int64_t dims[2][TensorRun::kRunRank];
+    uint32_t ranks[2] = {0, 0};
+
+    RunReader(const uint8_t* from, const uint8_t* to, const SegmentedVector<uint32_t>& m) : q(from), end(to), memo(m) {}
+    PTREAD_ALWAYS_INLINE bool is(uint8_t op) const { return q != end && *q == op; }
+    PTREAD_ALWAYS_INLINE bool op(uint8_t o) {  // the opcode o, with the run going on after it
+      if (end - q < 2 || *q != o) return false;
+      ++q;
+      return true;
+    }
+    // A memo get of a value made before the run.
+    PTREAD_ALWAYS_INLINE bool get(uint32_t* out) {
+      uint64_t key;
+      if (end - q >= 2 && *q == 'h') {
+        key = q[1];
+        q += 2;
+      } else if (end - q >= 5 && *q == 'j') {
+        key = load_u32(q + 1);
+        q += 5;
+      } else {
+        return false;
+      }
+      if (key >= memo.size() || key >= min_put) return false;
+      *out = memo[static_cast<size_t>(key)];
+      return *out < kLazyBit;
+    }
+    // An optional memo put of the value just read (node, for kRunNode).
+    PTREAD_ALWAYS_INLINE bool put(RunValue what, uint32_t node) {
+      if (q == end) return false;
+      RunPut& u = puts[nputs];
+      u.at = q;
+      if (*q == 'q') {
+        if (end - q < 2) return false;
+        u.key = q[1];
+        q += 2;
+        binput = true;
+      } else if (*q == 'r') {
+        if (end - q < 5) return false;
+        u.key = load_u32(q + 1);
+        q += 5;
+        binput = true;
+      } else if (*q == 0x94) {
+        u.key = ~uint64_t{0};  // memo_count_, then
+        ++q;
+        memoize = true;
+      } else {
+        return true;
+      }
+      u.what = what;
+      u.node = node;
+      if (u.key < min_put) min_put = u.key;
+      return ++nputs < sizeof puts / sizeof puts[0];
+    }
+    // No memo put follows (ints, None, bools, the storage are never memoized by torch).
+    PTREAD_ALWAYS_INLINE bool no_put() const { return q != end && *q != 'q' && *q != 'r' && *q != 0x94; }
+    PTREAD_ALWAYS_INLINE static bool is_int(uint8_t o) { return o == 'K' || o == 'M' || o == 'J' || o == 0x8a; }
+    // BININT1, BININT2, BININT, or LONG1 of at most 8 bytes.
+    PTREAD_ALWAYS_INLINE bool integer(int64_t* out) {
+      if (end - q < 3) return false;
+      switch (*q) {
+        case 'K': *out = q[1]; q += 2; break;
+        case 'M': *out = q[1] | (q[2] << 8); q += 3; break;
+        case 'J': {
+          if (end - q < 5) return false;
+          const uint32_t u = load_u32(q + 1);
+          int32_t v;
+          std::memcpy(&v, &u, 4);
+          *out = v;
+          q += 5;
+          break;
+        }
+        case 0x8a: {
+          const size_t n = q[1];
+          if (n > 8 || static_cast<size_t>(end - q - 2) < n || !fits_int64(q + 2, n, out)) return false;
+          q += 2 + n;
+          break;
+        }
+        default: return false;
+      }
+      return no_put();
+    }
+    // BINUNICODE or SHORT_BINUNICODE, valid UTF-8.
+    PTREAD_ALWAYS_INLINE bool text(std::string_view* out) {
+      size_t len;
+      if (end - q >= 2 && *q == 0x8c) {
+        len = q[1];
+        q += 2;
+      } else if (end - q >= 5 && *q == 'X') {
+        len = load_u32(q + 1);
+        q += 5;
+      } else {
+        return false;
+      }
+      if (static_cast<size_t>(end - q) < len || !pickle_text_ok(q, len, end)) return false;
+      *out = std::string_view(reinterpret_cast<const char*>(q), len);
+      q += len;
+      return true;
+    }
+    // A memo get (into node), or new text (into fresh; *made set): then its put.
+    PTREAD_ALWAYS_INLINE bool get_or_text(uint32_t* node, std::string_view* fresh, bool* made, RunValue what) {
+      if (q != end && (*q == 'h' || *q == 'j')) return get(node) && put(kRunNode, *node);
+      *made = true;
+      return text(fresh) && put(what, 0);
+    }
+    // Size (k = 0) or stride (k = 1): EMPTY_TUPLE, ints TUPLE1-3, or MARK ints TUPLE; then
+    // its put (the empty tuple is one node, given as empty).
+    PTREAD_ALWAYS_INLINE bool tuple(int k, uint32_t empty) {
+      if (q == end) return false;
+      if (*q == ')') {
+        ++q;
+        return put(kRunNode, empty);
+      }
+      const bool marked = *q == '(';
+      if (marked) ++q;
+      uint32_t n = 0;
+      while (q != end && is_int(*q)) {
+        if (n == TensorRun::kRunRank || !integer(&dims[k][n])) return false;
+        ++n;
+      }
+      if (q == end || (marked ? *q != 't' : (*q < 0x85 || *q > 0x87 || static_cast<uint32_t>(*q - 0x84) != n))) return false;
+      ++q;
+      ranks[k] = n;
+      return n ? put(k ? kRunStride : kRunSize, 0) : put(kRunNode, empty);
+    }
+  };
+
+  // At a memo get that pushed the callable of a TensorRun (MARK MARK follows, at p):
+  // reads the run and, when the hooks make its tensor, stands for its opcodes (p moves past
+  // the final REDUCE). A run that does not match, or that the hooks decline, is left to the
+  // dispatch loop with nothing changed. False only on an error (a memo limit).
+  PTREAD_NOINLINE bool tensor_run(const uint8_t*& p) {
+    const uint32_t fn = stack_.back();
+    if (g_.kind(fn) != ValueKind::global || stack_.size() + 32 > max_stack_ || lazy_.size() >= kMaxLazy ||
+        limits_.max_container_items < 8) {
+      return true;
+    }
+    RunReader in(p + 2, end_, memo_);
+    TensorRun r;
+    r.fn = fn;
+    std::string_view key_text, location_text;
+    bool new_key = false, new_location = false;
+    if (!(in.get(&r.tag) && in.put(kRunNode, r.tag) && in.get(&r.cls) && in.put(kRunNode, r.cls) &&
+          in.get_or_text(&r.key, &key_text, &new_key, kRunKey) &&
+          in.get_or_text(&r.location, &location_text, &new_location, kRunLocation) && in.integer(&r.numel))) {
+      return true;
+    }
+    if (in.is('N')) {
+      r.pid_none = true;
+      ++in.q;
+      if (!in.no_put()) return true;
+    }
+    const uint32_t empty = g_.add_container(ValueKind::tuple);
+    if (!(in.op('t') && in.put(kRunPid, 0) && in.op('Q') && in.no_put() && in.integer(&r.offset) && in.tuple(0, empty) &&
+          in.tuple(1, empty) && in.ranks[0] == in.ranks[1] && (in.is(0x88) || in.is(0x89)))) {
+      return true;
+    }
+    r.requires_grad = *in.q++ == 0x88;
+    if (!(in.no_put() && in.get(&r.hooks_cls) && in.put(kRunNode, r.hooks_cls) && in.op(')') && in.op('R') &&
+          in.put(kRunHooks, 0) && in.op('t') && in.put(kRunArgs, 0) && in.is('R'))) {
+      return true;
+    }
+    ++in.q;
+    // MEMOIZE keys are memo_count_ as it goes: known here only when the memo is dense and
+    // no explicit key is mixed in.
+    if (in.memoize && (in.binput || memo_count_ != memo_.size())) return true;
+
+    if (new_key) r.key = g_.add_text(ValueKind::string, key_text);
+    if (new_location) r.location = g_.add_text(ValueKind::string, location_text);
+    r.rank = in.ranks[0];
+    if (r.rank) {
+      r.dims = static_cast<int64_t*>(g_.arena.allocate(2 * r.rank * sizeof(int64_t), alignof(int64_t)));
+      std::memcpy(r.dims, in.dims[0], r.rank * sizeof(int64_t));
+      std::memcpy(r.dims + r.rank, in.dims[1], r.rank * sizeof(int64_t));
+    }
+    const uint32_t tensor = hooks_.tensor_run(g_, r);
+    if (tensor == kNoNode) return true;
+
+    const uint32_t lazy = static_cast<uint32_t>(lazy_.size());
+    bool any_lazy = false;
+    for (size_t k = 0; k < in.nputs; ++k) {
+      const RunPut& u = in.puts[k];
+      uint32_t v = u.node;
+      if (u.what == kRunKey) {
+        v = r.key;
+      } else if (u.what == kRunLocation) {
+        v = r.location;
+      } else if (u.what != kRunNode) {
+        v = kLazyBit | lazy << 3 | u.what;
+        any_lazy = true;
+      }
+      op_ptr_ = u.at;
+      if (!memo_put(u.key == ~uint64_t{0} ? memo_count_ : u.key, v)) return false;
+    }
+    if (any_lazy) {
+      lazy_.push_back(LazyRun{r.tag, r.cls, r.key, r.location, r.hooks_cls, r.rank, r.numel, r.offset, r.dims,
+                              r.pid_none, r.requires_grad});
+    }
+    stack_.pop_back();
+    stack_.push_back(tensor);  // where fn was: cannot fail
+    p = in.q;
+    return true;
+  }
+
+  // The value of lazy memo entry v, made once: later gets see the same node.
+  PTREAD_NOINLINE bool materialize(uint32_t v, uint32_t* out) {
+    const auto found = made_.find(v);
+    if (found != made_.end()) {
+      *out = found->second;
+      return true;
+    }
+    const LazyRun r = lazy_[(v & ~kLazyBit) >> 3];
+    const uint32_t base = v & ~uint32_t{7};
+    uint32_t node = 0;
+    switch (static_cast<RunValue>(v & 7)) {
+      case kRunPid: {
+        const uint32_t items[6] = {r.tag, r.cls, r.key, r.location, g_.add_int(r.numel), kNoneNode};
+        node = g_.add_container(ValueKind::tuple, items, r.pid_none ? 6 : 5);
+        break;
+      }
+      case kRunSize: case kRunStride: {
+        const int64_t* d = r.dims + ((v & 7) == kRunStride ? r.rank : 0);
+        uint32_t items[TensorRun::kRunRank];
+        for (uint32_t k = 0; k < r.rank; ++k) items[k] = g_.add_int(d[k]);
+        node = g_.add_container(ValueKind::tuple, items, r.rank);
+        break;
+      }
+      case kRunHooks: {
+        auto made = hooks_.call(g_, r.hooks_cls, g_.add_container(ValueKind::tuple));
+        if (!made) return fail(with_where(std::move(made).error()));
+        node = *made;
+        break;
+      }
+      case kRunArgs: {
+        uint32_t pid = 0, size = 0, stride = 0, hooks = 0;
+        if (!materialize(base | kRunPid, &pid) || !materialize(base | kRunHooks, &hooks)) return false;
+        if (r.rank == 0) {
+          size = stride = g_.add_container(ValueKind::tuple);
+        } else if (!materialize(base | kRunSize, &size) || !materialize(base | kRunStride, &stride)) {
+          return false;
+        }
+        auto storage = hooks_.persistent_load(g_, pid);
+        if (!storage) return fail(with_where(std::move(storage).error()));
+        const uint32_t items[6] = {*storage, g_.add_int(r.offset), size, stride, r.requires_grad ? kTrueNode : kFalseNode, hooks};
+        node = g_.add_container(ValueKind::tuple, items, 6);
+        break;
+      }
+      default:
+        return fail(ErrorCode::pickle_malformed, "internal: bad lazy memo entry");
+    }
+    made_.emplace(v, node);
+    *out = node;
+    return true;
   }
 
   // ---- helpers for values ----
@@ -540,6 +867,9 @@ class PickleVM {
   SegmentedVector<uint32_t> memo_;  // node by memo key; kNoNode where none
   std::unordered_map<uint64_t, uint32_t> memo_far_;
   size_t memo_count_ = 0;
+  bool runs_ = true;                // set_tensor_runs
+  std::vector<LazyRun> lazy_;       // per TensorRun with a lazy memo entry
+  std::unordered_map<uint32_t, uint32_t> made_;  // lazy entries made since: their node
   Error err_;
   size_t max_stack_;  // limits_.max_stack_depth
 };

@@ -4,6 +4,12 @@
 
 #include <ptread/ptread.hpp>
 
+#include "../support/model_dump.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -30,10 +36,18 @@ inline int zip_one(const uint8_t* data, size_t size) {
 }
 
 // The pickle VM with torch's hooks (rebuild functions, persistent ids, numpy, quantized,
-// sparse), storages served from a small buffer; then the naming walk and a repr.
-inline int pickle_one(const uint8_t* data, size_t size) {
+// sparse), storages served from a small buffer; then the naming walk and a repr. Run twice,
+// with TensorRuns on and off (pickle.hpp): both must leave the same Model, or the same
+// error (tests/support/model_dump.hpp); a difference aborts.
+struct PickleOutcome {
+  std::string text;  // the Model's dump, or the error
+  bool ok = false;
+  ptread::detail::Model model;
+};
+
+inline void pickle_run(const uint8_t* data, size_t size, bool runs, PickleOutcome* out) {
   using namespace ptread::detail;
-  Model m;
+  Model& m = out->model;
   ptread::Limits limits;
   limits.max_nesting_depth = 200;
   static uint8_t backing[4096];
@@ -43,11 +57,36 @@ inline int pickle_one(const uint8_t* data, size_t size) {
   };
   TorchHooks hooks(m, loader, limits);
   PickleVM vm(m.graph, hooks, limits, "<fuzz>");
+  vm.set_tensor_runs(runs);
   auto root = vm.run(data, size);
-  if (!root) return 0;
+  if (!root) {
+    out->text = root.error().str();
+    return;
+  }
   m.root = *root;
-  if (!hooks.finish()) return 0;
-  if (!name_tensors(m, limits)) return 0;
+  if (auto st = hooks.finish(); !st) {
+    out->text = st.error().str();
+    return;
+  }
+  if (auto st = name_tensors(m, limits); !st) {
+    out->text = st.error().str();
+    return;
+  }
+  out->text = ptread_test::ModelDump(m).all();
+  out->ok = true;
+}
+
+inline int pickle_one(const uint8_t* data, size_t size) {
+  using namespace ptread::detail;
+  PickleOutcome on, off;
+  pickle_run(data, size, true, &on);
+  pickle_run(data, size, false, &off);
+  if (on.text != off.text) {
+    std::fprintf(stderr, "TensorRuns on and off differ:\n--- off\n%s\n--- on\n%s\n", off.text.c_str(), on.text.c_str());
+    std::abort();
+  }
+  if (!on.ok) return 0;
+  const Model& m = on.model;
   std::string s = python_str(m.graph, m.root, true);
   (void)s;
   for (const auto& nt : m.named) {

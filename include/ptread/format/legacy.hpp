@@ -115,6 +115,7 @@ class LegacyReader {
     };
     hooks_ = std::make_unique<TorchHooks>(*model_, std::move(placeholder), opt_.limits);
     PickleVM vm(g, *hooks_, opt_.limits, src_->name());
+    vm.set_tensor_runs(opt_.tensor_runs);
     size_t pos = 0;
     auto next = [&](const char* what) -> Result<uint32_t> {
       size_t used = 0;

@@ -53,6 +53,7 @@ struct ReadOptions {
   LoadMode mode = LoadMode::mmap;
   Limits limits;
   unsigned threads = 1;  // read mode: threads filling the storages (0: every hardware thread)
+  bool tensor_runs = true;  // PickleVM::set_tensor_runs (off only in tests that compare both)
 };
 
 // Read mode: a storage's buffer is allocated while the pickle is read and filled after it,

@@ -111,6 +111,9 @@ class TarHooks final : public TorchHooks {
   std::unordered_map<int64_t, uint32_t> tensors;   // key -> spec
   std::unordered_map<int64_t, uint32_t> storages;  // key -> storage table index
 
+  // Tar pickles name their storages their own way: no TensorRun shortcut.
+  uint32_t tensor_run(Graph&, const TensorRun&) override { return kNoNode; }
+
   Result<uint32_t> persistent_load(Graph& g, uint32_t pid) override {
     const ValueKind k = g.kind(pid);
     if (k == ValueKind::tuple && !g.at(pid).items.empty()) return g.at(pid).items[0];  // a module's class

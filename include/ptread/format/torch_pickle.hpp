@@ -91,6 +91,33 @@ class TorchHooks : public PickleHooks {
     return storage_pid(g, it);
   }
 
+  // _rebuild_tensor_v2 of a ('storage', class, key, location, numel[, None]) persistent id,
+  // with an empty OrderedDict of hooks and no metadata, as torch.save writes each tensor:
+  // what persistent_load, call(OrderedDict, ()) and call(fn, args) make of it, or kNoNode
+  // for anything else (and for anything that would be an error: the VM then reports it).
+  uint32_t tensor_run(Graph& g, const TensorRun& r) override {
+    DType dtype = DType::F32;
+    auto is_text = [&g](uint32_t i) { return g.kind(i) == ValueKind::string || g.kind(i) == ValueKind::bytes; };
+    if (global_tag(g, r.fn) != kRebuildTensorV2 || g.kind(r.hooks_cls) != ValueKind::global ||
+        global_tag(g, r.hooks_cls) != kOrderedDict || !g.is_string(r.tag, "storage") || g.kind(r.cls) != ValueKind::global ||
+        !storage_class_dtype(g, r.cls, &dtype) || !is_text(r.key) || !is_text(r.location) || r.numel < 0 ||
+        r.rank > limits_.max_rank) {
+      return kNoNode;
+    }
+    const auto storage = find_or_load(g, g.text(r.key), true, static_cast<uint64_t>(r.numel), dtype);
+    if (!storage) return kNoNode;
+    TensorSpec t;
+    t.dims = r.dims;
+    t.rank = r.rank;
+    t.offset = r.offset;
+    t.storage = *storage;
+    t.location = r.location;
+    t.dtype = dtype;
+    t.requires_grad = r.requires_grad;
+    const auto tensor = add_tensor(g, t, r.rank);
+    return tensor ? *tensor : kNoNode;
+  }
+
   // The index of the storage with this key, or StringIndex::npos.
   uint32_t storage_index(std::string_view key) const {
     uint32_t number = 0;
@@ -129,20 +156,32 @@ class TorchHooks : public PickleHooks {
 
  protected:
   // ('storage', class, key, location, numel[, view_metadata]): a storage node.
+  // The dtype of storage class `cls` (a global node; cached in its tag2: 0 unknown yet,
+  // 0xff no storage class, else dtype + 1); false when it is no storage class.
+  static bool storage_class_dtype(Graph& g, uint32_t cls, DType* dtype) {
+    Node& n = g.nodes[cls];
+    if (n.tag2 == 0) {
+      n.tag2 = dtype_from_storage_class(g.global_name(cls), dtype) ? static_cast<uint8_t>(static_cast<uint8_t>(*dtype) + 1) : 0xff;
+    }
+    *dtype = static_cast<DType>(n.tag2 - 1);
+    return n.tag2 != 0xff;
+  }
+  // The tag call() acts on for global node fn (cached in its tag).
+  static GlobalTag global_tag(Graph& g, uint32_t fn) {
+    Node& n = g.nodes[fn];
+    if (n.tag == kGlobalUnclassified) n.tag = classify(g.global_module(fn), g.global_name(fn));
+    return static_cast<GlobalTag>(n.tag);
+  }
+
   Result<uint32_t> storage_pid(Graph& g, const Items& it) {
     DType dtype;
     if (g.kind(it[1]) == ValueKind::global) {
-      Node& cls = g.nodes[it[1]];  // tag2: 0 unknown yet, 0xff no storage class, else dtype + 1
-      if (cls.tag2 == 0) {
-        cls.tag2 = dtype_from_storage_class(g.global_name(it[1]), &dtype) ? static_cast<uint8_t>(static_cast<uint8_t>(dtype) + 1) : 0xff;
-      }
-      if (cls.tag2 == 0xff) {
+      if (!storage_class_dtype(g, it[1], &dtype)) {
         std::string full(g.global_module(it[1]));
         full += '.';
         full += g.global_name(it[1]);
         return make_error(ErrorCode::unknown_storage_class, "unknown storage class '" + full + "'");
       }
-      dtype = static_cast<DType>(cls.tag2 - 1);
     } else {
       PTREAD_TRY(std::string_view cls, text_of(g, it[1], "storage class"));
       if (!dtype_from_storage_class(cls, &dtype)) {
@@ -162,7 +201,16 @@ class TorchHooks : public PickleHooks {
     if (g.kind(it[4]) != ValueKind::integer || g.at(it[4]).i < 0) {
       return make_error(ErrorCode::bad_tensor_args, "storage '" + std::string(key) + "' has no valid element count");
     }
-    const uint64_t numel = static_cast<uint64_t>(g.at(it[4]).i);
+    PTREAD_TRY(uint32_t index, find_or_load(g, key, key.data() != digits, static_cast<uint64_t>(g.at(it[4]).i), dtype));
+    if (it.size() == 6 && g.kind(it[5]) != ValueKind::none) {
+      PTREAD_TRY(index, storage_view(g, it[5], index, dtype));
+    }
+    return g.emit_int(ValueKind::storage, index, static_cast<int64_t>((uint64_t{it[3]} << 8) | static_cast<uint8_t>(dtype)));
+  }
+
+  // The index of storage `key` of numel elements of dtype: found (and checked to hold them)
+  // or loaded. held: key is a view of text the graph keeps (else it is copied there).
+  Result<uint32_t> find_or_load(Graph& g, std::string_view key, bool held, uint64_t numel, DType dtype) {
     uint64_t nbytes;
     if (mul_overflow(numel, dtype_size(dtype), &nbytes)) {
       return make_error(ErrorCode::shape_overflow, "storage '" + std::string(key) + "' byte size overflows");
@@ -179,22 +227,18 @@ class TorchHooks : public PickleHooks {
       }
     } else {
       PTREAD_TRY(auto st, loader_(key, nbytes, dtype));
-      if (key.data() == digits) key = g.intern(key);  // the index keeps views
+      if (!held) key = g.intern(key);  // the index keeps views
       index = add_storage(key, numbered, number, std::move(st), dtype);
     }
-    if (it.size() == 6 && g.kind(it[5]) != ValueKind::none) {
-      PTREAD_TRY(index, storage_view(g, it[5], index, dtype));
-    }
-    return g.emit_int(ValueKind::storage, index, static_cast<int64_t>((uint64_t{it[3]} << 8) | static_cast<uint8_t>(dtype)));
+    return index;
   }
 
  public:
   Result<uint32_t> call(Graph& g, uint32_t callable, uint32_t args) override {
     if (g.kind(callable) != ValueKind::global) return g.add_object(callable, args);
-    Node& fn = g.nodes[callable];
-    if (fn.tag == kGlobalUnclassified) fn.tag = classify(g.global_module(callable), g.global_name(callable));
+    const GlobalTag tag = global_tag(g, callable);
     const Items a = g.at(args).items;  // a tuple: its items never move
-    switch (static_cast<GlobalTag>(fn.tag)) {
+    switch (tag) {
       case kRebuildTensorV2: return rebuild(g, a, RebuildKind::v2);
       case kRebuildTensorV3: return rebuild(g, a, RebuildKind::v3);
       case kRebuildTensorV1: return rebuild(g, a, RebuildKind::v1);
@@ -220,7 +264,7 @@ class TorchHooks : public PickleHooks {
           }
         }
         // OrderedDict([(k, v), ...]) from protocol 0/1 files
-        if (fn.tag == kOrderedDict && !a.empty() && g.kind(a[0]) == ValueKind::list) {
+        if (tag == kOrderedDict && !a.empty() && g.kind(a[0]) == ValueKind::list) {
           const Items pairs = g.at(a[0]).items;
           for (uint32_t pair : pairs) {
             const NodeView pn = g.at(pair);
@@ -236,7 +280,7 @@ class TorchHooks : public PickleHooks {
       case kBuiltinSet: case kBuiltinFrozenset: {
         Items items;
         if (!a.empty() && (g.kind(a[0]) == ValueKind::list || g.kind(a[0]) == ValueKind::tuple)) items = g.at(a[0]).items;
-        return g.add_container(fn.tag == kBuiltinSet ? ValueKind::set : ValueKind::frozenset, items.data(), items.size());
+        return g.add_container(tag == kBuiltinSet ? ValueKind::set : ValueKind::frozenset, items.data(), items.size());
       }
       case kBuiltinBytes:
         if (a.empty()) return g.add_text(ValueKind::bytes, "");  // protocols 0-2 pickle b'' as bytes()
@@ -544,8 +588,6 @@ class TorchHooks : public PickleHooks {
     PTREAD_CHECK(read_dims(g, a[3], "stride", stride_rank == rank ? dims + rank : nullptr));
     TensorSpec t;
     t.offset = g.at(a[1]).i;
-    int64_t numel = 0;
-    PTREAD_CHECK(check_view(dims, rank, dims + rank, stride_rank, t.offset, dtype, m_.storage_table[storage]->nbytes(), &numel));
     t.dims = dims;
     t.rank = static_cast<uint32_t>(rank);
     t.storage = storage;
@@ -561,6 +603,14 @@ class TorchHooks : public PickleHooks {
       t.conj = flag("conj");
       t.neg = flag("neg");
     }
+    return add_tensor(g, t, stride_rank);
+  }
+
+  // A tensor node for spec t, once its view is checked against its storage.
+  Result<uint32_t> add_tensor(Graph& g, const TensorSpec& t, size_t stride_rank) {
+    int64_t numel = 0;
+    PTREAD_CHECK(check_view(t.dims, t.rank, t.dims + t.rank, stride_rank, t.offset, t.dtype,
+                            m_.storage_table[t.storage]->nbytes(), &numel));
     m_.specs.push_back(t);
     return g.emit_int(ValueKind::tensor, static_cast<uint32_t>(m_.specs.size() - 1), 0);
   }

@@ -270,6 +270,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   TorchHooks hooks(m, loader, opt.limits);
   hooks.expect_storages(data_records);
   PickleVM vm(m.graph, hooks, opt.limits, std::string(pkl->name));
+  vm.set_tensor_runs(opt.tensor_runs);
   PTREAD_TRY(m.root, vm.run(pickle.data, pickle.size));
   PTREAD_CHECK(hooks.finish());
   if (constants != nullptr) {
@@ -281,6 +282,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     dir = "constants/";
     TorchHooks chooks(m, loader, opt.limits);
     PickleVM cvm(m.graph, chooks, opt.limits, std::string(constants->name));
+    cvm.set_tensor_runs(opt.tensor_runs);
     PTREAD_TRY(m.constants_root, cvm.run(cpkl.data, cpkl.size));
     PTREAD_CHECK(chooks.finish());
   }

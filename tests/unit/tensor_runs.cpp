@@ -1,0 +1,403 @@
+// TensorRuns (pickle.hpp): the VM reads torch's opcodes for one tensor in one go, and makes
+// the values in between (persistent id, size and stride tuples, hooks dict, argument tuple)
+// only when the pickle gets them from the memo later. The reference is the same VM with
+// TensorRuns off, opcode by opcode: every checkpoint and every pickle here must leave the
+// same Model both ways (tests/support/model_dump.hpp: the tree with its sharing, tensor
+// specs, storages, names), or fail with the same error text.
+#include <catch2/catch.hpp>
+
+#include "support/helpers.hpp"
+#include "support/model_dump.hpp"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace ptread_test;
+
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+// A file read as Checkpoint::open_memory reads it, into a Model's text (or the error).
+std::string read_model(const Bytes& file, bool runs, size_t* nodes = nullptr) {
+  auto src = std::make_shared<ptread::detail::MemorySource>(file.data(), file.size(), "<test>");
+  auto detected = ptread::detail::detect_format(file.data(), std::min<size_t>(file.size(), 512), file.size());
+  if (!detected) return detected.error().str();
+  ptread::detail::ReadOptions ro;
+  ro.mode = ptread::LoadMode::memory;
+  ro.tensor_runs = runs;
+  auto model = *detected == ptread::detail::Detected::legacy ? ptread::detail::read_legacy_checkpoint(src, ro)
+               : *detected == ptread::detail::Detected::tar  ? ptread::detail::read_tar_checkpoint(src, ro)
+                                                             : ptread::detail::read_zip_checkpoint(src, ro);
+  if (!model) return model.error().str();
+  if (nodes) *nodes = (*model)->graph.nodes.size();
+  return ModelDump(**model).all();
+}
+
+std::vector<std::string> checkpoint_files(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      const auto ends = [&n](const char* s) {
+        const std::string x(s);
+        return n.size() > x.size() && n.compare(n.size() - x.size(), x.size(), x) == 0;
+      };
+      if (ends(".pt") || ends(".pth") || ends(".ptl") || ends(".bin") || ends(".ckpt") || ends(".tar")) out.push_back(dir + "/" + n);
+    }
+    closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// ---- hand-written pickles in torch's shape ----
+
+struct Pickle {
+  Bytes b;
+  Pickle& op(uint8_t o) {
+    b.push_back(o);
+    return *this;
+  }
+  Pickle& raw(const std::string& s) {
+    b.insert(b.end(), s.begin(), s.end());
+    return *this;
+  }
+  Pickle& u32(uint32_t v) {
+    for (int k = 0; k < 4; ++k) b.push_back(static_cast<uint8_t>(v >> (8 * k)));
+    return *this;
+  }
+  Pickle& str(const std::string& s) { return op('X').u32(static_cast<uint32_t>(s.size())).raw(s); }
+  Pickle& short_str(const std::string& s) { return op(0x8c).op(static_cast<uint8_t>(s.size())).raw(s); }
+  Pickle& global(const std::string& mod, const std::string& name) { return op('c').raw(mod + "\n" + name + "\n"); }
+  Pickle& put(uint32_t k) { return k < 256 ? op('q').op(static_cast<uint8_t>(k)) : op('r').u32(k); }
+  Pickle& get(uint32_t k) { return k < 256 ? op('h').op(static_cast<uint8_t>(k)) : op('j').u32(k); }
+  Pickle& integer(int64_t v) {
+    if (v >= 0 && v < 256) return op('K').op(static_cast<uint8_t>(v));
+    if (v >= 0 && v < 65536) return op('M').op(static_cast<uint8_t>(v)).op(static_cast<uint8_t>(v >> 8));
+    if (v >= INT32_MIN && v <= INT32_MAX) return op('J').u32(static_cast<uint32_t>(v));
+    op(0x8a).op(8);
+    for (int k = 0; k < 8; ++k) b.push_back(static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * k)));
+    return *this;
+  }
+  Pickle& tuple_of(const std::vector<int64_t>& v) {
+    if (v.empty()) return op(')');
+    if (v.size() > 3) op('(');
+    for (int64_t x : v) integer(x);
+    return v.size() > 3 ? op('t') : op(static_cast<uint8_t>(0x84 + v.size()));
+  }
+};
+
+// How the values of a run are memoized: protocol 2 (BINPUT / LONG_BINPUT keys, counted by
+// hand) or protocol 4 (MEMOIZE).
+struct Memo {
+  bool memoize = false;
+  uint32_t next = 0;
+  uint32_t put(Pickle& p) {
+    if (memoize) {
+      p.op(0x94);
+    } else {
+      p.put(next);
+    }
+    return next++;
+  }
+};
+
+// The memo keys of the values one tensor's opcodes made.
+struct RunKeys {
+  uint32_t fn = 0, storage = 0, cls = 0, key = 0, location = 0, pid = 0, size = 0, stride = 0, od = 0, hooks = 0, args = 0, tensor = 0;
+};
+
+struct TensorSpecIn {
+  std::string key = "0";
+  int64_t numel = 6, offset = 0;
+  std::vector<int64_t> size{2, 3}, stride{3, 1};
+  bool requires_grad = false;
+  bool pid_none = false;
+  bool new_location = false;  // the location as new text, not a memo get
+};
+
+// One tensor as torch.save writes it; the first one names the globals and strings, later
+// ones get them from the memo (first: that first run's keys).
+RunKeys tensor(Pickle& p, Memo& m, const TensorSpecIn& t, const RunKeys* first, const char* cls = "FloatStorage") {
+  RunKeys k;
+  auto text = [&](const std::string& s) {
+    if (m.memoize) {
+      p.short_str(s);
+    } else {
+      p.str(s);
+    }
+  };
+  if (first) {
+    k = *first;
+    p.get(k.fn).op('(').op('(').get(k.storage).get(k.cls);
+  } else {
+    p.global("torch._utils", "_rebuild_tensor_v2");
+    k.fn = m.put(p);
+    p.op('(').op('(');
+    text("storage");
+    k.storage = m.put(p);
+    p.global("torch", cls);
+    k.cls = m.put(p);
+  }
+  text(t.key);
+  k.key = m.put(p);
+  if (first && !t.new_location) {
+    p.get(k.location);
+  } else {
+    text("cuda:1");
+    k.location = m.put(p);
+  }
+  p.integer(t.numel);
+  if (t.pid_none) p.op('N');
+  p.op('t');
+  k.pid = m.put(p);
+  p.op('Q').integer(t.offset).tuple_of(t.size);
+  if (!t.size.empty()) k.size = m.put(p);
+  p.tuple_of(t.stride);
+  if (!t.stride.empty()) k.stride = m.put(p);
+  p.op(t.requires_grad ? 0x88 : 0x89);
+  if (first) {
+    p.get(k.od);
+  } else {
+    p.global("collections", "OrderedDict");
+    k.od = m.put(p);
+  }
+  p.op(')').op('R');
+  k.hooks = m.put(p);
+  p.op('t');
+  k.args = m.put(p);
+  p.op('R');
+  k.tensor = m.put(p);
+  return k;
+}
+
+// Protocol 2, an empty dict (memo 0), MARK, and the key 'a' (memo 1).
+void dict_start(Pickle& p, Memo& m) {
+  p.op(0x80).op(2).op('}');
+  m.put(p);
+  p.op('(').str("a");
+  m.put(p);
+}
+
+// Storages "0" to "9" of 96 bytes each, from one buffer.
+ptread::detail::StorageLoader test_storages() {
+  static uint8_t backing[10 * 96] = {};
+  return [](std::string_view key, uint64_t nbytes, ptread::DType) -> ptread::Result<std::shared_ptr<const ptread::Storage>> {
+    if (key.size() != 1 || key[0] < '0' || key[0] > '9') {
+      return ptread::make_error(ptread::ErrorCode::record_missing, "no storage '" + std::string(key) + "'");
+    }
+    if (nbytes > 96) return ptread::make_error(ptread::ErrorCode::storage_too_small, "storage of 96 bytes");
+    return std::make_shared<const ptread::Storage>(backing + 96 * (key[0] - '0'), 96, nullptr);
+  };
+}
+
+// A pickle run as the zip reader runs data.pkl, then finish() and the names.
+std::string run_pickle(const Bytes& b, bool runs, const ptread::Limits& limits = {}, size_t* nodes = nullptr) {
+  ptread::detail::Model m;
+  ptread::detail::TorchHooks hooks(m, test_storages(), limits);
+  ptread::detail::PickleVM vm(m.graph, hooks, limits, "test.pkl");
+  vm.set_tensor_runs(runs);
+  auto root = vm.run(b.data(), b.size());
+  if (!root) return root.error().str();
+  m.root = *root;
+  if (auto st = hooks.finish(); !st) return st.error().str();
+  if (auto st = ptread::detail::name_tensors(m, limits); !st) return st.error().str();
+  if (nodes) *nodes = m.graph.nodes.size();
+  return ModelDump(m).all();
+}
+
+// {'a': t0, 'b': t1, 'c': t2, then every value of t1's run by its memo key, twice}:
+// the gets that make lazy values.
+Bytes lazy_gets_pickle(bool memoize, bool long_keys, bool gets = true) {
+  Pickle p;
+  Memo m;
+  m.memoize = memoize;
+  p.op(0x80).op(memoize ? 4 : 2).op('}');
+  m.put(p);
+  if (long_keys) m.next = 300;  // LONG_BINPUT / LONG_BINGET from here (protocol 2 only)
+  p.op('(');
+  p.str("a");
+  m.put(p);
+  const RunKeys k0 = tensor(p, m, {}, nullptr);
+  p.str("b");
+  m.put(p);
+  TensorSpecIn t1;
+  t1.key = "1";
+  t1.size = {4, 1, 1, 2};  // MARK ... TUPLE
+  t1.stride = {2, 2, 2, 1};
+  t1.numel = 8;
+  t1.requires_grad = true;
+  const RunKeys k1 = tensor(p, m, t1, &k0);
+  p.str("c");
+  m.put(p);
+  TensorSpecIn t2;
+  t2.key = "2";
+  t2.size = {};
+  t2.stride = {};
+  t2.numel = 1;
+  t2.offset = 0;
+  t2.pid_none = true;
+  t2.new_location = true;
+  const RunKeys k2 = tensor(p, m, t2, &k0);
+  for (int twice = 0; twice < (gets ? 2 : 0); ++twice) {
+    for (uint32_t key : {k1.pid, k1.size, k1.stride, k1.hooks, k1.args, k1.key, k1.tensor, k2.pid, k2.args, k2.location}) {
+      p.str("m" + std::to_string(key) + "_" + std::to_string(twice));
+      m.put(p);
+      p.get(key);
+    }
+  }
+  p.op('u').op('.');
+  return p.b;
+}
+
+}  // namespace
+
+TEST_CASE("tensor runs: every fixture and corpus checkpoint reads the same with runs on and off", "[runs]") {
+  std::vector<std::string> files = checkpoint_files(fixture_dir());
+  for (const std::string& f : checkpoint_files(corpus_dir() + "/files")) files.push_back(f);
+  REQUIRE(files.size() >= 40);
+  for (const std::string& path : files) {
+    INFO(path);
+    const Bytes file = read_file(path);
+    const std::string off = read_model(file, false), on = read_model(file, true);
+    CHECK(on == off);
+  }
+}
+
+TEST_CASE("tensor runs: a state dict of many tensors takes the runs (far fewer nodes)", "[runs]") {
+  const Bytes file = read_file(fixture_dir() + "/many.pt");  // 5,000 tensors
+  size_t nodes_on = 0, nodes_off = 0;
+  const std::string on = read_model(file, true, &nodes_on), off = read_model(file, false, &nodes_off);
+  REQUIRE(on == off);
+  REQUIRE(on.find("named:") != std::string::npos);
+  // Opcode by opcode, each tensor makes its key, storage key, persistent id, storage, size,
+  // stride, hooks dict, arguments and tensor nodes; a run only the key, storage key and tensor.
+  CHECK(nodes_off >= 5000 * 8);
+  CHECK(nodes_on <= 5000 * 3 + 1000);
+}
+
+TEST_CASE("tensor runs: values gotten from the memo after a run are made as the opcodes make them", "[runs]") {
+  for (bool memoize : {false, true}) {
+    for (bool long_keys : {false, true}) {
+      if (memoize && long_keys) continue;
+      INFO("memoize " << memoize << ", long keys " << long_keys);
+      const Bytes b = lazy_gets_pickle(memoize, long_keys);
+      const std::string off = run_pickle(b, false), on = run_pickle(b, true);
+      REQUIRE(off.find("named:") != std::string::npos);  // it reads
+      CHECK(on == off);
+      // The argument tuple of 'b' and its parts, shared as the opcodes share them.
+      CHECK(off.find("S(s1 F32 'cuda:1')") != std::string::npos);
+      // Without the gets, the runs of t1 and t2 make fewer nodes: they were taken.
+      const Bytes plain = lazy_gets_pickle(memoize, long_keys, false);
+      size_t nodes_on = 0, nodes_off = 0;
+      CHECK(run_pickle(plain, true, {}, &nodes_on) == run_pickle(plain, false, {}, &nodes_off));
+      CHECK(nodes_on + 10 <= nodes_off);
+    }
+  }
+}
+
+TEST_CASE("tensor runs: every prefix and many one-byte changes of a run read the same on and off", "[runs]") {
+  const Bytes base = lazy_gets_pickle(false, false);
+  size_t differ = 0, cases = 0;
+  auto compare = [&](const Bytes& b) {
+    ++cases;
+    const std::string off = run_pickle(b, false), on = run_pickle(b, true);
+    if (on != off) {
+      ++differ;
+      UNSCOPED_INFO("bytes " << b.size() << "\noff: " << off.substr(0, 400) << "\non:  " << on.substr(0, 400));
+    }
+  };
+  for (size_t n = 0; n <= base.size(); ++n) compare(Bytes(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(n)));
+  const uint8_t values[] = {0x00, 0x01, 0x02, 0x05, 0x07, 0x0a, 0x7f, 0x80, 0xff, 'K', 'M', 'J', 'N', 'Q', 'R', 't', 'q',
+                            'r', 'h', 'j', '(', ')', 0x85, 0x86, 0x88, 0x89, 0x8a, 0x94, 'X', 0x8c, '.'};
+  for (size_t k = 0; k < base.size(); ++k) {
+    for (uint8_t v : values) {
+      if (base[k] == v) continue;
+      Bytes b = base;
+      b[k] = v;
+      compare(b);
+    }
+  }
+  INFO(cases << " pickles");
+  CHECK(differ == 0);
+}
+
+TEST_CASE("tensor runs: errors inside later runs are the opcodes' errors", "[runs]") {
+  // t1 names a storage class ptread does not know, a missing storage, a view past its
+  // storage; a limit on the memo reached inside a run; a rank over Limits::max_rank.
+  struct Case {
+    const char* what;
+    const char* cls;
+    TensorSpecIn t;
+    ptread::Limits limits;
+  };
+  std::vector<Case> cases;
+  {
+    Case c{"missing storage", "FloatStorage", {}, {}};
+    c.t.key = "x";
+    cases.push_back(c);
+  }
+  {
+    Case c{"view past storage", "FloatStorage", {}, {}};
+    c.t.key = "1";
+    c.t.offset = 100;
+    cases.push_back(c);
+  }
+  {
+    Case c{"storage too small", "FloatStorage", {}, {}};
+    c.t.key = "1";
+    c.t.numel = 1000;
+    cases.push_back(c);
+  }
+  {
+    Case c{"memo limit", "FloatStorage", {}, {}};
+    c.t.key = "1";
+    c.limits.max_memo_entries = 17;  // reached at t1's size tuple, inside the run
+    cases.push_back(c);
+  }
+  {
+    Case c{"rank limit", "FloatStorage", {}, {}};
+    c.t.key = "1";
+    c.limits.max_rank = 1;
+    cases.push_back(c);
+  }
+  for (const Case& c : cases) {
+    INFO(c.what);
+    Pickle p;
+    Memo m;
+    dict_start(p, m);
+    TensorSpecIn t0;
+    t0.size = {6};
+    t0.stride = {1};
+    const RunKeys k0 = tensor(p, m, t0, nullptr, c.cls);
+    p.str("b");
+    m.put(p);
+    tensor(p, m, c.t, &k0);
+    p.op('u').op('.');
+    const std::string off = run_pickle(p.b, false, c.limits), on = run_pickle(p.b, true, c.limits);
+    CHECK(off.find("named:") == std::string::npos);  // an error
+    CHECK(on == off);
+  }
+  // An unknown storage class on a later tensor only: a memo get of a new global.
+  Pickle p;
+  Memo m;
+  dict_start(p, m);
+  const RunKeys k0 = tensor(p, m, {}, nullptr);
+  p.global("torch", "NoSuchStorage");
+  RunKeys k1 = k0;
+  k1.cls = m.put(p);
+  p.op('0').str("b");  // POP the global, it stays in the memo
+  m.put(p);
+  TensorSpecIn t1;
+  t1.key = "1";
+  tensor(p, m, t1, &k1);
+  p.op('u').op('.');
+  const std::string off = run_pickle(p.b, false), on = run_pickle(p.b, true);
+  CHECK(off.find("NoSuchStorage") != std::string::npos);
+  CHECK(on == off);
+}
