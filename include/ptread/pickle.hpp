@@ -117,6 +117,8 @@ class PickleVM {
   // Whether TensorRuns are offered to the hooks (on by default; off, every opcode goes
   // through the dispatch loop: the tests compare both).
   void set_tensor_runs(bool on) { runs_ = on; }
+  // How many TensorRuns the last run() took.
+  size_t tensor_runs_taken() const { return runs_taken_; }
 
   // Runs the pickle in [data, data + n) up to STOP; returns the root node and, through
   // *consumed, how many bytes the pickle took (several pickles can follow each other).
@@ -129,7 +131,8 @@ class PickleVM {
     if (!memo_.empty()) memo_ = SegmentedVector<uint32_t>();  // each pickle.load has its own memo
     memo_far_.clear();
     memo_count_ = 0;
-    lazy_.clear();
+    if (!lazy_.empty()) lazy_ = SegmentedVector<LazyRun>();
+    runs_taken_ = 0;
     made_.clear();
     floor_ = 0;
     // The opcodes torch.save writes are handled here, the read position in a local; the
@@ -163,7 +166,7 @@ class PickleVM {
             break;
           }
           ok = memo_get(*p++);
-          if (ok && end - p > 2 && p[0] == '(' && p[1] == '(' && runs_) ok = tensor_run(p);
+          if (ok && end - p > 2 && p[0] == '(' && p[1] == '(' && runs_) tensor_run(p);
           break;
         case 'r':  // LONG_BINPUT
           if (PTREAD_UNLIKELY(end - p < 4)) {
@@ -180,7 +183,7 @@ class PickleVM {
           }
           ok = memo_get(load_u32(p));
           p += 4;
-          if (ok && end - p > 2 && p[0] == '(' && p[1] == '(' && runs_) ok = tensor_run(p);
+          if (ok && end - p > 2 && p[0] == '(' && p[1] == '(' && runs_) tensor_run(p);
           break;
         case 0x94: ok = memo_put_top(memo_count_); break;  // MEMOIZE
         case '(': push_mark(); ok = true; break;
@@ -500,7 +503,7 @@ class PickleVM {
   // below kLazyBit (memo_put_top refuses more), kNoNode is no lazy entry.
   static constexpr uint32_t kLazyBit = 0x80000000u;
   static constexpr size_t kMaxLazy = (size_t{1} << 28) - 1;
-  enum RunValue : uint8_t { kRunPid = 1, kRunSize, kRunStride, kRunHooks, kRunArgs, kRunNode, kRunKey, kRunLocation };
+  enum RunValue : uint8_t { kRunPid = 1, kRunSize, kRunStride, kRunHooks, kRunArgs };
   // What a lazy entry needs to be made as the opcodes would have made it.
   struct LazyRun {
     uint32_t tag, cls, key, location, hooks_cls, rank;
@@ -508,87 +511,85 @@ class PickleVM {
     const int64_t* dims;
     bool pid_none, requires_grad;
   };
-  struct RunPut {
-    uint64_t key;
-    const uint8_t* at;
-    uint32_t node;  // kRunNode
-    RunValue what;
-  };
 
-  // Reads the opcodes of a TensorRun (everything but the callable), without effects: what
-  // they hold and the memo puts among them. Each read returns false at anything else.
+  // Reads the opcodes of a TensorRun (everything but the callable). Its memo puts are
+  // written as they come, when they append to the memo (as torch's always do): lazy values
+  // as kLazyBit | run << 3 | what; dropped again if the run is not taken. Each read returns
+  // false at anything else.
+  // Bounds: a run is tried only with kSlack bytes of pickle left, and again after each
+  // text; all else a run reads is at most 272 bytes (MARK MARK, four gets and their puts,
+  // ints of at most 10 bytes, two tuples of at most kRunRank ints), so reads between texts
+  // need no check.
+  static constexpr size_t kSlack = 320;
   struct RunReader {
     const uint8_t* q;
     const uint8_t* end;
-    const SegmentedVector<uint32_t>& memo;
-    RunPut puts[12];
-    size_t nputs = 0;
-    uint64_t min_put = ~uint64_t{0};  // the least BINPUT/LONG_BINPUT key among puts
-    bool memoize = false, binput = false;
+    SegmentedVector<uint32_t>& memo;
+    size_t& count;         // memo_count_
+    const size_t max;      // Limits::max_memo_entries
+    const size_t before;   // the memo's size before the run: later keys are the run's own
+    const uint32_t lazy;   // kLazyBit | the run's index << 3
+    bool any_lazy = false;
     int64_t dims[2][TensorRun::kRunRank];
     uint32_t ranks[2] = {0, 0};
 
-    RunReader(const uint8_t* from, const uint8_t* to, const SegmentedVector<uint32_t>& m) : q(from), end(to), memo(m) {}
-    PTREAD_ALWAYS_INLINE bool is(uint8_t op) const { return q != end && *q == op; }
-    PTREAD_ALWAYS_INLINE bool op(uint8_t o) {  // the opcode o, with the run going on after it
-      if (end - q < 2 || *q != o) return false;
+    RunReader(const uint8_t* from, const uint8_t* to, SegmentedVector<uint32_t>& m, size_t& c, size_t limit, uint32_t run)
+        : q(from), end(to), memo(m), count(c), max(limit), before(m.size()), lazy(kLazyBit | run << 3) {}
+    PTREAD_ALWAYS_INLINE bool is(uint8_t op) const { return *q == op; }
+    PTREAD_ALWAYS_INLINE bool op(uint8_t o) {  // the opcode o
+      if (*q != o) return false;
       ++q;
       return true;
     }
     // A memo get of a value made before the run.
     PTREAD_ALWAYS_INLINE bool get(uint32_t* out) {
       uint64_t key;
-      if (end - q >= 2 && *q == 'h') {
+      if (*q == 'h') {
         key = q[1];
         q += 2;
-      } else if (end - q >= 5 && *q == 'j') {
+      } else if (*q == 'j') {
         key = load_u32(q + 1);
         q += 5;
       } else {
         return false;
       }
-      if (key >= memo.size() || key >= min_put) return false;
+      if (key >= before) return false;
       *out = memo[static_cast<size_t>(key)];
       return *out < kLazyBit;
     }
-    // An optional memo put of the value just read (node, for kRunNode).
-    PTREAD_ALWAYS_INLINE bool put(RunValue what, uint32_t node) {
-      if (q == end) return false;
-      RunPut& u = puts[nputs];
-      u.at = q;
+    // An optional memo put of the value just read: appended (v), else the run is refused.
+    PTREAD_ALWAYS_INLINE bool put(uint32_t v) {
+      uint64_t key;
       if (*q == 'q') {
-        if (end - q < 2) return false;
-        u.key = q[1];
+        key = q[1];
         q += 2;
-        binput = true;
       } else if (*q == 'r') {
-        if (end - q < 5) return false;
-        u.key = load_u32(q + 1);
+        key = load_u32(q + 1);
         q += 5;
-        binput = true;
       } else if (*q == 0x94) {
-        u.key = ~uint64_t{0};  // memo_count_, then
+        key = count;
         ++q;
-        memoize = true;
       } else {
         return true;
       }
-      u.what = what;
-      u.node = node;
-      if (u.key < min_put) min_put = u.key;
-      return ++nputs < sizeof puts / sizeof puts[0];
+      if (key != memo.size() || count >= max) return false;
+      memo.push_back(v);
+      ++count;
+      return true;
+    }
+    PTREAD_ALWAYS_INLINE bool put_lazy(RunValue what) {
+      if (*q != 'q' && *q != 'r' && *q != 0x94) return true;
+      any_lazy = true;
+      return put(lazy | what);
     }
     // No memo put follows (ints, None, bools, the storage are never memoized by torch).
-    PTREAD_ALWAYS_INLINE bool no_put() const { return q != end && *q != 'q' && *q != 'r' && *q != 0x94; }
-    PTREAD_ALWAYS_INLINE static bool is_int(uint8_t o) { return o == 'K' || o == 'M' || o == 'J' || o == 0x8a; }
+    PTREAD_ALWAYS_INLINE bool no_put() const { return *q != 'q' && *q != 'r' && *q != 0x94; }
     // BININT1, BININT2, BININT, or LONG1 of at most 8 bytes.
     PTREAD_ALWAYS_INLINE bool integer(int64_t* out) {
-      if (end - q < 3) return false;
       switch (*q) {
         case 'K': *out = q[1]; q += 2; break;
         case 'M': *out = q[1] | (q[2] << 8); q += 3; break;
         case 'J': {
-          if (end - q < 5) return false;
           const uint32_t u = load_u32(q + 1);
           int32_t v;
           std::memcpy(&v, &u, 4);
@@ -598,7 +599,7 @@ class PickleVM {
         }
         case 0x8a: {
           const size_t n = q[1];
-          if (n > 8 || static_cast<size_t>(end - q - 2) < n || !fits_int64(q + 2, n, out)) return false;
+          if (n > 8 || !fits_int64(q + 2, n, out)) return false;
           q += 2 + n;
           break;
         }
@@ -606,126 +607,102 @@ class PickleVM {
       }
       return no_put();
     }
-    // BINUNICODE or SHORT_BINUNICODE, valid UTF-8.
-    PTREAD_ALWAYS_INLINE bool text(std::string_view* out) {
+    // A memo get, or BINUNICODE / SHORT_BINUNICODE text (valid UTF-8, with kSlack bytes after
+    // it) made into a node of g; then its put.
+    PTREAD_ALWAYS_INLINE bool get_or_text(Graph& g, uint32_t* node) {
+      if (*q == 'h' || *q == 'j') return get(node) && put(*node);
       size_t len;
-      if (end - q >= 2 && *q == 0x8c) {
+      if (*q == 0x8c) {
         len = q[1];
         q += 2;
-      } else if (end - q >= 5 && *q == 'X') {
+      } else if (*q == 'X') {
         len = load_u32(q + 1);
         q += 5;
       } else {
         return false;
       }
-      if (static_cast<size_t>(end - q) < len || !pickle_text_ok(q, len, end)) return false;
-      *out = std::string_view(reinterpret_cast<const char*>(q), len);
+      if (static_cast<size_t>(end - q) < len || static_cast<size_t>(end - q) - len < kSlack || !pickle_text_ok(q, len, end)) {
+        return false;
+      }
+      *node = g.add_text(ValueKind::string, std::string_view(reinterpret_cast<const char*>(q), len));
       q += len;
-      return true;
-    }
-    // A memo get (into node), or new text (into fresh; *made set): then its put.
-    PTREAD_ALWAYS_INLINE bool get_or_text(uint32_t* node, std::string_view* fresh, bool* made, RunValue what) {
-      if (q != end && (*q == 'h' || *q == 'j')) return get(node) && put(kRunNode, *node);
-      *made = true;
-      return text(fresh) && put(what, 0);
+      return put(*node);
     }
     // Size (k = 0) or stride (k = 1): EMPTY_TUPLE, ints TUPLE1-3, or MARK ints TUPLE; then
     // its put (the empty tuple is one node, given as empty).
     PTREAD_ALWAYS_INLINE bool tuple(int k, uint32_t empty) {
-      if (q == end) return false;
       if (*q == ')') {
         ++q;
-        return put(kRunNode, empty);
+        return put(empty);
       }
       const bool marked = *q == '(';
       if (marked) ++q;
       uint32_t n = 0;
-      while (q != end && is_int(*q)) {
+      while (*q == 'K' || *q == 'M' || *q == 'J' || *q == 0x8a) {
         if (n == TensorRun::kRunRank || !integer(&dims[k][n])) return false;
         ++n;
       }
-      if (q == end || (marked ? *q != 't' : (*q < 0x85 || *q > 0x87 || static_cast<uint32_t>(*q - 0x84) != n))) return false;
+      if (marked ? *q != 't' : (*q < 0x85 || *q > 0x87 || static_cast<uint32_t>(*q - 0x84) != n)) return false;
       ++q;
       ranks[k] = n;
-      return n ? put(k ? kRunStride : kRunSize, 0) : put(kRunNode, empty);
+      return n ? put_lazy(k ? kRunStride : kRunSize) : put(empty);
     }
   };
 
   // At a memo get that pushed the callable of a TensorRun (MARK MARK follows, at p):
   // reads the run and, when the hooks make its tensor, stands for its opcodes (p moves past
   // the final REDUCE). A run that does not match, or that the hooks decline, is left to the
-  // dispatch loop with nothing changed. False only on an error (a memo limit).
-  PTREAD_NOINLINE bool tensor_run(const uint8_t*& p) {
+  // dispatch loop with the memo as it was (nodes it made stay, unreferenced).
+  PTREAD_NOINLINE void tensor_run(const uint8_t*& p) {
     const uint32_t fn = stack_.back();
-    if (g_.kind(fn) != ValueKind::global || stack_.size() + 32 > max_stack_ || lazy_.size() >= kMaxLazy ||
-        limits_.max_container_items < 8) {
-      return true;
+    if (g_.kind(fn) != ValueKind::global || static_cast<size_t>(end_ - p) < kSlack || stack_.size() + 32 > max_stack_ ||
+        lazy_.size() >= kMaxLazy || limits_.max_container_items < 8) {
+      return;
     }
-    RunReader in(p + 2, end_, memo_);
+    const size_t count_before = memo_count_;
+    RunReader in(p + 2, end_, memo_, memo_count_, limits_.max_memo_entries, static_cast<uint32_t>(lazy_.size()));
     TensorRun r;
     r.fn = fn;
-    std::string_view key_text, location_text;
-    bool new_key = false, new_location = false;
-    if (!(in.get(&r.tag) && in.put(kRunNode, r.tag) && in.get(&r.cls) && in.put(kRunNode, r.cls) &&
-          in.get_or_text(&r.key, &key_text, &new_key, kRunKey) &&
-          in.get_or_text(&r.location, &location_text, &new_location, kRunLocation) && in.integer(&r.numel))) {
-      return true;
-    }
-    if (in.is('N')) {
+    const uint32_t empty = g_.add_container(ValueKind::tuple);
+    bool ok = in.get(&r.tag) && in.put(r.tag) && in.get(&r.cls) && in.put(r.cls) && in.get_or_text(g_, &r.key) &&
+              in.get_or_text(g_, &r.location) && in.integer(&r.numel);
+    if (ok && in.is('N')) {
       r.pid_none = true;
       ++in.q;
-      if (!in.no_put()) return true;
+      ok = in.no_put();
     }
-    const uint32_t empty = g_.add_container(ValueKind::tuple);
-    if (!(in.op('t') && in.put(kRunPid, 0) && in.op('Q') && in.no_put() && in.integer(&r.offset) && in.tuple(0, empty) &&
-          in.tuple(1, empty) && in.ranks[0] == in.ranks[1] && (in.is(0x88) || in.is(0x89)))) {
-      return true;
+    ok = ok && in.op('t') && in.put_lazy(kRunPid) && in.op('Q') && in.no_put() && in.integer(&r.offset) &&
+         in.tuple(0, empty) && in.tuple(1, empty) && in.ranks[0] == in.ranks[1] && (in.is(0x88) || in.is(0x89));
+    if (ok) {
+      r.requires_grad = *in.q++ == 0x88;
+      ok = in.no_put() && in.get(&r.hooks_cls) && in.put(r.hooks_cls) && in.op(')') && in.op('R') &&
+           in.put_lazy(kRunHooks) && in.op('t') && in.put_lazy(kRunArgs) && in.op('R');
     }
-    r.requires_grad = *in.q++ == 0x88;
-    if (!(in.no_put() && in.get(&r.hooks_cls) && in.put(kRunNode, r.hooks_cls) && in.op(')') && in.op('R') &&
-          in.put(kRunHooks, 0) && in.op('t') && in.put(kRunArgs, 0) && in.is('R'))) {
-      return true;
-    }
-    ++in.q;
-    // MEMOIZE keys are memo_count_ as it goes: known here only when the memo is dense and
-    // no explicit key is mixed in.
-    if (in.memoize && (in.binput || memo_count_ != memo_.size())) return true;
-
-    if (new_key) r.key = g_.add_text(ValueKind::string, key_text);
-    if (new_location) r.location = g_.add_text(ValueKind::string, location_text);
-    r.rank = in.ranks[0];
-    if (r.rank) {
-      r.dims = static_cast<int64_t*>(g_.arena.allocate(2 * r.rank * sizeof(int64_t), alignof(int64_t)));
-      std::memcpy(r.dims, in.dims[0], r.rank * sizeof(int64_t));
-      std::memcpy(r.dims + r.rank, in.dims[1], r.rank * sizeof(int64_t));
-    }
-    const uint32_t tensor = hooks_.tensor_run(g_, r);
-    if (tensor == kNoNode) return true;
-
-    const uint32_t lazy = static_cast<uint32_t>(lazy_.size());
-    bool any_lazy = false;
-    for (size_t k = 0; k < in.nputs; ++k) {
-      const RunPut& u = in.puts[k];
-      uint32_t v = u.node;
-      if (u.what == kRunKey) {
-        v = r.key;
-      } else if (u.what == kRunLocation) {
-        v = r.location;
-      } else if (u.what != kRunNode) {
-        v = kLazyBit | lazy << 3 | u.what;
-        any_lazy = true;
+    uint32_t tensor = kNoNode;
+    if (ok) {
+      r.rank = in.ranks[0];
+      if (r.rank) {
+        r.dims = static_cast<int64_t*>(g_.arena.allocate(2 * r.rank * sizeof(int64_t), alignof(int64_t)));
+        for (uint32_t d = 0; d < r.rank; ++d) {
+          r.dims[d] = in.dims[0][d];
+          r.dims[r.rank + d] = in.dims[1][d];
+        }
       }
-      op_ptr_ = u.at;
-      if (!memo_put(u.key == ~uint64_t{0} ? memo_count_ : u.key, v)) return false;
+      tensor = hooks_.tensor_run(g_, r);
     }
-    if (any_lazy) {
+    if (tensor == kNoNode) {  // not taken: the memo as it was
+      memo_.truncate(in.before);
+      memo_count_ = count_before;
+      return;
+    }
+    if (in.any_lazy) {
       lazy_.push_back(LazyRun{r.tag, r.cls, r.key, r.location, r.hooks_cls, r.rank, r.numel, r.offset, r.dims,
                               r.pid_none, r.requires_grad});
     }
     stack_.pop_back();
     stack_.push_back(tensor);  // where fn was: cannot fail
     p = in.q;
-    return true;
+    ++runs_taken_;
   }
 
   // The value of lazy memo entry v, made once: later gets see the same node.
@@ -868,7 +845,8 @@ class PickleVM {
   std::unordered_map<uint64_t, uint32_t> memo_far_;
   size_t memo_count_ = 0;
   bool runs_ = true;                // set_tensor_runs
-  std::vector<LazyRun> lazy_;       // per TensorRun with a lazy memo entry
+  size_t runs_taken_ = 0;
+  SegmentedVector<LazyRun> lazy_;   // per TensorRun with a lazy memo entry
   std::unordered_map<uint32_t, uint32_t> made_;  // lazy entries made since: their node
   Error err_;
   size_t max_stack_;  // limits_.max_stack_depth

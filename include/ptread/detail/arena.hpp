@@ -294,6 +294,16 @@ class SegmentedVector {
 
   PTREAD_ALWAYS_INLINE void push_back(const T& v) { ::new (static_cast<void*>(grow())) T(v); }
 
+  // Drops the elements from n on (n <= size()); their blocks stay for the next ones.
+  void truncate(size_t n) noexcept {
+    if (n >= size_) return;
+    size_ = n;
+    if (n == 0 && blocks_ == 0) return;
+    const size_t k = high_bit((n >> kLogBase) + 1);  // the block of element n
+    cur_ = slot(n);
+    end_ = block(k) + (kBase << k);
+  }
+
   // Room for one more element at the end, uninitialized: the caller writes it.
   PTREAD_ALWAYS_INLINE T* grow() {
     if (PTREAD_LIKELY(cur_ != end_)) {
@@ -314,11 +324,16 @@ class SegmentedVector {
   }
   T* block(size_t k) const noexcept { return reinterpret_cast<T*>(shifted_[k] + first(k) * sizeof(T)); }
   PTREAD_NOINLINE T* grow_slow() {
-    const size_t k = blocks_;
+    const size_t k = high_bit((size_ >> kLogBase) + 1);  // the block of element size_, which starts it
     if (k == kMaxBlocks) out_of_memory();
-    T* b = static_cast<T*>(block_alloc(sizeof(T) * (kBase << k)));
-    shifted_[k] = reinterpret_cast<uintptr_t>(b) - first(k) * sizeof(T);
-    blocks_ = k + 1;
+    T* b;
+    if (k < blocks_) {  // kept by truncate()
+      b = block(k);
+    } else {
+      b = static_cast<T*>(block_alloc(sizeof(T) * (kBase << k)));
+      shifted_[k] = reinterpret_cast<uintptr_t>(b) - first(k) * sizeof(T);
+      blocks_ = k + 1;
+    }
     cur_ = b + 1;
     end_ = b + (kBase << k);
     ++size_;

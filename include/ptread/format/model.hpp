@@ -240,7 +240,10 @@ struct TensorAccess {
     int64_t numel = 1;  // no overflow: checked
     for (uint32_t d = 0; d < s.rank; ++d) numel *= s.dims[d];
     t->numel_ = numel;
-    if (s.location != kNoNode) t->device_.assign(m.graph.text(s.location));  // else the default, "cpu"
+    if (s.location != kNoNode) {  // else the default, "cpu"
+      const std::string_view device = m.graph.text(s.location);
+      if (device.size() != 3 || std::memcmp(device.data(), "cpu", 3) != 0) t->device_.assign(device.data(), device.size());
+    }
     t->requires_grad_ = s.requires_grad;
     t->conj_ = s.conj;
     t->neg_ = s.neg;

@@ -96,14 +96,19 @@ class TorchHooks : public PickleHooks {
   // what persistent_load, call(OrderedDict, ()) and call(fn, args) make of it, or kNoNode
   // for anything else (and for anything that would be an error: the VM then reports it).
   uint32_t tensor_run(Graph& g, const TensorRun& r) override {
-    DType dtype = DType::F32;
-    auto is_text = [&g](uint32_t i) { return g.kind(i) == ValueKind::string || g.kind(i) == ValueKind::bytes; };
-    if (global_tag(g, r.fn) != kRebuildTensorV2 || g.kind(r.hooks_cls) != ValueKind::global ||
-        global_tag(g, r.hooks_cls) != kOrderedDict || !g.is_string(r.tag, "storage") || g.kind(r.cls) != ValueKind::global ||
-        !storage_class_dtype(g, r.cls, &dtype) || !is_text(r.key) || !is_text(r.location) || r.numel < 0 ||
-        r.rank > limits_.max_rank) {
-      return kNoNode;
+    DType dtype = run_.dtype;
+    // The callable, tag, storage class and hooks class of the last run taken: nodes never
+    // change, so the same four need no second look.
+    if (r.fn != run_.fn || r.tag != run_.tag || r.cls != run_.cls || r.hooks_cls != run_.hooks_cls) {
+      if (global_tag(g, r.fn) != kRebuildTensorV2 || g.kind(r.hooks_cls) != ValueKind::global ||
+          global_tag(g, r.hooks_cls) != kOrderedDict || !g.is_string(r.tag, "storage") ||
+          g.kind(r.cls) != ValueKind::global || !storage_class_dtype(g, r.cls, &dtype)) {
+        return kNoNode;
+      }
+      run_ = RunClasses{r.fn, r.tag, r.cls, r.hooks_cls, dtype};
     }
+    auto is_text = [&g](uint32_t i) { return g.kind(i) == ValueKind::string || g.kind(i) == ValueKind::bytes; };
+    if (!is_text(r.key) || !is_text(r.location) || r.numel < 0 || r.rank > limits_.max_rank) return kNoNode;
     const auto storage = find_or_load(g, g.text(r.key), true, static_cast<uint64_t>(r.numel), dtype);
     if (!storage) return kNoNode;
     TensorSpec t;
@@ -360,8 +365,12 @@ class TorchHooks : public PickleHooks {
   uint32_t add_storage(std::string_view key, bool numbered, uint32_t n, std::shared_ptr<const Storage> st, DType dtype) {
     const uint32_t index = static_cast<uint32_t>(m_.storage_table.size());
     m_.storage_table.push_back(std::move(st));
-    if (table_dtype_.size() <= index) table_dtype_.resize(size_t{index} + 1, 0);
-    table_dtype_[index] = static_cast<uint8_t>(dtype);
+    if (table_dtype_.size() == index) {
+      table_dtype_.push_back(static_cast<uint8_t>(dtype));
+    } else {
+      if (table_dtype_.size() < index) table_dtype_.resize(size_t{index} + 1, 0);
+      table_dtype_[index] = static_cast<uint8_t>(dtype);
+    }
     if (numbered && n < 2 * m_.storage_table.size() + 4096) {
       if (n >= storage_by_number_.size()) storage_by_number_.resize(size_t{n} + 1 + storage_by_number_.size() / 2, StringIndex::npos);
       storage_by_number_[n] = index;
@@ -628,6 +637,12 @@ class TorchHooks : public PickleHooks {
     }
     return a[0];  // a Parameter is its data tensor (or an unsupported entry)
   }
+
+  struct RunClasses {
+    uint32_t fn = kNoNode, tag = kNoNode, cls = kNoNode, hooks_cls = kNoNode;
+    DType dtype = DType::F32;
+  };
+  RunClasses run_;  // tensor_run's checked classes
 
   Model& m_;
   StorageLoader loader_;
