@@ -402,3 +402,30 @@ TEST_CASE("tensor runs: errors inside later runs are the opcodes' errors", "[run
   CHECK(off.find("NoSuchStorage") != std::string::npos);
   CHECK(on == off);
 }
+
+TEST_CASE("tensor runs: SegmentedVector::truncate drops elements and reuses their blocks", "[runs]") {
+  // Blocks hold 256, 512, 1024 ... elements; truncate back across their boundaries, grow
+  // again past them, and every element reads what was written last.
+  ptread::detail::SegmentedVector<uint32_t> v;
+  std::vector<uint32_t> ref;
+  uint32_t next = 1;
+  auto grow_to = [&](size_t n) {
+    while (ref.size() < n) {
+      v.push_back(next);
+      ref.push_back(next++);
+    }
+  };
+  for (size_t cut : {size_t{1000}, size_t{767}, size_t{768}, size_t{256}, size_t{0}, size_t{255}, size_t{5000}, size_t{1791}}) {
+    grow_to(cut + 700);
+    v.truncate(cut);
+    ref.resize(cut);
+    REQUIRE(v.size() == cut);
+    grow_to(cut + 900);
+    REQUIRE(v.size() == ref.size());
+    bool same = true;
+    for (size_t k = 0; k < ref.size(); ++k) same = same && v[k] == ref[k];
+    CHECK(same);
+  }
+  v.truncate(v.size() + 10);  // no-op past the end
+  CHECK(v.size() == ref.size());
+}
