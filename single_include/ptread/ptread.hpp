@@ -5706,7 +5706,6 @@ class TorchHooks : public PickleHooks {
   }
 
  protected:
-  // ('storage', class, key, location, numel[, view_metadata]): a storage node.
   // The dtype of storage class `cls` (a global node; cached in its tag2: 0 unknown yet,
   // 0xff no storage class, else dtype + 1); false when it is no storage class.
   static bool storage_class_dtype(Graph& g, uint32_t cls, DType* dtype) {
@@ -5724,6 +5723,7 @@ class TorchHooks : public PickleHooks {
     return static_cast<GlobalTag>(n.tag);
   }
 
+  // ('storage', class, key, location, numel[, view_metadata]): a storage node.
   Result<uint32_t> storage_pid(Graph& g, const Items& it) {
     DType dtype;
     if (g.kind(it[1]) == ValueKind::global) {

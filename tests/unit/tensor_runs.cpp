@@ -12,6 +12,7 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -428,4 +429,51 @@ TEST_CASE("tensor runs: SegmentedVector::truncate drops elements and reuses thei
   }
   v.truncate(v.size() + 10);  // no-op past the end
   CHECK(v.size() == ref.size());
+}
+
+TEST_CASE("tensor runs: the longest run reads only the pickle's bytes, cut anywhere", "[runs]") {
+  // Long memo keys (LONG_BINPUT / LONG_BINGET), ints of 8 bytes (LONG1), rank 8 sizes and
+  // strides (MARK ... TUPLE): the most a run reads between its texts. The pickle is cut at
+  // every byte of that run and after it, each cut copied into a buffer of exactly its size:
+  // a read past the end is a heap overflow under the sanitizers.
+  Pickle p;
+  Memo m;
+  dict_start(p, m);
+  p.op(']');  // a list of 300 memoized strings: memo keys past 255 from here
+  m.put(p);
+  for (int k = 0; k < 300; ++k) {
+    p.str("s");
+    m.put(p);
+  }
+  p.op('0');  // POP the list
+  const RunKeys k0 = tensor(p, m, {}, nullptr);
+  p.str("b");
+  m.put(p);
+  const size_t run_start = p.b.size();
+  TensorSpecIn t1;
+  t1.key = "1";
+  t1.numel = int64_t{1} << 40;  // more than the storage holds: an error either way
+  t1.offset = int64_t{1} << 41;
+  t1.size = std::vector<int64_t>(8, int64_t{1} << 33);
+  t1.stride = std::vector<int64_t>(8, int64_t{1} << 34);
+  t1.new_location = true;
+  tensor(p, m, t1, &k0);
+  p.str("pad").str(std::string(400, '-')).op('u').op('.');
+  size_t cuts = 0, same = 0;
+  for (size_t n = run_start; n <= p.b.size(); ++n) {
+    std::unique_ptr<uint8_t[]> exact(new uint8_t[n]);
+    std::memcpy(exact.get(), p.b.data(), n);
+    auto run = [&](bool runs) {
+      ptread::detail::Model model;
+      ptread::Limits limits;
+      ptread::detail::TorchHooks hooks(model, test_storages(), limits);
+      ptread::detail::PickleVM vm(model.graph, hooks, limits, "test.pkl");
+      vm.set_tensor_runs(runs);
+      auto root = vm.run(exact.get(), n);
+      return root ? std::string("read") : root.error().str();
+    };
+    ++cuts;
+    same += run(true) == run(false) ? 1 : 0;
+  }
+  CHECK(same == cuts);
 }
