@@ -68,7 +68,7 @@ inline bool weights_only_allowed(std::string_view mod, std::string_view name) {
   if (mod == "torch.storage") return one_of(name, {"TypedStorage", "UntypedStorage"});
   static const char* const kinds[] = {"Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool"};
   auto typed = [&](std::string_view n, std::string_view suffix) {
-    if (n.size() <= suffix.size() || n.compare(n.size() - suffix.size(), suffix.size(), suffix) != 0) return false;
+    if (n.size() <= suffix.size() || !ends_with(n, suffix)) return false;
     const std::string_view k = n.substr(0, n.size() - suffix.size());
     for (const char* x : kinds) {
       if (k == x) return true;
@@ -77,7 +77,7 @@ inline bool weights_only_allowed(std::string_view mod, std::string_view name) {
   };
   if (mod == "torch" || mod == "torch.cuda") {
     DType d;
-    if (name.size() > 7 && name.compare(name.size() - 7, 7, "Storage") == 0) {
+    if (name.size() > 7 && ends_with(name, "Storage")) {
       return name == "UntypedStorage" || name == "TypedStorage" || dtype_from_storage_class(name, &d);
     }
     if (typed(name, "Tensor")) return true;
@@ -122,7 +122,7 @@ inline AuditReport audit(const Checkpoint& ck) {
     // classes to compiled TorchScript types: no Python is imported for them.
     u.allowed = detail::weights_only_allowed(c.first.first, c.first.second) ||
                 (ck.format() == Format::torchscript &&
-                 (c.first.first == "__torch__" || c.first.first.compare(0, 10, "__torch__.") == 0 ||
+                 (c.first.first == "__torch__" || detail::starts_with(c.first.first, "__torch__.") ||
                   c.first.first == "torch.jit._pickle"));
     r.globals.push_back(std::move(u));
   }

@@ -577,13 +577,14 @@ class PickleVM {
       ++count;
       return true;
     }
+    // No memo put follows (ints, None, bools, the storage are never memoized by torch).
+    PTREAD_ALWAYS_INLINE bool no_put() const { return *q != 'q' && *q != 'r' && *q != 0x94; }
+    // put() of a value the run does not make: its lazy memo entry.
     PTREAD_ALWAYS_INLINE bool put_lazy(RunValue what) {
-      if (*q != 'q' && *q != 'r' && *q != 0x94) return true;
+      if (no_put()) return true;
       any_lazy = true;
       return put(lazy | what);
     }
-    // No memo put follows (ints, None, bools, the storage are never memoized by torch).
-    PTREAD_ALWAYS_INLINE bool no_put() const { return *q != 'q' && *q != 'r' && *q != 0x94; }
     // BININT1, BININT2, BININT, or LONG1 of at most 8 bytes.
     PTREAD_ALWAYS_INLINE bool integer(int64_t* out) {
       switch (*q) {

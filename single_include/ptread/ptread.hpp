@@ -1290,16 +1290,16 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
     const auto r = static_cast<int64_t>(idx[i]);
     if (r == padding) continue;
     const void* row = static_cast<const uint8_t*>(base) + static_cast<size_t>(r) * row_bytes;
-    if (kept == 0) {
-      if (max_op) {
+    if (max_op) {
+      if (kept == 0) {
         widen<DT>(row, out, n);
       } else {
+        vmax<DT>(out, row, n);
+      }
+    } else {
+      if (kept == 0) {
         for (size_t q = 0; q < n; ++q) out[q] = 0.0f;
       }
-    }
-    if (max_op) {
-      if (kept != 0) vmax<DT>(out, row, n);
-    } else {
       axpy<DT>(out, row, n, psw ? psw[i] : 1.0f);
     }
     ++kept;
@@ -3315,13 +3315,14 @@ class PickleVM {
       ++count;
       return true;
     }
+    // No memo put follows (ints, None, bools, the storage are never memoized by torch).
+    PTREAD_ALWAYS_INLINE bool no_put() const { return *q != 'q' && *q != 'r' && *q != 0x94; }
+    // put() of a value the run does not make: its lazy memo entry.
     PTREAD_ALWAYS_INLINE bool put_lazy(RunValue what) {
-      if (*q != 'q' && *q != 'r' && *q != 0x94) return true;
+      if (no_put()) return true;
       any_lazy = true;
       return put(lazy | what);
     }
-    // No memo put follows (ints, None, bools, the storage are never memoized by torch).
-    PTREAD_ALWAYS_INLINE bool no_put() const { return *q != 'q' && *q != 'r' && *q != 0x94; }
     // BININT1, BININT2, BININT, or LONG1 of at most 8 bytes.
     PTREAD_ALWAYS_INLINE bool integer(int64_t* out) {
       switch (*q) {
@@ -4852,7 +4853,7 @@ struct TensorAccess {
     t->numel_ = numel;
     if (s.location != kNoNode) {  // else the default, "cpu"
       const std::string_view device = m.graph.text(s.location);
-      if (device.size() != 3 || std::memcmp(device.data(), "cpu", 3) != 0) t->device_.assign(device.data(), device.size());
+      if (!equals(device, "cpu")) t->device_.assign(device.data(), device.size());
     }
     t->requires_grad_ = s.requires_grad;
     t->conj_ = s.conj;
@@ -5500,7 +5501,7 @@ class Namer {
   bool torchscript_module(uint32_t cls) const {
     if (g_.kind(cls) != ValueKind::global) return false;
     const std::string_view mod = g_.global_module(cls);
-    return (mod == "__torch__" || mod.compare(0, 10, "__torch__.") == 0) && mod.compare(0, 23, "__torch__.torch.classes") != 0;
+    return (mod == "__torch__" || starts_with(mod, "__torch__.")) && !starts_with(mod, "__torch__.torch.classes");
   }
   // The code/ description of a TorchScript class, when the archive has one.
   const ScriptClass* script_class(uint32_t cls) {
@@ -5653,8 +5654,7 @@ class TorchHooks : public PickleHooks {
       }
       run_ = RunClasses{r.fn, r.tag, r.cls, r.hooks_cls, dtype};
     }
-    auto is_text = [&g](uint32_t i) { return g.kind(i) == ValueKind::string || g.kind(i) == ValueKind::bytes; };
-    if (!is_text(r.key) || !is_text(r.location) || r.numel < 0 || r.rank > limits_.max_rank) return kNoNode;
+    if (!is_text(g, r.key) || !is_text(g, r.location) || r.numel < 0 || r.rank > limits_.max_rank) return kNoNode;
     const auto storage = find_or_load(g, g.text(r.key), true, static_cast<uint64_t>(r.numel), dtype);
     if (!storage) return kNoNode;
     TensorSpec t;
@@ -6014,8 +6014,12 @@ class TorchHooks : public PickleHooks {
     return unsupported(g, std::string(unsupported_rebuild(name)) + " (torch._utils." + std::string(name) + ") is not supported");
   }
 
+  // Whether node i is text: str or bytes (torch.load takes either for persistent ids).
+  PTREAD_ALWAYS_INLINE static bool is_text(const Graph& g, uint32_t i) {
+    return g.kind(i) == ValueKind::string || g.kind(i) == ValueKind::bytes;
+  }
   PTREAD_ALWAYS_INLINE static Result<std::string_view> text_of(const Graph& g, uint32_t i, const char* what) {
-    if (g.kind(i) == ValueKind::string || g.kind(i) == ValueKind::bytes) return g.text(i);
+    if (is_text(g, i)) return g.text(i);
     return make_error(ErrorCode::bad_tensor_args, std::string(what) + " is a " + value_kind_name(g.kind(i)) + ", not a string");
   }
 
@@ -6478,7 +6482,7 @@ inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a) {
     if (g.kind(cls) == ValueKind::global && g.global_name(cls) == "_get_layout" && args != kNoNode &&
         g.count(args) == 1 && g.kind(g.at(args).items[0]) == ValueKind::string) {
       layout = g.text(g.at(args).items[0]);
-      if (layout.compare(0, 6, "torch.") == 0) layout.remove_prefix(6);
+      if (starts_with(layout, "torch.")) layout.remove_prefix(6);
     }
   }
   if (layout.empty()) return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor: the layout is not a torch layout");
@@ -7489,13 +7493,13 @@ inline void parse_script_classes(std::string_view qualifier, std::string_view co
     if (eol == std::string_view::npos) eol = code.size();
     const std::string_view line = code.substr(pos, eol - pos);
     pos = eol + 1;
-    if (line.compare(0, 6, "class ") == 0) {
+    if (starts_with(line, "class ")) {
       const size_t paren = line.find_first_of("(:", 6);
       out->push_back(ScriptClass{std::string(qualifier) + "." + std::string(line.substr(6, paren - 6)), {}, {}});
       current = &out->back();
-    } else if (current != nullptr && line.compare(0, 17, "  __parameters__ ") == 0) {
+    } else if (current != nullptr && starts_with(line, "  __parameters__ ")) {
       names(line, &current->parameters);
-    } else if (current != nullptr && line.compare(0, 14, "  __buffers__ ") == 0) {
+    } else if (current != nullptr && starts_with(line, "  __buffers__ ")) {
       names(line, &current->buffers);
     } else if (!line.empty() && line[0] != ' ') {
       current = nullptr;
@@ -7522,7 +7526,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   if (pkl == nullptr) {
     for (const auto& e : zip.entries()) {
       const std::string_view n = e.name;
-      if (n == "model.json" || (n.size() > 11 && n.compare(n.size() - 11, 11, "/model.json") == 0)) {
+      if (n == "model.json" || (n.size() > 11 && ends_with(n, "/model.json"))) {
         return make_error(ErrorCode::unsupported_format,
                           "a TorchScript archive in the torch 1.0-1.2 layout (model.json and tensors/, record '" +
                               std::string(n) + "'), which this version does not read; load and re-save it with torch.jit.save "
@@ -7576,7 +7580,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
           if (e.method == 0 && e.compressed_size == e.uncompressed_size && zip.try_data_offset(e, &off)) r.data = base + off;
         }
       }
-    } else if (rest.size() > 8 && rest.compare(0, 5, "code/") == 0 && rest.compare(rest.size() - 3, 3, ".py") == 0) {
+    } else if (rest.size() > 8 && starts_with(rest, "code/") && ends_with(rest, ".py")) {
       code_files.push_back(&e);
     } else if (rest == "constants.pkl") {
       if (constants == nullptr) constants = &e;
@@ -7942,7 +7946,7 @@ inline bool weights_only_allowed(std::string_view mod, std::string_view name) {
   if (mod == "torch.storage") return one_of(name, {"TypedStorage", "UntypedStorage"});
   static const char* const kinds[] = {"Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool"};
   auto typed = [&](std::string_view n, std::string_view suffix) {
-    if (n.size() <= suffix.size() || n.compare(n.size() - suffix.size(), suffix.size(), suffix) != 0) return false;
+    if (n.size() <= suffix.size() || !ends_with(n, suffix)) return false;
     const std::string_view k = n.substr(0, n.size() - suffix.size());
     for (const char* x : kinds) {
       if (k == x) return true;
@@ -7951,7 +7955,7 @@ inline bool weights_only_allowed(std::string_view mod, std::string_view name) {
   };
   if (mod == "torch" || mod == "torch.cuda") {
     DType d;
-    if (name.size() > 7 && name.compare(name.size() - 7, 7, "Storage") == 0) {
+    if (name.size() > 7 && ends_with(name, "Storage")) {
       return name == "UntypedStorage" || name == "TypedStorage" || dtype_from_storage_class(name, &d);
     }
     if (typed(name, "Tensor")) return true;
@@ -7996,7 +8000,7 @@ inline AuditReport audit(const Checkpoint& ck) {
     // classes to compiled TorchScript types: no Python is imported for them.
     u.allowed = detail::weights_only_allowed(c.first.first, c.first.second) ||
                 (ck.format() == Format::torchscript &&
-                 (c.first.first == "__torch__" || c.first.first.compare(0, 10, "__torch__.") == 0 ||
+                 (c.first.first == "__torch__" || detail::starts_with(c.first.first, "__torch__.") ||
                   c.first.first == "torch.jit._pickle"));
     r.globals.push_back(std::move(u));
   }

@@ -132,16 +132,16 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
     const auto r = static_cast<int64_t>(idx[i]);
     if (r == padding) continue;
     const void* row = static_cast<const uint8_t*>(base) + static_cast<size_t>(r) * row_bytes;
-    if (kept == 0) {
-      if (max_op) {
+    if (max_op) {
+      if (kept == 0) {
         widen<DT>(row, out, n);
       } else {
+        vmax<DT>(out, row, n);
+      }
+    } else {
+      if (kept == 0) {
         for (size_t q = 0; q < n; ++q) out[q] = 0.0f;
       }
-    }
-    if (max_op) {
-      if (kept != 0) vmax<DT>(out, row, n);
-    } else {
       axpy<DT>(out, row, n, psw ? psw[i] : 1.0f);
     }
     ++kept;

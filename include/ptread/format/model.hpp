@@ -242,7 +242,7 @@ struct TensorAccess {
     t->numel_ = numel;
     if (s.location != kNoNode) {  // else the default, "cpu"
       const std::string_view device = m.graph.text(s.location);
-      if (device.size() != 3 || std::memcmp(device.data(), "cpu", 3) != 0) t->device_.assign(device.data(), device.size());
+      if (!equals(device, "cpu")) t->device_.assign(device.data(), device.size());
     }
     t->requires_grad_ = s.requires_grad;
     t->conj_ = s.conj;

@@ -314,7 +314,7 @@ class Namer {
   bool torchscript_module(uint32_t cls) const {
     if (g_.kind(cls) != ValueKind::global) return false;
     const std::string_view mod = g_.global_module(cls);
-    return (mod == "__torch__" || mod.compare(0, 10, "__torch__.") == 0) && mod.compare(0, 23, "__torch__.torch.classes") != 0;
+    return (mod == "__torch__" || starts_with(mod, "__torch__.")) && !starts_with(mod, "__torch__.torch.classes");
   }
   // The code/ description of a TorchScript class, when the archive has one.
   const ScriptClass* script_class(uint32_t cls) {

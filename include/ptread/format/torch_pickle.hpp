@@ -107,8 +107,7 @@ class TorchHooks : public PickleHooks {
       }
       run_ = RunClasses{r.fn, r.tag, r.cls, r.hooks_cls, dtype};
     }
-    auto is_text = [&g](uint32_t i) { return g.kind(i) == ValueKind::string || g.kind(i) == ValueKind::bytes; };
-    if (!is_text(r.key) || !is_text(r.location) || r.numel < 0 || r.rank > limits_.max_rank) return kNoNode;
+    if (!is_text(g, r.key) || !is_text(g, r.location) || r.numel < 0 || r.rank > limits_.max_rank) return kNoNode;
     const auto storage = find_or_load(g, g.text(r.key), true, static_cast<uint64_t>(r.numel), dtype);
     if (!storage) return kNoNode;
     TensorSpec t;
@@ -468,8 +467,12 @@ class TorchHooks : public PickleHooks {
     return unsupported(g, std::string(unsupported_rebuild(name)) + " (torch._utils." + std::string(name) + ") is not supported");
   }
 
+  // Whether node i is text: str or bytes (torch.load takes either for persistent ids).
+  PTREAD_ALWAYS_INLINE static bool is_text(const Graph& g, uint32_t i) {
+    return g.kind(i) == ValueKind::string || g.kind(i) == ValueKind::bytes;
+  }
   PTREAD_ALWAYS_INLINE static Result<std::string_view> text_of(const Graph& g, uint32_t i, const char* what) {
-    if (g.kind(i) == ValueKind::string || g.kind(i) == ValueKind::bytes) return g.text(i);
+    if (is_text(g, i)) return g.text(i);
     return make_error(ErrorCode::bad_tensor_args, std::string(what) + " is a " + value_kind_name(g.kind(i)) + ", not a string");
   }
 

@@ -144,7 +144,7 @@ inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a) {
     if (g.kind(cls) == ValueKind::global && g.global_name(cls) == "_get_layout" && args != kNoNode &&
         g.count(args) == 1 && g.kind(g.at(args).items[0]) == ValueKind::string) {
       layout = g.text(g.at(args).items[0]);
-      if (layout.compare(0, 6, "torch.") == 0) layout.remove_prefix(6);
+      if (starts_with(layout, "torch.")) layout.remove_prefix(6);
     }
   }
   if (layout.empty()) return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor: the layout is not a torch layout");

@@ -40,13 +40,13 @@ inline void parse_script_classes(std::string_view qualifier, std::string_view co
     if (eol == std::string_view::npos) eol = code.size();
     const std::string_view line = code.substr(pos, eol - pos);
     pos = eol + 1;
-    if (line.compare(0, 6, "class ") == 0) {
+    if (starts_with(line, "class ")) {
       const size_t paren = line.find_first_of("(:", 6);
       out->push_back(ScriptClass{std::string(qualifier) + "." + std::string(line.substr(6, paren - 6)), {}, {}});
       current = &out->back();
-    } else if (current != nullptr && line.compare(0, 17, "  __parameters__ ") == 0) {
+    } else if (current != nullptr && starts_with(line, "  __parameters__ ")) {
       names(line, &current->parameters);
-    } else if (current != nullptr && line.compare(0, 14, "  __buffers__ ") == 0) {
+    } else if (current != nullptr && starts_with(line, "  __buffers__ ")) {
       names(line, &current->buffers);
     } else if (!line.empty() && line[0] != ' ') {
       current = nullptr;
@@ -73,7 +73,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   if (pkl == nullptr) {
     for (const auto& e : zip.entries()) {
       const std::string_view n = e.name;
-      if (n == "model.json" || (n.size() > 11 && n.compare(n.size() - 11, 11, "/model.json") == 0)) {
+      if (n == "model.json" || (n.size() > 11 && ends_with(n, "/model.json"))) {
         return make_error(ErrorCode::unsupported_format,
                           "a TorchScript archive in the torch 1.0-1.2 layout (model.json and tensors/, record '" +
                               std::string(n) + "'), which this version does not read; load and re-save it with torch.jit.save "
@@ -127,7 +127,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
           if (e.method == 0 && e.compressed_size == e.uncompressed_size && zip.try_data_offset(e, &off)) r.data = base + off;
         }
       }
-    } else if (rest.size() > 8 && rest.compare(0, 5, "code/") == 0 && rest.compare(rest.size() - 3, 3, ".py") == 0) {
+    } else if (rest.size() > 8 && starts_with(rest, "code/") && ends_with(rest, ".py")) {
       code_files.push_back(&e);
     } else if (rest == "constants.pkl") {
       if (constants == nullptr) constants = &e;
