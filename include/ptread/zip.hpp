@@ -58,14 +58,26 @@ class ZipArchive {
   ZipArchive(const ZipArchive&) = delete;
   ZipArchive& operator=(const ZipArchive&) = delete;
   static Result<ZipArchive> open(std::shared_ptr<const Source> src, const Limits& limits) {
+    return open(std::move(src), limits, [](const ZipArchive&, const ZipEntry&) { return true; }, true);
+  }
+  // As open(), handing each record, in directory order, to keep(archive, entry) first:
+  // entries() holds only those it returns true for (the archive passed is the one being
+  // read: its record_count(), try_data_offset() and the index the entry would get,
+  // entries().size(), are good to use). For readers that take most records out as they
+  // come, without a ZipEntry each (a checkpoint's numbered storages).
+  template <class Keep>
+  static Result<ZipArchive> open(std::shared_ptr<const Source> src, const Limits& limits, Keep&& keep,
+                                 bool keeps_most = false) {
     ZipArchive z;
     z.src_ = std::move(src);
     z.limits_ = limits;
-    PTREAD_CHECK(z.read_directory());
+    PTREAD_CHECK(z.read_directory(keep, keeps_most));
     return Result<ZipArchive>(std::move(z));
   }
 
   const std::vector<ZipEntry>& entries() const noexcept { return entries_; }
+  // Every record of the directory, kept in entries() or not.
+  uint64_t record_count() const noexcept { return count_; }
   const Source& source() const noexcept { return *src_; }
 
   // The first record named `name`, or nullptr. The name index is built on the first call
@@ -168,7 +180,8 @@ class ZipArchive {
     return src_->read_at(off, dst, n);
   }
 
-  Status read_directory() {
+  template <class Keep>
+  Status read_directory(Keep& keep, bool keeps_most) {
     const uint64_t size = src_->size();
     // The classic EOCD is 22 bytes plus a comment of up to 65535 bytes at the very end.
     const uint64_t tail_len = size < 22 + 65535 ? size : 22 + 65535;
@@ -226,9 +239,10 @@ class ZipArchive {
       return make_error(ErrorCode::limit_exceeded, "zip: " + std::to_string(count) + " entries (Limits::max_zip_entries)");
     }
     directory_offset_ = cd_offset;
+    count_ = count;
     PTREAD_TRY(cd_, src_->bytes(cd_offset, cd_size));
     const Bytes& cd = cd_;
-    reserve_huge(entries_, static_cast<size_t>(count));
+    reserve_huge(entries_, static_cast<size_t>(keeps_most ? count : std::min<uint64_t>(count, 64)));
     size_t pos = 0;
     for (uint64_t i = 0; i < count; ++i) {
       if (cd.size - pos < 46 || le32(cd.data + pos) != 0x02014b50u) {
@@ -257,7 +271,7 @@ class ZipArchive {
                               std::to_string(z.local_header_offset) +
                               ", inside or after the central directory");
       }
-      entries_.push_back(z);
+      if (keep(*this, static_cast<const ZipEntry&>(z))) entries_.push_back(z);
       pos += 46 + name_len + extra_len + comment_len;
     }
     return {};
@@ -371,6 +385,7 @@ class ZipArchive {
   mutable StringIndex index_;  // built by the first find()
   mutable bool indexed_ = false;
   uint64_t directory_offset_ = 0;
+  uint64_t count_ = 0;  // records in the directory
 };
 
 }  // namespace detail

@@ -7144,14 +7144,26 @@ class ZipArchive {
   ZipArchive(const ZipArchive&) = delete;
   ZipArchive& operator=(const ZipArchive&) = delete;
   static Result<ZipArchive> open(std::shared_ptr<const Source> src, const Limits& limits) {
+    return open(std::move(src), limits, [](const ZipArchive&, const ZipEntry&) { return true; }, true);
+  }
+  // As open(), handing each record, in directory order, to keep(archive, entry) first:
+  // entries() holds only those it returns true for (the archive passed is the one being
+  // read: its record_count(), try_data_offset() and the index the entry would get,
+  // entries().size(), are good to use). For readers that take most records out as they
+  // come, without a ZipEntry each (a checkpoint's numbered storages).
+  template <class Keep>
+  static Result<ZipArchive> open(std::shared_ptr<const Source> src, const Limits& limits, Keep&& keep,
+                                 bool keeps_most = false) {
     ZipArchive z;
     z.src_ = std::move(src);
     z.limits_ = limits;
-    PTREAD_CHECK(z.read_directory());
+    PTREAD_CHECK(z.read_directory(keep, keeps_most));
     return Result<ZipArchive>(std::move(z));
   }
 
   const std::vector<ZipEntry>& entries() const noexcept { return entries_; }
+  // Every record of the directory, kept in entries() or not.
+  uint64_t record_count() const noexcept { return count_; }
   const Source& source() const noexcept { return *src_; }
 
   // The first record named `name`, or nullptr. The name index is built on the first call
@@ -7254,7 +7266,8 @@ class ZipArchive {
     return src_->read_at(off, dst, n);
   }
 
-  Status read_directory() {
+  template <class Keep>
+  Status read_directory(Keep& keep, bool keeps_most) {
     const uint64_t size = src_->size();
     // The classic EOCD is 22 bytes plus a comment of up to 65535 bytes at the very end.
     const uint64_t tail_len = size < 22 + 65535 ? size : 22 + 65535;
@@ -7312,9 +7325,10 @@ class ZipArchive {
       return make_error(ErrorCode::limit_exceeded, "zip: " + std::to_string(count) + " entries (Limits::max_zip_entries)");
     }
     directory_offset_ = cd_offset;
+    count_ = count;
     PTREAD_TRY(cd_, src_->bytes(cd_offset, cd_size));
     const Bytes& cd = cd_;
-    reserve_huge(entries_, static_cast<size_t>(count));
+    reserve_huge(entries_, static_cast<size_t>(keeps_most ? count : std::min<uint64_t>(count, 64)));
     size_t pos = 0;
     for (uint64_t i = 0; i < count; ++i) {
       if (cd.size - pos < 46 || le32(cd.data + pos) != 0x02014b50u) {
@@ -7343,7 +7357,7 @@ class ZipArchive {
                               std::to_string(z.local_header_offset) +
                               ", inside or after the central directory");
       }
-      entries_.push_back(z);
+      if (keep(*this, static_cast<const ZipEntry&>(z))) entries_.push_back(z);
       pos += 46 + name_len + extra_len + comment_len;
     }
     return {};
@@ -7457,6 +7471,7 @@ class ZipArchive {
   mutable StringIndex index_;  // built by the first find()
   mutable bool indexed_ = false;
   uint64_t directory_offset_ = 0;
+  uint64_t count_ = 0;  // records in the directory
 };
 
 }  // namespace detail
@@ -7509,7 +7524,63 @@ inline void parse_script_classes(std::string_view qualifier, std::string_view co
 
 inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const ReadOptions& opt, Model& m,
                              std::vector<FillJob>* fill) {
-  PTREAD_TRY(ZipArchive zip, ZipArchive::open(src, opt.limits));
+  // The storages, which torch names data/0, data/1 ... under the folder of data.pkl:
+  // data_by_number[n] is the record data/<n>: when it is stored and its local header as
+  // expected, its bytes in memory; its entry, if the archive keeps one. Torch writes
+  // data.pkl first, so the directory walk takes the numbered records under the folder of
+  // the first data.pkl out as it meets them (bytes in memory, no ZipEntry: read in file
+  // order, no second pass over 100,000 entries). The first of equal names wins, as in
+  // ZipArchive::find.
+  struct DataRecord {
+    const uint8_t* data;  // nullptr: read it through the ZipArchive
+    uint64_t size;
+    uint32_t entry;       // StringIndex::npos: not in zip.entries()
+  };
+  SegmentedVector<DataRecord> data_by_number;
+  size_t data_records = 0;  // all data/ records under the folder, numbered or not
+  std::string_view walk_prefix;
+  bool walk_has_prefix = false;
+  size_t walk_from = SIZE_MAX;  // the index of the first entry kept after that data.pkl
+  const uint8_t* base = src->base();
+  // Slot n for a record: when no record has it yet, or when the walk gave it one that comes
+  // later in the directory (entries kept after walk_from, or taken out) than this one.
+  auto claim = [&data_by_number, &walk_from](uint32_t n, size_t index) -> DataRecord* {
+    while (n >= data_by_number.size()) data_by_number.push_back(DataRecord{nullptr, 0, StringIndex::npos});
+    DataRecord& r = data_by_number[n];
+    const bool empty = r.data == nullptr && r.entry == StringIndex::npos;
+    const bool later = !empty && index < walk_from && (r.entry == StringIndex::npos || r.entry >= walk_from);
+    return empty || later ? &r : nullptr;
+  };
+  auto numbered_data = [](std::string_view rest, uint64_t records, uint32_t* n) {  // "data/<n>", n < a bound
+    return decimal_key(rest.substr(5), n) && *n < 2 * records + 4096;
+  };
+  auto take = [&](const ZipArchive& z, const ZipEntry& e) {
+    const std::string_view name = e.name;
+    if (!walk_has_prefix) {
+      if (equals(name, "data.pkl") || (name.size() > 9 && ends_with(name, "/data.pkl"))) {
+        walk_prefix = name.substr(0, name.size() - 8);
+        walk_has_prefix = true;
+        walk_from = z.entries().size() + 1;
+      }
+      return true;
+    }
+    if (name.size() <= walk_prefix.size() + 5 || !starts_with(name, walk_prefix)) return true;
+    const std::string_view rest = name.substr(walk_prefix.size());
+    if (!starts_with(rest, "data/")) return true;
+    ++data_records;
+    uint32_t n = 0;
+    const size_t index = z.entries().size();  // its index, if kept
+    DataRecord* r = numbered_data(rest, z.record_count(), &n) ? claim(n, index) : nullptr;
+    if (r == nullptr) return true;
+    uint64_t off;
+    if (base != nullptr && e.method == 0 && e.compressed_size == e.uncompressed_size && z.try_data_offset(e, &off)) {
+      *r = DataRecord{base + off, e.uncompressed_size, StringIndex::npos};  // taken out
+      return false;
+    }
+    *r = DataRecord{nullptr, e.uncompressed_size, static_cast<uint32_t>(index)};
+    return true;
+  };
+  PTREAD_TRY(ZipArchive zip, ZipArchive::open(src, opt.limits, take));
   // The folder holding data.pkl; the shallowest wins.
   const ZipEntry* pkl = nullptr;
   size_t best_depth = SIZE_MAX;
@@ -7541,44 +7612,36 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     }
     return make_error(ErrorCode::no_data_pkl,
                       "zip archive '" + src->name() + "' has no data.pkl record (" +
-                          std::to_string(zip.entries().size()) + " records" +
+                          std::to_string(zip.record_count()) + " records" +
                           (names.empty() ? std::string() : ": " + names) + "): not a torch.save file");
   }
   m.archive_prefix = std::string(pkl->name.substr(0, pkl->name.size() - 8));
   const std::string& prefix = m.archive_prefix;
-  // One pass over the records under the prefix (the first of equal names wins, as in
-  // ZipArchive::find): constants.pkl, byteorder, and the storages, which torch names
-  // data/0, data/1 ...: data_by_number[n] is the record data/<n> and, when it is stored
-  // and its local header as expected, its bytes in memory (read here in file order, not
-  // one cache miss per storage later).
-  struct DataRecord {
-    const uint8_t* data;  // nullptr: read it through the ZipArchive
-    uint64_t size;
-    uint32_t entry;       // StringIndex::npos: no such record
-  };
+  // The walk took the numbered records under walk_prefix that follow its data.pkl; this
+  // loop adds those before it. A shallower data.pkl later on makes the walk's records some
+  // other folder's (not this checkpoint's): this loop then finds them all.
+  const bool walked = walk_has_prefix && walk_prefix == prefix;
+  if (!walked) {
+    data_by_number.truncate(0);
+    data_records = 0;
+    walk_from = SIZE_MAX;
+  }
   std::vector<const ZipEntry*> code_files;
   const ZipEntry* constants = nullptr;
   const ZipEntry* byteorder = nullptr;
-  SegmentedVector<DataRecord> data_by_number;
-  size_t data_records = 0;
-  const size_t number_bound = 2 * zip.entries().size() + 4096;
-  const uint8_t* base = src->base();
   for (size_t k = 0; k < zip.entries().size(); ++k) {
     const ZipEntry& e = zip.entries()[k];
     if (e.name.size() <= prefix.size() || !starts_with(e.name, prefix)) continue;
     const std::string_view rest = e.name.substr(prefix.size());
     uint32_t n = 0;
     if (rest.size() > 5 && starts_with(rest, "data/")) {
+      if (k >= walk_from) continue;  // counted and numbered by the walk
       ++data_records;
-      if (decimal_key(rest.substr(5), &n) && n < number_bound) {
-        while (n >= data_by_number.size()) data_by_number.push_back(DataRecord{nullptr, 0, StringIndex::npos});
-        DataRecord& r = data_by_number[n];
-        if (r.entry == StringIndex::npos) {
-          r.entry = static_cast<uint32_t>(k);
-          r.size = e.uncompressed_size;
-          uint64_t off;
-          if (e.method == 0 && e.compressed_size == e.uncompressed_size && zip.try_data_offset(e, &off)) r.data = base + off;
-        }
+      if (DataRecord* r = numbered_data(rest, zip.record_count(), &n) ? claim(n, k) : nullptr) {
+        uint64_t off;
+        const bool here = base != nullptr && e.method == 0 && e.compressed_size == e.uncompressed_size &&
+                          zip.try_data_offset(e, &off);
+        *r = DataRecord{here ? base + off : nullptr, e.uncompressed_size, static_cast<uint32_t>(k)};
       }
     } else if (rest.size() > 8 && starts_with(rest, "code/") && ends_with(rest, ".py")) {
       code_files.push_back(&e);
@@ -7651,7 +7714,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     }
   };
   std::shared_ptr<StorageBlock> block;
-  const size_t block_size = std::max<size_t>(zip.entries().size(), 1);
+  const size_t block_size = static_cast<size_t>(std::max<uint64_t>(zip.record_count(), 1));
   const std::shared_ptr<const void> source_owner = src;
   auto view_storage = [&block, block_size, &source_owner](const uint8_t* p, uint64_t size) {
     if (!block || block->size == block->capacity) block = std::make_shared<StorageBlock>(source_owner, block_size);
@@ -7666,26 +7729,36 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
                              std::string_view key, uint64_t nbytes, DType dtype) -> Result<std::shared_ptr<const Storage>> {
     const bool swapped = swap && dtype_swap_unit(dtype) > 1;
     const ZipEntry* e = nullptr;
+    const DataRecord* r = nullptr;
     uint32_t n = 0;
-    if (dir[0] == 'd' && decimal_key(key, &n) && n < data_by_number.size() && data_by_number[n].entry != StringIndex::npos) {
-      const DataRecord& r = data_by_number[n];
-      if (r.data != nullptr && !swapped && !copy_storages && r.size >= nbytes) {
-        return view_storage(r.data, r.size);  // what the checks below come to
+    if (dir[0] == 'd' && decimal_key(key, &n) && n < data_by_number.size()) {
+      r = &data_by_number[n];
+      if (r->data != nullptr && !swapped && !copy_storages && r->size >= nbytes) {
+        return view_storage(r->data, r->size);  // what the checks below come to
       }
-      e = &z.entries()[r.entry];
+      if (r->data == nullptr && r->entry == StringIndex::npos) r = nullptr;  // no such record
+      if (r != nullptr && r->entry != StringIndex::npos) e = &z.entries()[r->entry];
     }
     name = prefix;
     name += dir;
     name += key;
-    if (e == nullptr) e = z.find(name);
-    if (e == nullptr) {
+    if (r == nullptr) e = z.find(name);
+    if (r == nullptr && e == nullptr) {
       return make_error(ErrorCode::record_missing,
                         "storage record '" + name + "' named by data.pkl is missing from the archive");
     }
-    if (e->uncompressed_size < nbytes) {
-      return make_error(ErrorCode::storage_too_small,
-                        "storage record '" + name + "' holds " + std::to_string(e->uncompressed_size) +
-                            " bytes; data.pkl says it holds " + std::to_string(nbytes));
+    const uint64_t held = r != nullptr ? r->size : e->uncompressed_size;
+    if (held < nbytes) {
+      return make_error(ErrorCode::storage_too_small, "storage record '" + name + "' holds " + std::to_string(held) +
+                                                          " bytes; data.pkl says it holds " + std::to_string(nbytes));
+    }
+    if (r != nullptr && r->data != nullptr) {
+      // Stored, in memory (the walk may have kept no entry for it): swapped or copied here.
+      PTREAD_TRY(auto buf, allocate_aligned(static_cast<size_t>(held)));
+      std::memcpy(buf.get(), r->data, static_cast<size_t>(held));
+      if (swapped) byteswap_elements(buf.get(), static_cast<size_t>(held), dtype_swap_unit(dtype));
+      const uint8_t* p = buf.get();
+      return std::make_shared<const Storage>(p, static_cast<size_t>(held), std::move(buf));
     }
     if (!swapped && !copy_storages) {
       PTREAD_TRY(const uint8_t* p, z.view(*e));

@@ -348,6 +348,145 @@ TEST_CASE("zip: archive prefixes", "[zip]") {
 }
 
 // ---------------------------------------------------------------------------------------
+// 4b. Storage records in any order. The reader takes the numbered records that follow the
+// first data.pkl out of the directory as it walks it (no ZipEntry each) and finds the rest
+// afterwards: whatever the order, every load mode reads the same, and of two records with
+// one name the first in the directory wins (as ZipArchive::find has it).
+
+namespace {
+
+// buffer.pt's records in the order `order` gives: names relative to "archive/".
+ZipWriter ordered_writer(const std::vector<std::string>& order) {
+  const Records& r = records();
+  ZipWriter w;
+  for (const std::string& n : order) {
+    if (n == "data.pkl") w.add("archive/data.pkl", r.pkl);
+    if (n == "version") w.add("archive/version", r.version);
+    if (n.rfind("data/", 0) == 0) w.add("archive/" + n, r.data[static_cast<size_t>(std::stoi(n.substr(5)))]);
+  }
+  return w;
+}
+
+// Opens file every way there is (open_memory; from disk in mmap and read mode) and checks
+// it reads as buffer.pt; from memory, without copies.
+void check_every_mode(const std::vector<uint8_t>& file, const char* what) {
+  INFO(what);
+  auto ck = open_mem(file);
+  check_like_buffer(ck, "archive/");
+  if (ck.ok()) {
+    for (const auto& nt : ck->tensors()) CHECK(inside(nt.tensor.data_ptr(), file));
+  }
+  TempFile tmp("order.pt");
+  REQUIRE(write_file(tmp.path, file.data(), file.size()));
+  for (auto mode : {LoadMode::mmap, LoadMode::read}) {
+    INFO("from a file, mode " << ptread::load_mode_name(mode));
+    ptread::Options o;
+    o.mode = mode;
+    check_like_buffer(ptread::Checkpoint::open(tmp.path, o), "archive/");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("zip: storage records in any order; of equal names the first wins", "[zip]") {
+  const std::vector<std::vector<std::string>> orders = {
+      {"data.pkl", "data/0", "data/1", "data/2", "version"},  // torch's
+      {"data/0", "data/1", "data/2", "data.pkl", "version"},  // every storage before data.pkl
+      {"data/1", "data.pkl", "version", "data/2", "data/0"},  // some before, some after
+      {"version", "data/2", "data/0", "data/1", "data.pkl"},
+  };
+  for (const auto& order : orders) {
+    std::string what = "order:";
+    for (const auto& n : order) what += " " + n;
+    check_every_mode(ordered_writer(order).build().flat(), what.c_str());
+  }
+  SECTION("a second record of a name is never read") {
+    // data/1 twice: buffer.pt's bytes first, then 4 bytes of 0xff (were they read, the
+    // 8-byte storage would be too small), in each place before and after data.pkl.
+    for (int first_at : {0, 1, 3}) {
+      for (int second_at : {1, 2, 4, 5}) {
+        if (second_at <= first_at) continue;
+        std::vector<std::string> order = {"data.pkl", "data/0", "data/2", "version"};
+        order.insert(order.begin() + first_at, "data/1");
+        ZipWriter w = ordered_writer(order);
+        ZipEntrySpec dup;
+        dup.name = "archive/data/1";
+        dup.data = std::vector<uint8_t>(4, 0xff);
+        w.specs().insert(w.specs().begin() + second_at, dup);
+        const ZipBuilt z = w.build();
+        std::string what = "data/1 at " + std::to_string(first_at) + " and " + std::to_string(second_at) + ":";
+        for (const auto& e : z.entries) what += " " + e.name;
+        check_every_mode(z.flat(), what.c_str());
+      }
+    }
+  }
+#if PTREAD_WITH_ZLIB
+  SECTION("the first record of a name deflated, a stored one after it") {
+    for (bool before_pkl : {false, true}) {
+      ZipWriter w = ordered_writer(before_pkl ? std::vector<std::string>{"data/1", "data.pkl", "data/0", "data/2"}
+                                              : std::vector<std::string>{"data.pkl", "data/1", "data/0", "data/2"});
+      spec(w, "archive/data/1").method = 8;
+      ZipEntrySpec dup;
+      dup.name = "archive/data/1";
+      dup.data = std::vector<uint8_t>(4, 0xff);
+      w.add(dup);
+      const auto file = w.build().flat();
+      INFO("deflated data/1 " << (before_pkl ? "before" : "after") << " data.pkl");
+      auto ck = open_mem(file);
+      check_like_buffer(ck, "archive/");
+      if (ck.ok()) CHECK_FALSE(inside(ck->find("b")->data_ptr(), file));  // inflated
+    }
+  }
+#endif
+  SECTION("a storage named by data.pkl is missing, with the others taken out by the walk") {
+    const auto file = ordered_writer({"data.pkl", "data/0", "data/2", "version"}).build().flat();
+    check_fails(open_mem(file), ErrorCode::record_missing, "archive/data/1");
+  }
+  SECTION("a storage smaller than data.pkl says, taken out by the walk") {
+    ZipWriter w = ordered_writer({"data.pkl", "data/0", "data/1", "data/2"});
+    spec(w, "archive/data/1").data.resize(4);
+    const auto file = w.build().flat();
+    check_fails(open_mem(file), ErrorCode::storage_too_small, "'archive/data/1' holds 4 bytes");
+    TempFile tmp("small.pt");
+    REQUIRE(write_file(tmp.path, file.data(), file.size()));
+    for (auto mode : {LoadMode::mmap, LoadMode::read}) {
+      ptread::Options o;
+      o.mode = mode;
+      check_fails(ptread::Checkpoint::open(tmp.path, o), ErrorCode::storage_too_small, "'archive/data/1' holds 4 bytes");
+    }
+  }
+}
+
+TEST_CASE("zip: ZipArchive::open with a filter keeps only what it returns true for", "[zip]") {
+  ZipWriter w = checkpoint_writer();
+  const ZipBuilt z = w.build();
+  const auto file = z.flat();
+  auto src = std::make_shared<ptread::detail::MemorySource>(file.data(), file.size(), "<zip>");
+  std::vector<std::string> seen;
+  std::vector<size_t> index_then;
+  auto zip = ptread::detail::ZipArchive::open(src, ptread::Limits{},
+                                              [&](const ptread::detail::ZipArchive& a, const ptread::detail::ZipEntry& e) {
+                                                seen.emplace_back(e.name);
+                                                index_then.push_back(a.entries().size());
+                                                CHECK(a.record_count() == 5);
+                                                uint64_t off = 0;
+                                                CHECK(a.try_data_offset(e, &off));
+                                                CHECK(off == layout(z, std::string(e.name)).data_offset);
+                                                return e.name.find("/data/") == std::string_view::npos;
+                                              });
+  REQUIRE(zip.ok());
+  CHECK(seen == std::vector<std::string>{"archive/data.pkl", "archive/data/0", "archive/data/1", "archive/data/2",
+                                         "archive/version"});
+  CHECK(index_then == std::vector<size_t>{0, 1, 1, 1, 1});
+  CHECK(zip->record_count() == 5);
+  REQUIRE(zip->entries().size() == 2);
+  CHECK(zip->entries()[0].name == "archive/data.pkl");
+  CHECK(zip->entries()[1].name == "archive/version");
+  CHECK(zip->find("archive/data/0") == nullptr);
+  CHECK(zip->find("archive/version") == &zip->entries()[1]);
+}
+
+// ---------------------------------------------------------------------------------------
 // 5. Archive comments and the end-of-central-directory search.
 
 TEST_CASE("zip: archive comments", "[zip]") {

@@ -56,7 +56,63 @@ inline void parse_script_classes(std::string_view qualifier, std::string_view co
 
 inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const ReadOptions& opt, Model& m,
                              std::vector<FillJob>* fill) {
-  PTREAD_TRY(ZipArchive zip, ZipArchive::open(src, opt.limits));
+  // The storages, which torch names data/0, data/1 ... under the folder of data.pkl:
+  // data_by_number[n] is the record data/<n>: when it is stored and its local header as
+  // expected, its bytes in memory; its entry, if the archive keeps one. Torch writes
+  // data.pkl first, so the directory walk takes the numbered records under the folder of
+  // the first data.pkl out as it meets them (bytes in memory, no ZipEntry: read in file
+  // order, no second pass over 100,000 entries). The first of equal names wins, as in
+  // ZipArchive::find.
+  struct DataRecord {
+    const uint8_t* data;  // nullptr: read it through the ZipArchive
+    uint64_t size;
+    uint32_t entry;       // StringIndex::npos: not in zip.entries()
+  };
+  SegmentedVector<DataRecord> data_by_number;
+  size_t data_records = 0;  // all data/ records under the folder, numbered or not
+  std::string_view walk_prefix;
+  bool walk_has_prefix = false;
+  size_t walk_from = SIZE_MAX;  // the index of the first entry kept after that data.pkl
+  const uint8_t* base = src->base();
+  // Slot n for a record: when no record has it yet, or when the walk gave it one that comes
+  // later in the directory (entries kept after walk_from, or taken out) than this one.
+  auto claim = [&data_by_number, &walk_from](uint32_t n, size_t index) -> DataRecord* {
+    while (n >= data_by_number.size()) data_by_number.push_back(DataRecord{nullptr, 0, StringIndex::npos});
+    DataRecord& r = data_by_number[n];
+    const bool empty = r.data == nullptr && r.entry == StringIndex::npos;
+    const bool later = !empty && index < walk_from && (r.entry == StringIndex::npos || r.entry >= walk_from);
+    return empty || later ? &r : nullptr;
+  };
+  auto numbered_data = [](std::string_view rest, uint64_t records, uint32_t* n) {  // "data/<n>", n < a bound
+    return decimal_key(rest.substr(5), n) && *n < 2 * records + 4096;
+  };
+  auto take = [&](const ZipArchive& z, const ZipEntry& e) {
+    const std::string_view name = e.name;
+    if (!walk_has_prefix) {
+      if (equals(name, "data.pkl") || (name.size() > 9 && ends_with(name, "/data.pkl"))) {
+        walk_prefix = name.substr(0, name.size() - 8);
+        walk_has_prefix = true;
+        walk_from = z.entries().size() + 1;
+      }
+      return true;
+    }
+    if (name.size() <= walk_prefix.size() + 5 || !starts_with(name, walk_prefix)) return true;
+    const std::string_view rest = name.substr(walk_prefix.size());
+    if (!starts_with(rest, "data/")) return true;
+    ++data_records;
+    uint32_t n = 0;
+    const size_t index = z.entries().size();  // its index, if kept
+    DataRecord* r = numbered_data(rest, z.record_count(), &n) ? claim(n, index) : nullptr;
+    if (r == nullptr) return true;
+    uint64_t off;
+    if (base != nullptr && e.method == 0 && e.compressed_size == e.uncompressed_size && z.try_data_offset(e, &off)) {
+      *r = DataRecord{base + off, e.uncompressed_size, StringIndex::npos};  // taken out
+      return false;
+    }
+    *r = DataRecord{nullptr, e.uncompressed_size, static_cast<uint32_t>(index)};
+    return true;
+  };
+  PTREAD_TRY(ZipArchive zip, ZipArchive::open(src, opt.limits, take));
   // The folder holding data.pkl; the shallowest wins.
   const ZipEntry* pkl = nullptr;
   size_t best_depth = SIZE_MAX;
@@ -88,44 +144,36 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     }
     return make_error(ErrorCode::no_data_pkl,
                       "zip archive '" + src->name() + "' has no data.pkl record (" +
-                          std::to_string(zip.entries().size()) + " records" +
+                          std::to_string(zip.record_count()) + " records" +
                           (names.empty() ? std::string() : ": " + names) + "): not a torch.save file");
   }
   m.archive_prefix = std::string(pkl->name.substr(0, pkl->name.size() - 8));
   const std::string& prefix = m.archive_prefix;
-  // One pass over the records under the prefix (the first of equal names wins, as in
-  // ZipArchive::find): constants.pkl, byteorder, and the storages, which torch names
-  // data/0, data/1 ...: data_by_number[n] is the record data/<n> and, when it is stored
-  // and its local header as expected, its bytes in memory (read here in file order, not
-  // one cache miss per storage later).
-  struct DataRecord {
-    const uint8_t* data;  // nullptr: read it through the ZipArchive
-    uint64_t size;
-    uint32_t entry;       // StringIndex::npos: no such record
-  };
+  // The walk took the numbered records under walk_prefix that follow its data.pkl; this
+  // loop adds those before it. A shallower data.pkl later on makes the walk's records some
+  // other folder's (not this checkpoint's): this loop then finds them all.
+  const bool walked = walk_has_prefix && walk_prefix == prefix;
+  if (!walked) {
+    data_by_number.truncate(0);
+    data_records = 0;
+    walk_from = SIZE_MAX;
+  }
   std::vector<const ZipEntry*> code_files;
   const ZipEntry* constants = nullptr;
   const ZipEntry* byteorder = nullptr;
-  SegmentedVector<DataRecord> data_by_number;
-  size_t data_records = 0;
-  const size_t number_bound = 2 * zip.entries().size() + 4096;
-  const uint8_t* base = src->base();
   for (size_t k = 0; k < zip.entries().size(); ++k) {
     const ZipEntry& e = zip.entries()[k];
     if (e.name.size() <= prefix.size() || !starts_with(e.name, prefix)) continue;
     const std::string_view rest = e.name.substr(prefix.size());
     uint32_t n = 0;
     if (rest.size() > 5 && starts_with(rest, "data/")) {
+      if (k >= walk_from) continue;  // counted and numbered by the walk
       ++data_records;
-      if (decimal_key(rest.substr(5), &n) && n < number_bound) {
-        while (n >= data_by_number.size()) data_by_number.push_back(DataRecord{nullptr, 0, StringIndex::npos});
-        DataRecord& r = data_by_number[n];
-        if (r.entry == StringIndex::npos) {
-          r.entry = static_cast<uint32_t>(k);
-          r.size = e.uncompressed_size;
-          uint64_t off;
-          if (e.method == 0 && e.compressed_size == e.uncompressed_size && zip.try_data_offset(e, &off)) r.data = base + off;
-        }
+      if (DataRecord* r = numbered_data(rest, zip.record_count(), &n) ? claim(n, k) : nullptr) {
+        uint64_t off;
+        const bool here = base != nullptr && e.method == 0 && e.compressed_size == e.uncompressed_size &&
+                          zip.try_data_offset(e, &off);
+        *r = DataRecord{here ? base + off : nullptr, e.uncompressed_size, static_cast<uint32_t>(k)};
       }
     } else if (rest.size() > 8 && starts_with(rest, "code/") && ends_with(rest, ".py")) {
       code_files.push_back(&e);
@@ -198,7 +246,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     }
   };
   std::shared_ptr<StorageBlock> block;
-  const size_t block_size = std::max<size_t>(zip.entries().size(), 1);
+  const size_t block_size = static_cast<size_t>(std::max<uint64_t>(zip.record_count(), 1));
   const std::shared_ptr<const void> source_owner = src;
   auto view_storage = [&block, block_size, &source_owner](const uint8_t* p, uint64_t size) {
     if (!block || block->size == block->capacity) block = std::make_shared<StorageBlock>(source_owner, block_size);
@@ -213,26 +261,36 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
                              std::string_view key, uint64_t nbytes, DType dtype) -> Result<std::shared_ptr<const Storage>> {
     const bool swapped = swap && dtype_swap_unit(dtype) > 1;
     const ZipEntry* e = nullptr;
+    const DataRecord* r = nullptr;
     uint32_t n = 0;
-    if (dir[0] == 'd' && decimal_key(key, &n) && n < data_by_number.size() && data_by_number[n].entry != StringIndex::npos) {
-      const DataRecord& r = data_by_number[n];
-      if (r.data != nullptr && !swapped && !copy_storages && r.size >= nbytes) {
-        return view_storage(r.data, r.size);  // what the checks below come to
+    if (dir[0] == 'd' && decimal_key(key, &n) && n < data_by_number.size()) {
+      r = &data_by_number[n];
+      if (r->data != nullptr && !swapped && !copy_storages && r->size >= nbytes) {
+        return view_storage(r->data, r->size);  // what the checks below come to
       }
-      e = &z.entries()[r.entry];
+      if (r->data == nullptr && r->entry == StringIndex::npos) r = nullptr;  // no such record
+      if (r != nullptr && r->entry != StringIndex::npos) e = &z.entries()[r->entry];
     }
     name = prefix;
     name += dir;
     name += key;
-    if (e == nullptr) e = z.find(name);
-    if (e == nullptr) {
+    if (r == nullptr) e = z.find(name);
+    if (r == nullptr && e == nullptr) {
       return make_error(ErrorCode::record_missing,
                         "storage record '" + name + "' named by data.pkl is missing from the archive");
     }
-    if (e->uncompressed_size < nbytes) {
-      return make_error(ErrorCode::storage_too_small,
-                        "storage record '" + name + "' holds " + std::to_string(e->uncompressed_size) +
-                            " bytes; data.pkl says it holds " + std::to_string(nbytes));
+    const uint64_t held = r != nullptr ? r->size : e->uncompressed_size;
+    if (held < nbytes) {
+      return make_error(ErrorCode::storage_too_small, "storage record '" + name + "' holds " + std::to_string(held) +
+                                                          " bytes; data.pkl says it holds " + std::to_string(nbytes));
+    }
+    if (r != nullptr && r->data != nullptr) {
+      // Stored, in memory (the walk may have kept no entry for it): swapped or copied here.
+      PTREAD_TRY(auto buf, allocate_aligned(static_cast<size_t>(held)));
+      std::memcpy(buf.get(), r->data, static_cast<size_t>(held));
+      if (swapped) byteswap_elements(buf.get(), static_cast<size_t>(held), dtype_swap_unit(dtype));
+      const uint8_t* p = buf.get();
+      return std::make_shared<const Storage>(p, static_cast<size_t>(held), std::move(buf));
     }
     if (!swapped && !copy_storages) {
       PTREAD_TRY(const uint8_t* p, z.view(*e));
