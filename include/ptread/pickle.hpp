@@ -128,10 +128,10 @@ class PickleVM {
     stack_.clear();
     stack_.set_limit(max_stack_);
     marks_.clear();
-    if (!memo_.empty()) memo_ = SegmentedVector<uint32_t>();  // each pickle.load has its own memo
+    memo_.truncate(0);  // each pickle.load has its own memo
     memo_far_.clear();
     memo_count_ = 0;
-    if (!lazy_.empty()) lazy_ = SegmentedVector<LazyRun>();
+    lazy_.truncate(0);
     runs_taken_ = 0;
     made_.clear();
     floor_ = 0;
@@ -842,12 +842,13 @@ class PickleVM {
   U32Stack stack_;
   std::vector<size_t> marks_;
   size_t floor_ = 0;  // marks_.back(), or 0: pops may not go below it
-  SegmentedVector<uint32_t> memo_;  // node by memo key; kNoNode where none
+  BlockPool pool_;                  // memo_'s and lazy_'s blocks
+  SegmentedVector<uint32_t> memo_{&pool_};  // node by memo key; kNoNode where none
   std::unordered_map<uint64_t, uint32_t> memo_far_;
   size_t memo_count_ = 0;
   bool runs_ = true;                // set_tensor_runs
   size_t runs_taken_ = 0;
-  SegmentedVector<LazyRun> lazy_;   // per TensorRun with a lazy memo entry
+  SegmentedVector<LazyRun> lazy_{&pool_};  // per TensorRun with a lazy memo entry
   std::unordered_map<uint32_t, uint32_t> made_;  // lazy entries made since: their node
   Error err_;
   size_t max_stack_;  // limits_.max_stack_depth

@@ -789,7 +789,8 @@ class FileSource final : public Source {
 // contiguous() and clone() apply them, so what they produce equals torch's resolved values.
 
 // ---- begin ptread/detail/arena.hpp ----
-// ptread — allocation helpers for the pickle graph: a bump arena and a segmented vector.
+// ptread — allocation helpers for the pickle graph: a bump arena, a segmented vector and
+// the block pool they can share.
 //
 // Both hand out memory that never moves while they grow, so references into them stay
 // valid, and both make O(log n) allocations for n elements (blocks double in size).
@@ -838,6 +839,18 @@ namespace detail {
 }
 
 inline constexpr size_t kHugePage = size_t{1} << 21;
+
+// Built with AddressSanitizer (which then sees each block on its own).
+#if defined(__SANITIZE_ADDRESS__)
+#define PTREAD_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PTREAD_ASAN 1
+#endif
+#endif
+#ifndef PTREAD_ASAN
+#define PTREAD_ASAN 0
+#endif
 
 // n bytes (n > 0) for a block, aligned to 16; never null.
 inline void* block_alloc(size_t n) {
@@ -919,6 +932,60 @@ PTREAD_ALWAYS_INLINE void copy_bytes(void* dst, const void* src, size_t n) {
   }
 }
 
+// Blocks for containers that die together (a checkpoint's graph; what reading a pickle
+// needs): small blocks are cut from shared chunks, and after the first 320 KiB the chunks
+// are 2 MiB, backed by huge pages where the system offers them. Each container's blocks
+// double in size, so ten containers growing to 100,000 elements would otherwise each map
+// a run of blocks under 2 MiB, page by page (a page fault per 4 KiB). Nothing is freed
+// before the pool is destroyed; it must outlive the containers using it.
+class BlockPool {
+ public:
+  BlockPool() = default;
+  BlockPool(const BlockPool&) = delete;
+  BlockPool& operator=(const BlockPool&) = delete;
+  ~BlockPool() {
+    for (const Chunk& c : chunks_) block_free(c.p, c.n);
+  }
+
+  // n bytes (n > 0), aligned to 16; never null.
+  void* allocate(size_t n) {
+    n = (n + 15) & ~size_t{15};
+    if (PTREAD_ASAN) return new_chunk(n);  // each block on its own: the sanitizer sees reads past its end
+    if (n <= left_) {
+      char* p = cur_;
+      cur_ += n;
+      left_ -= n;
+      return p;
+    }
+    if (n >= kHugePage) return new_chunk((n + kHugePage - 1) & ~(kHugePage - 1));  // its own, the current one stays
+    const size_t size = n <= next_ ? next_ : kHugePage;
+    char* c = new_chunk(size);
+    next_ = next_ < kHugePage / 8 ? next_ * 4 : kHugePage;
+    if (size - n > left_) {  // cut the next blocks from whichever chunk has more room
+      cur_ = c + n;
+      left_ = size - n;
+    }
+    return c;
+  }
+
+ private:
+  struct Chunk {
+    char* p;
+    size_t n;
+  };
+  char* new_chunk(size_t n) {
+    chunks_.reserve(chunks_.size() + 1);  // before allocating: no leak if this fails
+    char* c = static_cast<char*>(block_alloc(n));
+    chunks_.push_back({c, n});
+    return c;
+  }
+
+  std::vector<Chunk> chunks_;
+  char* cur_ = nullptr;
+  size_t left_ = 0;
+  size_t next_ = size_t{64} << 10;  // 64 KiB, 256 KiB, then 2 MiB
+};
+
 // Index of the highest set bit of v (v != 0).
 PTREAD_ALWAYS_INLINE unsigned high_bit(uint64_t v) noexcept { return 63u - static_cast<unsigned>(__builtin_clzll(v)); }
 
@@ -926,8 +993,9 @@ PTREAD_ALWAYS_INLINE unsigned high_bit(uint64_t v) noexcept { return 63u - stati
 class Arena {
  public:
   Arena() = default;
+  explicit Arena(BlockPool* pool) noexcept : pool_(pool) {}  // its blocks from pool
   Arena(Arena&& o) noexcept
-      : blocks_(std::move(o.blocks_)), cur_(o.cur_), left_(o.left_), next_(o.next_) {
+      : blocks_(std::move(o.blocks_)), pool_(o.pool_), cur_(o.cur_), left_(o.left_), next_(o.next_) {
     o.blocks_.clear();
     o.cur_ = nullptr;
     o.left_ = 0;
@@ -936,6 +1004,7 @@ class Arena {
     if (this != &o) {
       release();
       blocks_ = std::move(o.blocks_);
+      pool_ = o.pool_;
       cur_ = o.cur_;
       left_ = o.left_;
       next_ = o.next_;
@@ -984,6 +1053,7 @@ class Arena {
     return b;
   }
   char* new_block(size_t n) {
+    if (pool_ != nullptr) return static_cast<char*>(pool_->allocate(n == 0 ? 1 : n));
     blocks_.reserve(blocks_.size() + 1);  // before allocating: no leak if this fails
     char* b = static_cast<char*>(block_alloc(n == 0 ? 1 : n));
     blocks_.push_back({b, n == 0 ? 1 : n});
@@ -994,7 +1064,8 @@ class Arena {
     blocks_.clear();
   }
 
-  std::vector<Block> blocks_;
+  std::vector<Block> blocks_;  // without a pool
+  BlockPool* pool_ = nullptr;
   char* cur_ = nullptr;
   size_t left_ = 0;
   size_t next_ = 4096;
@@ -1064,6 +1135,7 @@ class SegmentedVector {
 
  public:
   SegmentedVector() = default;
+  explicit SegmentedVector(BlockPool* pool) noexcept : pool_(pool) {}  // its blocks from pool
   SegmentedVector(SegmentedVector&& o) noexcept { take(o); }
   SegmentedVector& operator=(SegmentedVector&& o) noexcept {
     if (this != &o) {
@@ -1120,7 +1192,7 @@ class SegmentedVector {
     if (k < blocks_) {  // kept by truncate()
       b = block(k);
     } else {
-      b = static_cast<T*>(block_alloc(sizeof(T) * (kBase << k)));
+      b = static_cast<T*>(pool_ ? pool_->allocate(sizeof(T) * (kBase << k)) : block_alloc(sizeof(T) * (kBase << k)));
       shifted_[k] = reinterpret_cast<uintptr_t>(b) - first(k) * sizeof(T);
       blocks_ = k + 1;
     }
@@ -1130,13 +1202,16 @@ class SegmentedVector {
     return b;
   }
   void release() noexcept {
-    for (size_t k = 0; k < blocks_; ++k) block_free(block(k), sizeof(T) * (kBase << k));
+    if (pool_ == nullptr) {
+      for (size_t k = 0; k < blocks_; ++k) block_free(block(k), sizeof(T) * (kBase << k));
+    }
     blocks_ = 0;
     size_ = 0;
     cur_ = end_ = nullptr;
   }
   void take(SegmentedVector& o) noexcept {
     for (size_t k = 0; k < o.blocks_; ++k) shifted_[k] = o.shifted_[k];
+    pool_ = o.pool_;
     blocks_ = o.blocks_;
     size_ = o.size_;
     cur_ = o.cur_;
@@ -1147,6 +1222,7 @@ class SegmentedVector {
   }
 
   uintptr_t shifted_[kMaxBlocks];  // the first blocks_ of them are set
+  BlockPool* pool_ = nullptr;      // where blocks come from, if not block_alloc
   size_t blocks_ = 0;
   size_t size_ = 0;
   T* cur_ = nullptr;  // the free part of the last block
@@ -2432,7 +2508,8 @@ struct Graph {
   SegmentedVector<Node> nodes;
   Arena arena;
 
-  Graph() {
+  // pool: where its blocks come from (it must outlive the graph), or nullptr.
+  explicit Graph(BlockPool* pool = nullptr) : nodes(pool), arena(pool) {
     for (uint32_t& s : small_ints_) s = kNoNode;
     Node n;
     nodes.push_back(n);  // kNoneNode
@@ -2866,10 +2943,10 @@ class PickleVM {
     stack_.clear();
     stack_.set_limit(max_stack_);
     marks_.clear();
-    if (!memo_.empty()) memo_ = SegmentedVector<uint32_t>();  // each pickle.load has its own memo
+    memo_.truncate(0);  // each pickle.load has its own memo
     memo_far_.clear();
     memo_count_ = 0;
-    if (!lazy_.empty()) lazy_ = SegmentedVector<LazyRun>();
+    lazy_.truncate(0);
     runs_taken_ = 0;
     made_.clear();
     floor_ = 0;
@@ -3580,12 +3657,13 @@ class PickleVM {
   U32Stack stack_;
   std::vector<size_t> marks_;
   size_t floor_ = 0;  // marks_.back(), or 0: pops may not go below it
-  SegmentedVector<uint32_t> memo_;  // node by memo key; kNoNode where none
+  BlockPool pool_;                  // memo_'s and lazy_'s blocks
+  SegmentedVector<uint32_t> memo_{&pool_};  // node by memo key; kNoNode where none
   std::unordered_map<uint64_t, uint32_t> memo_far_;
   size_t memo_count_ = 0;
   bool runs_ = true;                // set_tensor_runs
   size_t runs_taken_ = 0;
-  SegmentedVector<LazyRun> lazy_;   // per TensorRun with a lazy memo entry
+  SegmentedVector<LazyRun> lazy_{&pool_};  // per TensorRun with a lazy memo entry
   std::unordered_map<uint32_t, uint32_t> made_;  // lazy entries made since: their node
   Error err_;
   size_t max_stack_;  // limits_.max_stack_depth
@@ -4163,11 +4241,13 @@ inline uint64_t hash_string(std::string_view s) noexcept {
 // The number a canonical decimal text spells ("0", "17"; not "017", "+1" or "1e3"),
 // when it is below 10^9.
 inline bool decimal_key(std::string_view s, uint32_t* out) noexcept {
-  if (s.empty() || s.size() > 9 || (s[0] == '0' && s.size() > 1)) return false;
+  const size_t n = s.size();
+  if (n - 1 > 8 || (s[0] == '0' && n > 1)) return false;  // 1 to 9 digits (n - 1 wraps for 0)
   uint32_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<uint32_t>(c - '0');
+  for (size_t k = 0; k < n; ++k) {
+    const uint32_t d = static_cast<uint32_t>(static_cast<unsigned char>(s[k])) - uint32_t{'0'};
+    if (d > 9) return false;
+    v = v * 10 + d;
   }
   *out = v;
   return true;
@@ -4762,13 +4842,18 @@ struct ScriptClass {
 };
 
 struct Model {
+  Model() = default;
+  Model(const Model&) = delete;  // the graph and specs point into pool
+  Model& operator=(const Model&) = delete;
+
+  BlockPool pool;                       // the graph's and the specs' blocks
   Format format = Format::zip;
   std::string archive_prefix;
   bool big_endian = false;
-  Graph graph;
+  Graph graph{&pool};
   uint32_t root = kNoneNode;
   uint32_t constants_root = kNoNode;    // TorchScript: constants.pkl's tuple
-  SegmentedVector<TensorSpec> specs;    // graph tensor nodes index this
+  SegmentedVector<TensorSpec> specs{&pool};  // graph tensor nodes index this
   std::vector<std::string> unsupported; // graph unsupported nodes index this (the reason)
   std::vector<QuantSpec> qspecs;        // graph quantized nodes index this
   std::vector<SparseSpec> sparse_specs; // graph sparse nodes index this
@@ -7536,7 +7621,8 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     uint64_t size;
     uint32_t entry;       // StringIndex::npos: not in zip.entries()
   };
-  SegmentedVector<DataRecord> data_by_number;
+  BlockPool pool;  // data_by_number's blocks
+  SegmentedVector<DataRecord> data_by_number(&pool);
   size_t data_records = 0;  // all data/ records under the folder, numbered or not
   std::string_view walk_prefix;
   bool walk_has_prefix = false;

@@ -1,4 +1,5 @@
-// ptread — allocation helpers for the pickle graph: a bump arena and a segmented vector.
+// ptread — allocation helpers for the pickle graph: a bump arena, a segmented vector and
+// the block pool they can share.
 //
 // Both hand out memory that never moves while they grow, so references into them stay
 // valid, and both make O(log n) allocations for n elements (blocks double in size).
@@ -48,6 +49,18 @@ namespace detail {
 }
 
 inline constexpr size_t kHugePage = size_t{1} << 21;
+
+// Built with AddressSanitizer (which then sees each block on its own).
+#if defined(__SANITIZE_ADDRESS__)
+#define PTREAD_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PTREAD_ASAN 1
+#endif
+#endif
+#ifndef PTREAD_ASAN
+#define PTREAD_ASAN 0
+#endif
 
 // n bytes (n > 0) for a block, aligned to 16; never null.
 inline void* block_alloc(size_t n) {
@@ -129,6 +142,60 @@ PTREAD_ALWAYS_INLINE void copy_bytes(void* dst, const void* src, size_t n) {
   }
 }
 
+// Blocks for containers that die together (a checkpoint's graph; what reading a pickle
+// needs): small blocks are cut from shared chunks, and after the first 320 KiB the chunks
+// are 2 MiB, backed by huge pages where the system offers them. Each container's blocks
+// double in size, so ten containers growing to 100,000 elements would otherwise each map
+// a run of blocks under 2 MiB, page by page (a page fault per 4 KiB). Nothing is freed
+// before the pool is destroyed; it must outlive the containers using it.
+class BlockPool {
+ public:
+  BlockPool() = default;
+  BlockPool(const BlockPool&) = delete;
+  BlockPool& operator=(const BlockPool&) = delete;
+  ~BlockPool() {
+    for (const Chunk& c : chunks_) block_free(c.p, c.n);
+  }
+
+  // n bytes (n > 0), aligned to 16; never null.
+  void* allocate(size_t n) {
+    n = (n + 15) & ~size_t{15};
+    if (PTREAD_ASAN) return new_chunk(n);  // each block on its own: the sanitizer sees reads past its end
+    if (n <= left_) {
+      char* p = cur_;
+      cur_ += n;
+      left_ -= n;
+      return p;
+    }
+    if (n >= kHugePage) return new_chunk((n + kHugePage - 1) & ~(kHugePage - 1));  // its own, the current one stays
+    const size_t size = n <= next_ ? next_ : kHugePage;
+    char* c = new_chunk(size);
+    next_ = next_ < kHugePage / 8 ? next_ * 4 : kHugePage;
+    if (size - n > left_) {  // cut the next blocks from whichever chunk has more room
+      cur_ = c + n;
+      left_ = size - n;
+    }
+    return c;
+  }
+
+ private:
+  struct Chunk {
+    char* p;
+    size_t n;
+  };
+  char* new_chunk(size_t n) {
+    chunks_.reserve(chunks_.size() + 1);  // before allocating: no leak if this fails
+    char* c = static_cast<char*>(block_alloc(n));
+    chunks_.push_back({c, n});
+    return c;
+  }
+
+  std::vector<Chunk> chunks_;
+  char* cur_ = nullptr;
+  size_t left_ = 0;
+  size_t next_ = size_t{64} << 10;  // 64 KiB, 256 KiB, then 2 MiB
+};
+
 // Index of the highest set bit of v (v != 0).
 PTREAD_ALWAYS_INLINE unsigned high_bit(uint64_t v) noexcept { return 63u - static_cast<unsigned>(__builtin_clzll(v)); }
 
@@ -136,8 +203,9 @@ PTREAD_ALWAYS_INLINE unsigned high_bit(uint64_t v) noexcept { return 63u - stati
 class Arena {
  public:
   Arena() = default;
+  explicit Arena(BlockPool* pool) noexcept : pool_(pool) {}  // its blocks from pool
   Arena(Arena&& o) noexcept
-      : blocks_(std::move(o.blocks_)), cur_(o.cur_), left_(o.left_), next_(o.next_) {
+      : blocks_(std::move(o.blocks_)), pool_(o.pool_), cur_(o.cur_), left_(o.left_), next_(o.next_) {
     o.blocks_.clear();
     o.cur_ = nullptr;
     o.left_ = 0;
@@ -146,6 +214,7 @@ class Arena {
     if (this != &o) {
       release();
       blocks_ = std::move(o.blocks_);
+      pool_ = o.pool_;
       cur_ = o.cur_;
       left_ = o.left_;
       next_ = o.next_;
@@ -194,6 +263,7 @@ class Arena {
     return b;
   }
   char* new_block(size_t n) {
+    if (pool_ != nullptr) return static_cast<char*>(pool_->allocate(n == 0 ? 1 : n));
     blocks_.reserve(blocks_.size() + 1);  // before allocating: no leak if this fails
     char* b = static_cast<char*>(block_alloc(n == 0 ? 1 : n));
     blocks_.push_back({b, n == 0 ? 1 : n});
@@ -204,7 +274,8 @@ class Arena {
     blocks_.clear();
   }
 
-  std::vector<Block> blocks_;
+  std::vector<Block> blocks_;  // without a pool
+  BlockPool* pool_ = nullptr;
   char* cur_ = nullptr;
   size_t left_ = 0;
   size_t next_ = 4096;
@@ -274,6 +345,7 @@ class SegmentedVector {
 
  public:
   SegmentedVector() = default;
+  explicit SegmentedVector(BlockPool* pool) noexcept : pool_(pool) {}  // its blocks from pool
   SegmentedVector(SegmentedVector&& o) noexcept { take(o); }
   SegmentedVector& operator=(SegmentedVector&& o) noexcept {
     if (this != &o) {
@@ -330,7 +402,7 @@ class SegmentedVector {
     if (k < blocks_) {  // kept by truncate()
       b = block(k);
     } else {
-      b = static_cast<T*>(block_alloc(sizeof(T) * (kBase << k)));
+      b = static_cast<T*>(pool_ ? pool_->allocate(sizeof(T) * (kBase << k)) : block_alloc(sizeof(T) * (kBase << k)));
       shifted_[k] = reinterpret_cast<uintptr_t>(b) - first(k) * sizeof(T);
       blocks_ = k + 1;
     }
@@ -340,13 +412,16 @@ class SegmentedVector {
     return b;
   }
   void release() noexcept {
-    for (size_t k = 0; k < blocks_; ++k) block_free(block(k), sizeof(T) * (kBase << k));
+    if (pool_ == nullptr) {
+      for (size_t k = 0; k < blocks_; ++k) block_free(block(k), sizeof(T) * (kBase << k));
+    }
     blocks_ = 0;
     size_ = 0;
     cur_ = end_ = nullptr;
   }
   void take(SegmentedVector& o) noexcept {
     for (size_t k = 0; k < o.blocks_; ++k) shifted_[k] = o.shifted_[k];
+    pool_ = o.pool_;
     blocks_ = o.blocks_;
     size_ = o.size_;
     cur_ = o.cur_;
@@ -357,6 +432,7 @@ class SegmentedVector {
   }
 
   uintptr_t shifted_[kMaxBlocks];  // the first blocks_ of them are set
+  BlockPool* pool_ = nullptr;      // where blocks come from, if not block_alloc
   size_t blocks_ = 0;
   size_t size_ = 0;
   T* cur_ = nullptr;  // the free part of the last block

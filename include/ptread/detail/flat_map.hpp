@@ -58,11 +58,13 @@ inline uint64_t hash_string(std::string_view s) noexcept {
 // The number a canonical decimal text spells ("0", "17"; not "017", "+1" or "1e3"),
 // when it is below 10^9.
 inline bool decimal_key(std::string_view s, uint32_t* out) noexcept {
-  if (s.empty() || s.size() > 9 || (s[0] == '0' && s.size() > 1)) return false;
+  const size_t n = s.size();
+  if (n - 1 > 8 || (s[0] == '0' && n > 1)) return false;  // 1 to 9 digits (n - 1 wraps for 0)
   uint32_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<uint32_t>(c - '0');
+  for (size_t k = 0; k < n; ++k) {
+    const uint32_t d = static_cast<uint32_t>(static_cast<unsigned char>(s[k])) - uint32_t{'0'};
+    if (d > 9) return false;
+    v = v * 10 + d;
   }
   *out = v;
   return true;

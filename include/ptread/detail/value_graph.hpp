@@ -124,7 +124,8 @@ struct Graph {
   SegmentedVector<Node> nodes;
   Arena arena;
 
-  Graph() {
+  // pool: where its blocks come from (it must outlive the graph), or nullptr.
+  explicit Graph(BlockPool* pool = nullptr) : nodes(pool), arena(pool) {
     for (uint32_t& s : small_ints_) s = kNoNode;
     Node n;
     nodes.push_back(n);  // kNoneNode

@@ -151,13 +151,18 @@ struct ScriptClass {
 };
 
 struct Model {
+  Model() = default;
+  Model(const Model&) = delete;  // the graph and specs point into pool
+  Model& operator=(const Model&) = delete;
+
+  BlockPool pool;                       // the graph's and the specs' blocks
   Format format = Format::zip;
   std::string archive_prefix;
   bool big_endian = false;
-  Graph graph;
+  Graph graph{&pool};
   uint32_t root = kNoneNode;
   uint32_t constants_root = kNoNode;    // TorchScript: constants.pkl's tuple
-  SegmentedVector<TensorSpec> specs;    // graph tensor nodes index this
+  SegmentedVector<TensorSpec> specs{&pool};  // graph tensor nodes index this
   std::vector<std::string> unsupported; // graph unsupported nodes index this (the reason)
   std::vector<QuantSpec> qspecs;        // graph quantized nodes index this
   std::vector<SparseSpec> sparse_specs; // graph sparse nodes index this

@@ -68,7 +68,8 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     uint64_t size;
     uint32_t entry;       // StringIndex::npos: not in zip.entries()
   };
-  SegmentedVector<DataRecord> data_by_number;
+  BlockPool pool;  // data_by_number's blocks
+  SegmentedVector<DataRecord> data_by_number(&pool);
   size_t data_records = 0;  // all data/ records under the folder, numbered or not
   std::string_view walk_prefix;
   bool walk_has_prefix = false;

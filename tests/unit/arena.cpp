@@ -1,0 +1,127 @@
+// The allocation helpers under the pickle graph: BlockPool, and the SegmentedVector and
+// Arena that take their blocks from one. Blocks must never overlap, must keep what was
+// written into them while others are handed out, and small blocks of several containers
+// share chunks (which is what makes a pool worth having: see arena.hpp).
+#include <catch2/catch.hpp>
+
+#include <ptread/ptread.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+using ptread::detail::Arena;
+using ptread::detail::BlockPool;
+using ptread::detail::kHugePage;
+using ptread::detail::SegmentedVector;
+
+namespace {
+
+struct Span {
+  uintptr_t begin, end;
+};
+
+// True when no two of the spans share a byte.
+bool disjoint(std::vector<Span> s) {
+  std::sort(s.begin(), s.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  for (size_t k = 1; k < s.size(); ++k) {
+    if (s[k].begin < s[k - 1].end) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("BlockPool: blocks are aligned, disjoint and keep their bytes", "[arena]") {
+  BlockPool pool;
+  std::vector<std::pair<uint8_t*, size_t>> blocks;
+  std::vector<Span> spans;
+  // Sizes from 1 byte to past 2 MiB, in an order that leaves chunks part-used.
+  const size_t sizes[] = {1, 17, 4096, 65536, 3, 200000, kHugePage, 70000, kHugePage / 2, kHugePage + 1,
+                          5, 1 << 20, 300000, 16, 2 * kHugePage + 100, 48, 999999};
+  for (int round = 0; round < 3; ++round) {
+    for (size_t n : sizes) {
+      auto* p = static_cast<uint8_t*>(pool.allocate(n));
+      REQUIRE(p != nullptr);
+      CHECK(reinterpret_cast<uintptr_t>(p) % 16 == 0);
+      std::memset(p, static_cast<int>(blocks.size() & 0xff), n);
+      blocks.emplace_back(p, n);
+      spans.push_back({reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + n});
+    }
+  }
+  CHECK(disjoint(spans));
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    const uint8_t want = static_cast<uint8_t>(k & 0xff);
+    const uint8_t* p = blocks[k].first;
+    CHECK(std::all_of(p, p + blocks[k].second, [want](uint8_t b) { return b == want; }));
+  }
+}
+
+TEST_CASE("BlockPool: small blocks share chunks, 2 MiB blocks get their own", "[arena]") {
+  if (PTREAD_ASAN) {
+    // Under AddressSanitizer each block is allocated on its own, so that a read past one
+    // is caught: there is no sharing to see.
+    BlockPool pool;
+    void* a = pool.allocate(64);
+    void* b = pool.allocate(64);
+    CHECK(a != b);
+    return;
+  }
+  BlockPool pool;
+  auto* a = static_cast<char*>(pool.allocate(1000));
+  auto* b = static_cast<char*>(pool.allocate(24));  // 1000 rounds up to 1008
+  CHECK(b == a + 1008);
+  auto* big = static_cast<char*>(pool.allocate(kHugePage));  // its own chunk: a's continues
+  auto* c = static_cast<char*>(pool.allocate(32));
+  CHECK(c == b + 32);
+  CHECK((big + kHugePage <= a || big >= c + 32));
+  // Past the first chunk (64 KiB): a second, of 256 KiB, and cutting goes on there.
+  auto* d = static_cast<char*>(pool.allocate(64 << 10));
+  auto* e = static_cast<char*>(pool.allocate(16));
+  CHECK(e == d + (64 << 10));
+  // A block that fits in neither takes a new chunk; the one with more room left is cut next.
+  auto* f = static_cast<char*>(pool.allocate(1 << 20));  // a 2 MiB chunk, 1 MiB left in it
+  auto* g = static_cast<char*>(pool.allocate(16));
+  CHECK(g == f + (1 << 20));
+}
+
+TEST_CASE("BlockPool: containers sharing a pool grow together and read back", "[arena]") {
+  BlockPool pool;
+  SegmentedVector<uint32_t> a(&pool);
+  SegmentedVector<uint64_t> b(&pool);
+  Arena arena(&pool);
+  std::vector<std::pair<const char*, uint32_t>> texts;
+  for (uint32_t k = 0; k < 300000; ++k) {
+    a.push_back(k * 7u);
+    b.push_back(uint64_t{k} << 33 | k);
+    if (k % 3 == 0) {
+      auto* t = static_cast<char*>(arena.allocate(12, 4));
+      std::memcpy(t, &k, 4);
+      std::memcpy(t + 4, &k, 4);
+      std::memcpy(t + 8, &k, 4);
+      texts.emplace_back(t, k);
+    }
+  }
+  bool same = true;
+  for (uint32_t k = 0; k < 300000; ++k) same = same && a[k] == k * 7u && b[k] == (uint64_t{k} << 33 | k);
+  for (const auto& t : texts) {
+    uint32_t v[3];
+    std::memcpy(v, t.first, 12);
+    same = same && v[0] == t.second && v[1] == t.second && v[2] == t.second;
+  }
+  CHECK(same);
+  // truncate() keeps the pool's blocks for the elements that come after.
+  a.truncate(1000);
+  for (uint32_t k = 1000; k < 200000; ++k) a.push_back(k + 1);
+  same = true;
+  for (uint32_t k = 0; k < 200000; ++k) same = same && a[k] == (k < 1000 ? k * 7u : k + 1);
+  CHECK(same);
+  // A moved vector keeps its pool and its elements.
+  SegmentedVector<uint32_t> moved(std::move(a));
+  CHECK(moved.size() == 200000);
+  CHECK(moved[199999] == 200000);
+  moved.push_back(5);
+  CHECK(moved[200000] == 5);
+}
