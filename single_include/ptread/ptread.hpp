@@ -1245,6 +1245,11 @@ class SegmentedVector {
 //          dot-product form of y = x W^T, reading W's rows where they lie
 //   widen: dst[k] = float(src[k])
 //   axpy:  acc[k] += a * row[k]          vmax: acc[k] = max(acc[k], row[k])
+//
+// Sums of rows are in index order, as torch's are, and rounded as torch rounds them: a fused
+// multiply-add per row as fbgemm's kernels do (torch's path without a padding_idx), or, with
+// a padding_idx (torch's plain loop, out += row * w), a product then a sum. `fused` says
+// which; bag() takes it from padding < 0.
 
 // #include "../dtype.hpp": inlined above
 
@@ -1311,6 +1316,22 @@ inline const void* nn_advance(const void* base, size_t elements) noexcept {
   return static_cast<const uint8_t*>(base) + elements * (DT == DType::F32 ? 4 : 2);
 }
 
+// c + a * b with the product rounded first. C++ lets a compiler fuse the two into one FMA
+// (GCC does by default wherever the target has FMA), so the product passes through an empty
+// asm the compiler cannot see into.
+inline float nn_mul_add(float a, float b, float c) noexcept {
+  float p = a * b;
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__SSE2__)
+  __asm__("" : "+x"(p));
+#elif (defined(__GNUC__) || defined(__clang__)) && defined(__aarch64__)
+  __asm__("" : "+w"(p));
+#else
+  volatile float kept = p;
+  p = kept;
+#endif
+  return c + p;
+}
+
 // ---- generic kernels -------------------------------------------------------------------
 namespace nn_generic {
 
@@ -1343,8 +1364,12 @@ inline void widen(const void* src, float* dst, size_t n) noexcept {
   }
 }
 template <DType DT>
-inline void axpy(float* acc, const void* row, size_t n, float a) noexcept {
-  for (size_t q = 0; q < n; ++q) acc[q] += a * nn_load1<DT>(row, q);
+inline void axpy(float* acc, const void* row, size_t n, float a, bool fused) noexcept {
+  if (fused) {
+    for (size_t q = 0; q < n; ++q) acc[q] = std::fma(a, nn_load1<DT>(row, q), acc[q]);
+  } else {
+    for (size_t q = 0; q < n; ++q) acc[q] = nn_mul_add(a, nn_load1<DT>(row, q), acc[q]);
+  }
 }
 template <DType DT>
 inline void vmax(float* acc, const void* row, size_t n) noexcept {
@@ -1376,7 +1401,7 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
       if (kept == 0) {
         for (size_t q = 0; q < n; ++q) out[q] = 0.0f;
       }
-      axpy<DT>(out, row, n, psw ? psw[i] : 1.0f);
+      axpy<DT>(out, row, n, psw ? psw[i] : 1.0f, padding < 0);
     }
     ++kept;
   }
@@ -1469,11 +1494,16 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
     for (; q < n; ++q) dst[q] = nn_load1<DT>(src, q);                                                   \
   }                                                                                                     \
   template <DType DT>                                                                                   \
-  TARGET void axpy(float* acc, const void* row, size_t n, float a) noexcept {                           \
+  TARGET void axpy(float* acc, const void* row, size_t n, float a, bool fused) noexcept {               \
     const typename V::R av = V::set1(a);                                                                \
     size_t q = 0;                                                                                       \
-    for (; q + V::L <= n; q += V::L) V::store(acc + q, V::fma(av, load<DT>(row, q), V::loadf(acc + q)));  \
-    for (; q < n; ++q) acc[q] = std::fma(a, nn_load1<DT>(row, q), acc[q]); /* fused, as the vectors */  \
+    if (fused) {                                                                                        \
+      for (; q + V::L <= n; q += V::L) V::store(acc + q, V::fma(av, load<DT>(row, q), V::loadf(acc + q))); \
+      for (; q < n; ++q) acc[q] = std::fma(a, nn_load1<DT>(row, q), acc[q]); /* fused, as the vectors */ \
+    } else {                                                                                            \
+      for (; q + V::L <= n; q += V::L) V::store(acc + q, V::mul_add(av, load<DT>(row, q), V::loadf(acc + q))); \
+      for (; q < n; ++q) acc[q] = nn_mul_add(a, nn_load1<DT>(row, q), acc[q]);                          \
+    }                                                                                                   \
   }                                                                                                     \
   /* bag() on NV vectors from element q, the rows read through the indices in one pass (as      */ \
   /* fbgemm does): the loads of the next rows issue while this one is summed.                     */ \
@@ -1495,7 +1525,11 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
         }                                                                                               \
       } else {                                                                                          \
         const typename V::R a = V::set1(psw ? psw[i] : 1.0f);                                           \
-        for (int v = 0; v < NV; ++v) acc[v] = V::fma(a, load<DT>(row, q + static_cast<size_t>(v) * V::L), acc[v]); \
+        if (padding < 0) {                                                                              \
+          for (int v = 0; v < NV; ++v) acc[v] = V::fma(a, load<DT>(row, q + static_cast<size_t>(v) * V::L), acc[v]); \
+        } else {                                                                                        \
+          for (int v = 0; v < NV; ++v) acc[v] = V::mul_add(a, load<DT>(row, q + static_cast<size_t>(v) * V::L), acc[v]); \
+        }                                                                                               \
       }                                                                                                 \
       ++kept;                                                                                           \
     }                                                                                                   \
@@ -1524,7 +1558,7 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
         if (max_op) {                                                                                   \
           s = kept == 0 || v > s ? v : s;                                                               \
         } else {                                                                                        \
-          s = std::fma(psw ? psw[i] : 1.0f, v, s); /* fused, as the vectors */                          \
+          s = padding < 0 ? std::fma(psw ? psw[i] : 1.0f, v, s) : nn_mul_add(psw ? psw[i] : 1.0f, v, s); /* as the vectors */ \
         }                                                                                               \
         ++kept;                                                                                         \
       }                                                                                                 \
@@ -1565,6 +1599,11 @@ struct V {
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
   }
   PTREAD_NN_TARGET_AVX2 static R fma(R a, R b, R c) noexcept { return _mm256_fmadd_ps(a, b, c); }
+  PTREAD_NN_TARGET_AVX2 static R mul_add(R a, R b, R c) noexcept {  // c + a * b, rounded twice
+    R p = _mm256_mul_ps(a, b);
+    __asm__("" : "+x"(p));  // opaque: the compiler cannot fuse the product into the sum
+    return _mm256_add_ps(c, p);
+  }
   PTREAD_NN_TARGET_AVX2 static R max(R a, R b) noexcept { return _mm256_max_ps(a, b); }
   PTREAD_NN_TARGET_AVX2 static void store(float* p, R v) noexcept { _mm256_storeu_ps(p, v); }
   PTREAD_NN_TARGET_AVX2 static void stream(float* p, R v) noexcept { _mm256_stream_ps(p, v); }  // p: 32-aligned
@@ -1601,6 +1640,11 @@ struct V {
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
   }
   PTREAD_NN_TARGET_AVX512 static R fma(R a, R b, R c) noexcept { return _mm512_fmadd_ps(a, b, c); }
+  PTREAD_NN_TARGET_AVX512 static R mul_add(R a, R b, R c) noexcept {  // c + a * b, rounded twice
+    R p = _mm512_mul_ps(a, b);
+    __asm__("" : "+v"(p));  // opaque: the compiler cannot fuse the product into the sum
+    return _mm512_add_ps(c, p);
+  }
   PTREAD_NN_TARGET_AVX512 static R max(R a, R b) noexcept { return _mm512_max_ps(a, b); }
   PTREAD_NN_TARGET_AVX512 static void store(float* p, R v) noexcept { _mm512_storeu_ps(p, v); }
   PTREAD_NN_TARGET_AVX512 static void stream(float* p, R v) noexcept { _mm512_stream_ps(p, v); }  // p: 64-aligned
@@ -1625,9 +1669,9 @@ PTREAD_NN_SIMD_KERNELS(PTREAD_NN_TARGET_AVX512, V)
 struct NnKernels {
   void (*tile)(const float*, size_t, const void*, size_t, float*, size_t, int, int, size_t) noexcept;
   void (*widen)(const void*, float*, size_t) noexcept;
-  // A row at a time (acc += a * row, acc = max(acc, row)): what bag64/bag32 compute a bag at a
-  // time, in the same order; the tests hold the bag kernels to them.
-  void (*axpy)(float*, const void*, size_t, float) noexcept;
+  // A row at a time (acc += a * row, fused or not; acc = max(acc, row)): what bag64/bag32
+  // compute a bag at a time, in the same order; the tests hold the bag kernels to them.
+  void (*axpy)(float*, const void*, size_t, float, bool) noexcept;
   void (*vmax)(float*, const void*, size_t) noexcept;
   size_t (*bag64)(float*, const void*, size_t, const int64_t*, size_t, const float*, int64_t, size_t, bool) noexcept;
   size_t (*bag32)(float*, const void*, size_t, const int32_t*, size_t, const float*, int64_t, size_t, bool) noexcept;
@@ -9348,7 +9392,10 @@ Result<SaveReport> save_safetensors(const std::string& path, const Range& tensor
 // with it offsets holds num_bags + 1 entries and the last one must be n (as torch documents;
 // torch 1.13 corrupts its heap when it is less). Empty bags are zeros. per_sample_weights scale each row (Reduce::sum only, as in torch). Entries equal to
 // padding_idx are left out of their bag. Everything is computed in F32 (torch 1.13 has no
-// BF16 embedding_bag on the CPU; its F16 one accumulates in F16).
+// BF16 embedding_bag on the CPU; its F16 one accumulates in F16). Sums run in index order
+// and round as torch's F32 path does: a fused multiply-add per row (fbgemm), or with a
+// padding_idx a product then a sum (torch's own loop), so weighted sums match it bit for bit
+// even where their terms cancel.
 //
 // Every argument is checked before anything is read; on an error `out` is left untouched.
 

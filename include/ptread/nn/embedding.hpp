@@ -21,7 +21,10 @@
 // with it offsets holds num_bags + 1 entries and the last one must be n (as torch documents;
 // torch 1.13 corrupts its heap when it is less). Empty bags are zeros. per_sample_weights scale each row (Reduce::sum only, as in torch). Entries equal to
 // padding_idx are left out of their bag. Everything is computed in F32 (torch 1.13 has no
-// BF16 embedding_bag on the CPU; its F16 one accumulates in F16).
+// BF16 embedding_bag on the CPU; its F16 one accumulates in F16). Sums run in index order
+// and round as torch's F32 path does: a fused multiply-add per row (fbgemm), or with a
+// padding_idx a product then a sum (torch's own loop), so weighted sums match it bit for bit
+// even where their terms cancel.
 //
 // Every argument is checked before anything is read; on an error `out` is left untouched.
 #pragma once
