@@ -1331,6 +1331,10 @@ inline float nn_mul_add(float a, float b, float c) noexcept {
 #endif
   return c + p;
 }
+// c + a * b as one fused multiply-add, or (fused false) as nn_mul_add.
+inline float nn_madd(bool fused, float a, float b, float c) noexcept {
+  return fused ? std::fma(a, b, c) : nn_mul_add(a, b, c);
+}
 
 // ---- generic kernels -------------------------------------------------------------------
 namespace nn_generic {
@@ -1365,11 +1369,7 @@ inline void widen(const void* src, float* dst, size_t n) noexcept {
 }
 template <DType DT>
 inline void axpy(float* acc, const void* row, size_t n, float a, bool fused) noexcept {
-  if (fused) {
-    for (size_t q = 0; q < n; ++q) acc[q] = std::fma(a, nn_load1<DT>(row, q), acc[q]);
-  } else {
-    for (size_t q = 0; q < n; ++q) acc[q] = nn_mul_add(a, nn_load1<DT>(row, q), acc[q]);
-  }
+  for (size_t q = 0; q < n; ++q) acc[q] = nn_madd(fused, a, nn_load1<DT>(row, q), acc[q]);
 }
 template <DType DT>
 inline void vmax(float* acc, const void* row, size_t n) noexcept {
@@ -1499,11 +1499,10 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
     size_t q = 0;                                                                                       \
     if (fused) {                                                                                        \
       for (; q + V::L <= n; q += V::L) V::store(acc + q, V::fma(av, load<DT>(row, q), V::loadf(acc + q))); \
-      for (; q < n; ++q) acc[q] = std::fma(a, nn_load1<DT>(row, q), acc[q]); /* fused, as the vectors */ \
     } else {                                                                                            \
       for (; q + V::L <= n; q += V::L) V::store(acc + q, V::mul_add(av, load<DT>(row, q), V::loadf(acc + q))); \
-      for (; q < n; ++q) acc[q] = nn_mul_add(a, nn_load1<DT>(row, q), acc[q]);                          \
     }                                                                                                   \
+    for (; q < n; ++q) acc[q] = nn_madd(fused, a, nn_load1<DT>(row, q), acc[q]); /* as the vectors */   \
   }                                                                                                     \
   /* bag() on NV vectors from element q, the rows read through the indices in one pass (as      */ \
   /* fbgemm does): the loads of the next rows issue while this one is summed.                     */ \
@@ -1558,7 +1557,7 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
         if (max_op) {                                                                                   \
           s = kept == 0 || v > s ? v : s;                                                               \
         } else {                                                                                        \
-          s = padding < 0 ? std::fma(psw ? psw[i] : 1.0f, v, s) : nn_mul_add(psw ? psw[i] : 1.0f, v, s); /* as the vectors */ \
+          s = nn_madd(padding < 0, psw ? psw[i] : 1.0f, v, s); /* as the vectors */                      \
         }                                                                                               \
         ++kept;                                                                                         \
       }                                                                                                 \
@@ -7684,6 +7683,13 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   auto numbered_data = [](std::string_view rest, uint64_t records, uint32_t* n) {  // "data/<n>", n < a bound
     return decimal_key(rest.substr(5), n) && *n < 2 * records + 4096;
   };
+  // A stored record's bytes where the source holds them in memory (its local header as
+  // expected), or nullptr.
+  auto in_memory = [base](const ZipArchive& z, const ZipEntry& e) -> const uint8_t* {
+    uint64_t off;
+    const bool here = base != nullptr && e.method == 0 && e.compressed_size == e.uncompressed_size && z.try_data_offset(e, &off);
+    return here ? base + off : nullptr;
+  };
   auto take = [&](const ZipArchive& z, const ZipEntry& e) {
     const std::string_view name = e.name;
     if (!walk_has_prefix) {
@@ -7702,13 +7708,9 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     const size_t index = z.entries().size();  // its index, if kept
     DataRecord* r = numbered_data(rest, z.record_count(), &n) ? claim(n, index) : nullptr;
     if (r == nullptr) return true;
-    uint64_t off;
-    if (base != nullptr && e.method == 0 && e.compressed_size == e.uncompressed_size && z.try_data_offset(e, &off)) {
-      *r = DataRecord{base + off, e.uncompressed_size, StringIndex::npos};  // taken out
-      return false;
-    }
-    *r = DataRecord{nullptr, e.uncompressed_size, static_cast<uint32_t>(index)};
-    return true;
+    const uint8_t* data = in_memory(z, e);
+    *r = DataRecord{data, e.uncompressed_size, data != nullptr ? StringIndex::npos : static_cast<uint32_t>(index)};
+    return data == nullptr;  // taken out when its bytes are at hand
   };
   PTREAD_TRY(ZipArchive zip, ZipArchive::open(src, opt.limits, take));
   // The folder holding data.pkl; the shallowest wins.
@@ -7768,10 +7770,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
       if (k >= walk_from) continue;  // counted and numbered by the walk
       ++data_records;
       if (DataRecord* r = numbered_data(rest, zip.record_count(), &n) ? claim(n, k) : nullptr) {
-        uint64_t off;
-        const bool here = base != nullptr && e.method == 0 && e.compressed_size == e.uncompressed_size &&
-                          zip.try_data_offset(e, &off);
-        *r = DataRecord{here ? base + off : nullptr, e.uncompressed_size, static_cast<uint32_t>(k)};
+        *r = DataRecord{in_memory(zip, e), e.uncompressed_size, static_cast<uint32_t>(k)};
       }
     } else if (rest.size() > 8 && starts_with(rest, "code/") && ends_with(rest, ".py")) {
       code_files.push_back(&e);
@@ -7882,40 +7881,32 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
       return make_error(ErrorCode::storage_too_small, "storage record '" + name + "' holds " + std::to_string(held) +
                                                           " bytes; data.pkl says it holds " + std::to_string(nbytes));
     }
+    Bytes b;
     if (r != nullptr && r->data != nullptr) {
-      // Stored, in memory (the walk may have kept no entry for it): swapped or copied here.
-      PTREAD_TRY(auto buf, allocate_aligned(static_cast<size_t>(held)));
-      std::memcpy(buf.get(), r->data, static_cast<size_t>(held));
-      if (swapped) byteswap_elements(buf.get(), static_cast<size_t>(held), dtype_swap_unit(dtype));
-      const uint8_t* p = buf.get();
-      return std::make_shared<const Storage>(p, static_cast<size_t>(held), std::move(buf));
+      b = Bytes{r->data, static_cast<size_t>(held), nullptr};  // in memory (the walk may have kept no entry)
+    } else {
+      if (!swapped && !copy_storages) {
+        PTREAD_TRY(const uint8_t* p, z.view(*e));
+        if (p != nullptr) return view_storage(p, e->uncompressed_size);  // a view of the source
+      }
+      if (copy_storages && !swapped && e->method == 0 && z.source().base() == nullptr) {
+        // Read mode: the buffer now, its bytes after the pickle (run_fill_jobs).
+        PTREAD_TRY(uint64_t off, z.stored_offset(*e));
+        const size_t size = static_cast<size_t>(e->uncompressed_size);
+        PTREAD_TRY(auto buf, allocate_aligned(size));
+        fill->push_back({off, buf.get(), size});
+        const uint8_t* p = buf.get();
+        return std::make_shared<const Storage>(p, size, std::move(buf));
+      }
+      PTREAD_TRY(b, z.read(*e));
     }
-    if (!swapped && !copy_storages) {
-      PTREAD_TRY(const uint8_t* p, z.view(*e));
-      if (p != nullptr) return view_storage(p, e->uncompressed_size);  // a view of the source
-    }
-    if (copy_storages && !swapped && e->method == 0 && z.source().base() == nullptr) {
-      // Read mode: the buffer now, its bytes after the pickle (run_fill_jobs).
-      PTREAD_TRY(uint64_t off, z.stored_offset(*e));
-      const size_t size = static_cast<size_t>(e->uncompressed_size);
-      PTREAD_TRY(auto buf, allocate_aligned(size));
-      fill->push_back({off, buf.get(), size});
-      const uint8_t* p = buf.get();
-      return std::make_shared<const Storage>(p, size, std::move(buf));
-    }
-    PTREAD_TRY(Bytes b, z.read(*e));
-    const bool owned = b.owner.get() != static_cast<const void*>(&z.source());
-    if (swapped) {
-      // Stored big-endian: convert into a buffer of our own (never write to the mapping).
+    // Bytes of the source (not inflated into a buffer of their own) are copied for read mode,
+    // and stored big-endian ones are converted in a buffer of our own (never in the mapping).
+    const bool of_source = b.owner == nullptr || b.owner.get() == static_cast<const void*>(&z.source());
+    if (swapped || (copy_storages && of_source)) {
       PTREAD_TRY(auto buf, allocate_aligned(b.size));
       std::memcpy(buf.get(), b.data, b.size);
-      byteswap_elements(buf.get(), b.size, dtype_swap_unit(dtype));
-      const uint8_t* p = buf.get();
-      return std::make_shared<const Storage>(p, b.size, std::move(buf));
-    }
-    if (copy_storages && !owned) {
-      PTREAD_TRY(auto buf, allocate_aligned(b.size));
-      std::memcpy(buf.get(), b.data, b.size);
+      if (swapped) byteswap_elements(buf.get(), b.size, dtype_swap_unit(dtype));
       const uint8_t* p = buf.get();
       return std::make_shared<const Storage>(p, b.size, std::move(buf));
     }

@@ -97,6 +97,10 @@ inline float nn_mul_add(float a, float b, float c) noexcept {
 #endif
   return c + p;
 }
+// c + a * b as one fused multiply-add, or (fused false) as nn_mul_add.
+inline float nn_madd(bool fused, float a, float b, float c) noexcept {
+  return fused ? std::fma(a, b, c) : nn_mul_add(a, b, c);
+}
 
 // ---- generic kernels -------------------------------------------------------------------
 namespace nn_generic {
@@ -131,11 +135,7 @@ inline void widen(const void* src, float* dst, size_t n) noexcept {
 }
 template <DType DT>
 inline void axpy(float* acc, const void* row, size_t n, float a, bool fused) noexcept {
-  if (fused) {
-    for (size_t q = 0; q < n; ++q) acc[q] = std::fma(a, nn_load1<DT>(row, q), acc[q]);
-  } else {
-    for (size_t q = 0; q < n; ++q) acc[q] = nn_mul_add(a, nn_load1<DT>(row, q), acc[q]);
-  }
+  for (size_t q = 0; q < n; ++q) acc[q] = nn_madd(fused, a, nn_load1<DT>(row, q), acc[q]);
 }
 template <DType DT>
 inline void vmax(float* acc, const void* row, size_t n) noexcept {
@@ -265,11 +265,10 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
     size_t q = 0;                                                                                       \
     if (fused) {                                                                                        \
       for (; q + V::L <= n; q += V::L) V::store(acc + q, V::fma(av, load<DT>(row, q), V::loadf(acc + q))); \
-      for (; q < n; ++q) acc[q] = std::fma(a, nn_load1<DT>(row, q), acc[q]); /* fused, as the vectors */ \
     } else {                                                                                            \
       for (; q + V::L <= n; q += V::L) V::store(acc + q, V::mul_add(av, load<DT>(row, q), V::loadf(acc + q))); \
-      for (; q < n; ++q) acc[q] = nn_mul_add(a, nn_load1<DT>(row, q), acc[q]);                          \
     }                                                                                                   \
+    for (; q < n; ++q) acc[q] = nn_madd(fused, a, nn_load1<DT>(row, q), acc[q]); /* as the vectors */   \
   }                                                                                                     \
   /* bag() on NV vectors from element q, the rows read through the indices in one pass (as      */ \
   /* fbgemm does): the loads of the next rows issue while this one is summed.                     */ \
@@ -324,7 +323,7 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
         if (max_op) {                                                                                   \
           s = kept == 0 || v > s ? v : s;                                                               \
         } else {                                                                                        \
-          s = padding < 0 ? std::fma(psw ? psw[i] : 1.0f, v, s) : nn_mul_add(psw ? psw[i] : 1.0f, v, s); /* as the vectors */ \
+          s = nn_madd(padding < 0, psw ? psw[i] : 1.0f, v, s); /* as the vectors */                      \
         }                                                                                               \
         ++kept;                                                                                         \
       }                                                                                                 \
