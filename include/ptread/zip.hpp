@@ -264,7 +264,9 @@ class ZipArchive {
       z.uncompressed_size = le32(h + 24);
       z.local_header_offset = le32(h + 42);
       z.name = std::string_view(reinterpret_cast<const char*>(h + 46), name_len);
-      PTREAD_CHECK(apply_zip64_extra(h + 46 + name_len, extra_len, &z));
+      if (z.uncompressed_size == 0xffffffffu || z.compressed_size == 0xffffffffu || z.local_header_offset == 0xffffffffu) {
+        PTREAD_CHECK(apply_zip64_extra(h + 46 + name_len, extra_len, &z));
+      }
       if (z.local_header_offset >= cd_offset) {
         return make_error(ErrorCode::zip_record_out_of_bounds,
                           "zip: record '" + std::string(z.name) + "' has its header at byte " +

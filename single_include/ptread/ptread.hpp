@@ -5711,6 +5711,50 @@ namespace detail {
 // Loads the bytes of storage `key` holding at least `nbytes` bytes.
 using StorageLoader = std::function<Result<std::shared_ptr<const Storage>>(std::string_view key, uint64_t nbytes, DType dtype)>;
 
+// Storages that are views of one source, made in blocks: each Storage object lives in a
+// block that the storages in it share through aliasing shared_ptrs (one allocation and one
+// reference count per block, not per storage); the block keeps the source.
+class StorageViews {
+ public:
+  StorageViews(std::shared_ptr<const void> owner, size_t block_size)
+      : owner_(std::move(owner)), block_size_(std::max<size_t>(block_size, 1)) {}
+  std::shared_ptr<const Storage> make(const uint8_t* p, uint64_t size) {
+    if (!block_ || block_->size == block_->capacity) block_ = std::make_shared<Block>(owner_, block_size_);
+    // No owner of its own: the aliasing pointer keeps the block, and the block the source.
+    Storage* st = ::new (static_cast<void*>(block_->storages + block_->size)) Storage(p, static_cast<size_t>(size), nullptr);
+    ++block_->size;
+    return std::shared_ptr<const Storage>(block_, st);
+  }
+
+ private:
+  struct Block {
+    std::shared_ptr<const void> owner;
+    Storage* storages = nullptr;  // capacity Storage objects, size of them made
+    size_t size = 0;
+    size_t capacity = 0;
+    Block(std::shared_ptr<const void> o, size_t cap)
+        : owner(std::move(o)), storages(static_cast<Storage*>(block_alloc(cap * sizeof(Storage)))), capacity(cap) {}
+    Block(const Block&) = delete;
+    Block& operator=(const Block&) = delete;
+    ~Block() {
+      for (size_t k = 0; k < size; ++k) storages[k].~Storage();
+      block_free(storages, capacity * sizeof(Storage));
+    }
+  };
+  std::shared_ptr<const void> owner_;
+  size_t block_size_;
+  std::shared_ptr<Block> block_;
+};
+
+// The stored record that storage key "<n>" names, as a reader found it: its bytes when they
+// are in memory as they are (else data is nullptr), its size, and the reader's own index
+// of it (StringIndex::npos: none).
+struct StoredRecord {
+  const uint8_t* data;
+  uint64_t size;
+  uint32_t entry;
+};
+
 // What TorchHooks::call does with a global; cached in the global's node (Node::tag).
 enum GlobalTag : uint8_t {
   kGlobalUnclassified = 0,
@@ -5742,6 +5786,14 @@ class TorchHooks : public PickleHooks {
  public:
   TorchHooks(Model& m, StorageLoader loader, const Limits& limits)
       : m_(m), loader_(std::move(loader)), limits_(limits) {}
+
+  // Numbered storage keys whose record is in memory and large enough become views made by
+  // `views` (what the loader would make of them) without a call to the loader. For
+  // storages that need nothing else: not byte-swapped, not copied.
+  void set_stored_records(const SegmentedVector<StoredRecord>* records, StorageViews* views) {
+    records_ = records;
+    record_views_ = views;
+  }
 
   // Room for n storages (a hint: a zip archive's count of data records).
   void expect_storages(size_t n) {
@@ -5905,7 +5957,13 @@ class TorchHooks : public PickleHooks {
                               " bytes but was first referenced with " + std::to_string(st.nbytes()));
       }
     } else {
-      PTREAD_TRY(auto st, loader_(key, nbytes, dtype));
+      std::shared_ptr<const Storage> st;
+      const StoredRecord* r = numbered && records_ != nullptr && number < records_->size() ? &(*records_)[number] : nullptr;
+      if (r != nullptr && r->data != nullptr && r->size >= nbytes) {
+        st = record_views_->make(r->data, r->size);
+      } else {
+        PTREAD_TRY(st, loader_(key, nbytes, dtype));
+      }
       if (!held) key = g.intern(key);  // the index keeps views
       index = add_storage(key, numbered, number, std::move(st), dtype);
     }
@@ -6324,6 +6382,8 @@ class TorchHooks : public PickleHooks {
 
   Model& m_;
   StorageLoader loader_;
+  const SegmentedVector<StoredRecord>* records_ = nullptr;  // set_stored_records
+  StorageViews* record_views_ = nullptr;
   const Limits& limits_;
   std::vector<uint32_t> storage_by_number_;  // decimal keys: storage_by_number_[n], or npos
   std::vector<std::pair<std::string_view, uint32_t>> hashed_keys_;  // the other keys (views held by the graph), their storage
@@ -7478,7 +7538,9 @@ class ZipArchive {
       z.uncompressed_size = le32(h + 24);
       z.local_header_offset = le32(h + 42);
       z.name = std::string_view(reinterpret_cast<const char*>(h + 46), name_len);
-      PTREAD_CHECK(apply_zip64_extra(h + 46 + name_len, extra_len, &z));
+      if (z.uncompressed_size == 0xffffffffu || z.compressed_size == 0xffffffffu || z.local_header_offset == 0xffffffffu) {
+        PTREAD_CHECK(apply_zip64_extra(h + 46 + name_len, extra_len, &z));
+      }
       if (z.local_header_offset >= cd_offset) {
         return make_error(ErrorCode::zip_record_out_of_bounds,
                           "zip: record '" + std::string(z.name) + "' has its header at byte " +
@@ -7659,11 +7721,9 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   // the first data.pkl out as it meets them (bytes in memory, no ZipEntry: read in file
   // order, no second pass over 100,000 entries). The first of equal names wins, as in
   // ZipArchive::find.
-  struct DataRecord {
-    const uint8_t* data;  // nullptr: read it through the ZipArchive
-    uint64_t size;
-    uint32_t entry;       // StringIndex::npos: not in zip.entries()
-  };
+  // (StoredRecord: data nullptr means read it through the ZipArchive; entry
+  // StringIndex::npos means not in zip.entries().)
+  using DataRecord = StoredRecord;
   BlockPool pool;  // data_by_number's blocks
   SegmentedVector<DataRecord> data_by_number(&pool);
   size_t data_records = 0;  // all data/ records under the folder, numbered or not
@@ -7681,7 +7741,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     return empty || later ? &r : nullptr;
   };
   auto numbered_data = [](std::string_view rest, uint64_t records, uint32_t* n) {  // "data/<n>", n < a bound
-    return decimal_key(rest.substr(5), n) && *n < 2 * records + 4096;
+    return decimal_key(std::string_view(rest.data() + 5, rest.size() - 5), n) && *n < 2 * records + 4096;  // rest: "data/..."
   };
   // A stored record's bytes where the source holds them in memory (its local header as
   // expected), or nullptr.
@@ -7701,7 +7761,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
       return true;
     }
     if (name.size() <= walk_prefix.size() + 5 || !starts_with(name, walk_prefix)) return true;
-    const std::string_view rest = name.substr(walk_prefix.size());
+    const std::string_view rest(name.data() + walk_prefix.size(), name.size() - walk_prefix.size());  // a longer name
     if (!starts_with(rest, "data/")) return true;
     ++data_records;
     uint32_t n = 0;
@@ -7824,37 +7884,13 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   const bool copy_storages = opt.mode == LoadMode::read;
   const bool swap = m.big_endian;
   const ZipArchive& z = zip;
-  // Storages that are views of the source share one allocation: blocks of Storage
-  // objects, each handed out through an aliasing shared_ptr. Storages that own their bytes
-  // (read mode, byte-swapped, inflated) are allocated one by one, so each buffer is freed
-  // as soon as its last tensor is.
-  struct StorageBlock {
-    std::shared_ptr<const void> owner;  // the source
-    Storage* storages = nullptr;        // capacity Storage objects, size of them made
-    size_t size = 0;
-    size_t capacity = 0;
-    StorageBlock(std::shared_ptr<const void> o, size_t cap)
-        : owner(std::move(o)), storages(static_cast<Storage*>(block_alloc(cap * sizeof(Storage)))), capacity(cap) {}
-    StorageBlock(const StorageBlock&) = delete;
-    StorageBlock& operator=(const StorageBlock&) = delete;
-    ~StorageBlock() {
-      for (size_t k = 0; k < size; ++k) storages[k].~Storage();
-      block_free(storages, capacity * sizeof(Storage));
-    }
-  };
-  std::shared_ptr<StorageBlock> block;
-  const size_t block_size = static_cast<size_t>(std::max<uint64_t>(zip.record_count(), 1));
-  const std::shared_ptr<const void> source_owner = src;
-  auto view_storage = [&block, block_size, &source_owner](const uint8_t* p, uint64_t size) {
-    if (!block || block->size == block->capacity) block = std::make_shared<StorageBlock>(source_owner, block_size);
-    // No owner of its own: the aliasing pointer keeps the block, and the block the source.
-    Storage* st = ::new (static_cast<void*>(block->storages + block->size)) Storage(p, static_cast<size_t>(size), nullptr);
-    ++block->size;
-    return std::shared_ptr<const Storage>(block, st);
-  };
+  // Storages that are views of the source share blocks of Storage objects (StorageViews).
+  // Storages that own their bytes (read mode, byte-swapped, inflated) are allocated one by
+  // one, so each buffer is freed as soon as its last tensor is.
+  StorageViews views(src, static_cast<size_t>(std::max<uint64_t>(zip.record_count(), 1)));
   std::string name;
   const char* dir = "data/";  // constants.pkl's storages are under constants/
-  StorageLoader loader = [&z, &data_by_number, &name, &prefix, &view_storage, &dir, copy_storages, swap, fill](
+  StorageLoader loader = [&z, &data_by_number, &name, &prefix, &views, &dir, copy_storages, swap, fill](
                              std::string_view key, uint64_t nbytes, DType dtype) -> Result<std::shared_ptr<const Storage>> {
     const bool swapped = swap && dtype_swap_unit(dtype) > 1;
     const ZipEntry* e = nullptr;
@@ -7863,7 +7899,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     if (dir[0] == 'd' && decimal_key(key, &n) && n < data_by_number.size()) {
       r = &data_by_number[n];
       if (r->data != nullptr && !swapped && !copy_storages && r->size >= nbytes) {
-        return view_storage(r->data, r->size);  // what the checks below come to
+        return views.make(r->data, r->size);  // what the checks below come to
       }
       if (r->data == nullptr && r->entry == StringIndex::npos) r = nullptr;  // no such record
       if (r != nullptr && r->entry != StringIndex::npos) e = &z.entries()[r->entry];
@@ -7887,7 +7923,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     } else {
       if (!swapped && !copy_storages) {
         PTREAD_TRY(const uint8_t* p, z.view(*e));
-        if (p != nullptr) return view_storage(p, e->uncompressed_size);  // a view of the source
+        if (p != nullptr) return views.make(p, e->uncompressed_size);  // a view of the source
       }
       if (copy_storages && !swapped && e->method == 0 && z.source().base() == nullptr) {
         // Read mode: the buffer now, its bytes after the pickle (run_fill_jobs).
@@ -7916,6 +7952,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   // Usually one tensor per storage record: room for that many.
   TorchHooks hooks(m, loader, opt.limits);
   hooks.expect_storages(data_records);
+  if (!swap && !copy_storages) hooks.set_stored_records(&data_by_number, &views);  // views without the loader
   PickleVM vm(m.graph, hooks, opt.limits, std::string(pkl->name));
   vm.set_tensor_runs(opt.tensor_runs);
   PTREAD_TRY(m.root, vm.run(pickle.data, pickle.size));

@@ -36,6 +36,50 @@ namespace detail {
 // Loads the bytes of storage `key` holding at least `nbytes` bytes.
 using StorageLoader = std::function<Result<std::shared_ptr<const Storage>>(std::string_view key, uint64_t nbytes, DType dtype)>;
 
+// Storages that are views of one source, made in blocks: each Storage object lives in a
+// block that the storages in it share through aliasing shared_ptrs (one allocation and one
+// reference count per block, not per storage); the block keeps the source.
+class StorageViews {
+ public:
+  StorageViews(std::shared_ptr<const void> owner, size_t block_size)
+      : owner_(std::move(owner)), block_size_(std::max<size_t>(block_size, 1)) {}
+  std::shared_ptr<const Storage> make(const uint8_t* p, uint64_t size) {
+    if (!block_ || block_->size == block_->capacity) block_ = std::make_shared<Block>(owner_, block_size_);
+    // No owner of its own: the aliasing pointer keeps the block, and the block the source.
+    Storage* st = ::new (static_cast<void*>(block_->storages + block_->size)) Storage(p, static_cast<size_t>(size), nullptr);
+    ++block_->size;
+    return std::shared_ptr<const Storage>(block_, st);
+  }
+
+ private:
+  struct Block {
+    std::shared_ptr<const void> owner;
+    Storage* storages = nullptr;  // capacity Storage objects, size of them made
+    size_t size = 0;
+    size_t capacity = 0;
+    Block(std::shared_ptr<const void> o, size_t cap)
+        : owner(std::move(o)), storages(static_cast<Storage*>(block_alloc(cap * sizeof(Storage)))), capacity(cap) {}
+    Block(const Block&) = delete;
+    Block& operator=(const Block&) = delete;
+    ~Block() {
+      for (size_t k = 0; k < size; ++k) storages[k].~Storage();
+      block_free(storages, capacity * sizeof(Storage));
+    }
+  };
+  std::shared_ptr<const void> owner_;
+  size_t block_size_;
+  std::shared_ptr<Block> block_;
+};
+
+// The stored record that storage key "<n>" names, as a reader found it: its bytes when they
+// are in memory as they are (else data is nullptr), its size, and the reader's own index
+// of it (StringIndex::npos: none).
+struct StoredRecord {
+  const uint8_t* data;
+  uint64_t size;
+  uint32_t entry;
+};
+
 // What TorchHooks::call does with a global; cached in the global's node (Node::tag).
 enum GlobalTag : uint8_t {
   kGlobalUnclassified = 0,
@@ -67,6 +111,14 @@ class TorchHooks : public PickleHooks {
  public:
   TorchHooks(Model& m, StorageLoader loader, const Limits& limits)
       : m_(m), loader_(std::move(loader)), limits_(limits) {}
+
+  // Numbered storage keys whose record is in memory and large enough become views made by
+  // `views` (what the loader would make of them) without a call to the loader. For
+  // storages that need nothing else: not byte-swapped, not copied.
+  void set_stored_records(const SegmentedVector<StoredRecord>* records, StorageViews* views) {
+    records_ = records;
+    record_views_ = views;
+  }
 
   // Room for n storages (a hint: a zip archive's count of data records).
   void expect_storages(size_t n) {
@@ -230,7 +282,13 @@ class TorchHooks : public PickleHooks {
                               " bytes but was first referenced with " + std::to_string(st.nbytes()));
       }
     } else {
-      PTREAD_TRY(auto st, loader_(key, nbytes, dtype));
+      std::shared_ptr<const Storage> st;
+      const StoredRecord* r = numbered && records_ != nullptr && number < records_->size() ? &(*records_)[number] : nullptr;
+      if (r != nullptr && r->data != nullptr && r->size >= nbytes) {
+        st = record_views_->make(r->data, r->size);
+      } else {
+        PTREAD_TRY(st, loader_(key, nbytes, dtype));
+      }
       if (!held) key = g.intern(key);  // the index keeps views
       index = add_storage(key, numbered, number, std::move(st), dtype);
     }
@@ -649,6 +707,8 @@ class TorchHooks : public PickleHooks {
 
   Model& m_;
   StorageLoader loader_;
+  const SegmentedVector<StoredRecord>* records_ = nullptr;  // set_stored_records
+  StorageViews* record_views_ = nullptr;
   const Limits& limits_;
   std::vector<uint32_t> storage_by_number_;  // decimal keys: storage_by_number_[n], or npos
   std::vector<std::pair<std::string_view, uint32_t>> hashed_keys_;  // the other keys (views held by the graph), their storage

@@ -63,11 +63,9 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   // the first data.pkl out as it meets them (bytes in memory, no ZipEntry: read in file
   // order, no second pass over 100,000 entries). The first of equal names wins, as in
   // ZipArchive::find.
-  struct DataRecord {
-    const uint8_t* data;  // nullptr: read it through the ZipArchive
-    uint64_t size;
-    uint32_t entry;       // StringIndex::npos: not in zip.entries()
-  };
+  // (StoredRecord: data nullptr means read it through the ZipArchive; entry
+  // StringIndex::npos means not in zip.entries().)
+  using DataRecord = StoredRecord;
   BlockPool pool;  // data_by_number's blocks
   SegmentedVector<DataRecord> data_by_number(&pool);
   size_t data_records = 0;  // all data/ records under the folder, numbered or not
@@ -85,7 +83,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     return empty || later ? &r : nullptr;
   };
   auto numbered_data = [](std::string_view rest, uint64_t records, uint32_t* n) {  // "data/<n>", n < a bound
-    return decimal_key(rest.substr(5), n) && *n < 2 * records + 4096;
+    return decimal_key(std::string_view(rest.data() + 5, rest.size() - 5), n) && *n < 2 * records + 4096;  // rest: "data/..."
   };
   // A stored record's bytes where the source holds them in memory (its local header as
   // expected), or nullptr.
@@ -105,7 +103,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
       return true;
     }
     if (name.size() <= walk_prefix.size() + 5 || !starts_with(name, walk_prefix)) return true;
-    const std::string_view rest = name.substr(walk_prefix.size());
+    const std::string_view rest(name.data() + walk_prefix.size(), name.size() - walk_prefix.size());  // a longer name
     if (!starts_with(rest, "data/")) return true;
     ++data_records;
     uint32_t n = 0;
@@ -228,37 +226,13 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   const bool copy_storages = opt.mode == LoadMode::read;
   const bool swap = m.big_endian;
   const ZipArchive& z = zip;
-  // Storages that are views of the source share one allocation: blocks of Storage
-  // objects, each handed out through an aliasing shared_ptr. Storages that own their bytes
-  // (read mode, byte-swapped, inflated) are allocated one by one, so each buffer is freed
-  // as soon as its last tensor is.
-  struct StorageBlock {
-    std::shared_ptr<const void> owner;  // the source
-    Storage* storages = nullptr;        // capacity Storage objects, size of them made
-    size_t size = 0;
-    size_t capacity = 0;
-    StorageBlock(std::shared_ptr<const void> o, size_t cap)
-        : owner(std::move(o)), storages(static_cast<Storage*>(block_alloc(cap * sizeof(Storage)))), capacity(cap) {}
-    StorageBlock(const StorageBlock&) = delete;
-    StorageBlock& operator=(const StorageBlock&) = delete;
-    ~StorageBlock() {
-      for (size_t k = 0; k < size; ++k) storages[k].~Storage();
-      block_free(storages, capacity * sizeof(Storage));
-    }
-  };
-  std::shared_ptr<StorageBlock> block;
-  const size_t block_size = static_cast<size_t>(std::max<uint64_t>(zip.record_count(), 1));
-  const std::shared_ptr<const void> source_owner = src;
-  auto view_storage = [&block, block_size, &source_owner](const uint8_t* p, uint64_t size) {
-    if (!block || block->size == block->capacity) block = std::make_shared<StorageBlock>(source_owner, block_size);
-    // No owner of its own: the aliasing pointer keeps the block, and the block the source.
-    Storage* st = ::new (static_cast<void*>(block->storages + block->size)) Storage(p, static_cast<size_t>(size), nullptr);
-    ++block->size;
-    return std::shared_ptr<const Storage>(block, st);
-  };
+  // Storages that are views of the source share blocks of Storage objects (StorageViews).
+  // Storages that own their bytes (read mode, byte-swapped, inflated) are allocated one by
+  // one, so each buffer is freed as soon as its last tensor is.
+  StorageViews views(src, static_cast<size_t>(std::max<uint64_t>(zip.record_count(), 1)));
   std::string name;
   const char* dir = "data/";  // constants.pkl's storages are under constants/
-  StorageLoader loader = [&z, &data_by_number, &name, &prefix, &view_storage, &dir, copy_storages, swap, fill](
+  StorageLoader loader = [&z, &data_by_number, &name, &prefix, &views, &dir, copy_storages, swap, fill](
                              std::string_view key, uint64_t nbytes, DType dtype) -> Result<std::shared_ptr<const Storage>> {
     const bool swapped = swap && dtype_swap_unit(dtype) > 1;
     const ZipEntry* e = nullptr;
@@ -267,7 +241,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     if (dir[0] == 'd' && decimal_key(key, &n) && n < data_by_number.size()) {
       r = &data_by_number[n];
       if (r->data != nullptr && !swapped && !copy_storages && r->size >= nbytes) {
-        return view_storage(r->data, r->size);  // what the checks below come to
+        return views.make(r->data, r->size);  // what the checks below come to
       }
       if (r->data == nullptr && r->entry == StringIndex::npos) r = nullptr;  // no such record
       if (r != nullptr && r->entry != StringIndex::npos) e = &z.entries()[r->entry];
@@ -291,7 +265,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     } else {
       if (!swapped && !copy_storages) {
         PTREAD_TRY(const uint8_t* p, z.view(*e));
-        if (p != nullptr) return view_storage(p, e->uncompressed_size);  // a view of the source
+        if (p != nullptr) return views.make(p, e->uncompressed_size);  // a view of the source
       }
       if (copy_storages && !swapped && e->method == 0 && z.source().base() == nullptr) {
         // Read mode: the buffer now, its bytes after the pickle (run_fill_jobs).
@@ -320,6 +294,7 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   // Usually one tensor per storage record: room for that many.
   TorchHooks hooks(m, loader, opt.limits);
   hooks.expect_storages(data_records);
+  if (!swap && !copy_storages) hooks.set_stored_records(&data_by_number, &views);  // views without the loader
   PickleVM vm(m.graph, hooks, opt.limits, std::string(pkl->name));
   vm.set_tensor_runs(opt.tensor_runs);
   PTREAD_TRY(m.root, vm.run(pickle.data, pickle.size));
