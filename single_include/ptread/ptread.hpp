@@ -4402,6 +4402,12 @@ class StringIndex {
 // costs more than a wake-up call. Tasks are claimed through one 64-bit counter that holds
 // the job's generation, so a worker that wakes late cannot claim a task of a later job.
 // One job runs at a time; a call made while another thread's job runs computes serially.
+// A worker the system refuses to start (EAGAIN: a process or memory limit) is not an
+// error: the job runs on the threads there are, the caller's at least. Workers start through
+// pthread_create on POSIX systems, whose failure is a return code: std::thread would throw,
+// or abort under -fno-exceptions.
+
+// #include "../config.hpp": inlined above
 
 #include <algorithm>
 #include <atomic>
@@ -4409,8 +4415,15 @@ class StringIndex {
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <vector>
+
+#if PTREAD_POSIX
+#include <pthread.h>
+#elif PTREAD_EXCEPTIONS
+#include <system_error>
+#endif
 
 namespace ptread {
 namespace detail {
@@ -4431,6 +4444,9 @@ class WorkerPool {
     return pool;
   }
 
+  // A pool of its own (the process-wide one is instance()); max_workers caps the workers it
+  // may start, as a system that refuses the next thread would.
+  explicit WorkerPool(unsigned max_workers = kMaxWorkers) : max_workers_(std::min(max_workers, kMaxWorkers)) {}
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
   ~WorkerPool() {
@@ -4439,7 +4455,17 @@ class WorkerPool {
       stop_ = true;
     }
     wake_.notify_all();
+#if PTREAD_POSIX
+    for (pthread_t t : workers_) pthread_join(t, nullptr);
+#else
     for (auto& t : workers_) t.join();
+#endif
+  }
+
+  // The workers started so far.
+  size_t workers() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return workers_.size();
   }
 
   template <class F>
@@ -4454,23 +4480,28 @@ class WorkerPool {
       for (size_t t = 0; t < tasks; ++t) fn(t);
       return;
     }
-    const unsigned helpers = static_cast<unsigned>(
+    unsigned helpers = static_cast<unsigned>(
         std::min<size_t>({static_cast<size_t>(threads - 1), tasks - 1, size_t{kMaxWorkers}}));
-    uint64_t gen;
+    uint64_t gen = 0;
     {
       std::lock_guard<std::mutex> lock(m_);
-      while (workers_.size() < helpers) {
-        const unsigned id = static_cast<unsigned>(workers_.size());
-        workers_.emplace_back([this, id] { worker_loop(id); });
+      while (workers_.size() < helpers && start_worker(static_cast<unsigned>(workers_.size()))) {
       }
-      gen = ++gen_;
-      published_.store(gen, std::memory_order_release);
-      call_ = [](void* ctx, size_t t) { (*static_cast<F*>(ctx))(t); };
-      ctx_ = &fn;
-      tasks_ = static_cast<uint32_t>(tasks);
-      active_ = helpers;
-      done_.store(0, std::memory_order_relaxed);
-      next_.store(gen << 32, std::memory_order_release);
+      helpers = std::min(helpers, static_cast<unsigned>(workers_.size()));  // those the system gave
+      if (helpers != 0) {
+        gen = ++gen_;
+        published_.store(gen, std::memory_order_release);
+        call_ = [](void* ctx, size_t t) { (*static_cast<F*>(ctx))(t); };
+        ctx_ = &fn;
+        tasks_ = static_cast<uint32_t>(tasks);
+        active_ = helpers;
+        done_.store(0, std::memory_order_relaxed);
+        next_.store(gen << 32, std::memory_order_release);
+      }
+    }
+    if (helpers == 0) {  // no thread but the caller's
+      for (size_t t = 0; t < tasks; ++t) fn(t);
+      return;
     }
     wake_.notify_all();
     size_t mine = 0;
@@ -4484,7 +4515,40 @@ class WorkerPool {
   }
 
  private:
-  WorkerPool() = default;
+  // Starts worker `id` (with m_ held); false when the system refuses a thread.
+  bool start_worker(unsigned id) {
+    if (workers_.size() >= max_workers_) return false;
+    workers_.reserve(workers_.size() + 1);  // before the thread: it is joined if it exists
+#if PTREAD_POSIX
+    struct Start {
+      WorkerPool* pool;
+      unsigned id;
+    };
+    Start* start = new (std::nothrow) Start{this, id};
+    if (start == nullptr) return false;
+    pthread_t t;
+    auto entry = [](void* arg) -> void* {
+      const Start st = *static_cast<Start*>(arg);
+      delete static_cast<Start*>(arg);
+      st.pool->worker_loop(st.id);
+      return nullptr;
+    };
+    if (pthread_create(&t, nullptr, +entry, start) != 0) {
+      delete start;
+      return false;
+    }
+    workers_.push_back(t);
+#elif PTREAD_EXCEPTIONS
+    try {
+      workers_.emplace_back([this, id] { worker_loop(id); });
+    } catch (const std::system_error&) {
+      return false;
+    }
+#else
+    workers_.emplace_back([this, id] { worker_loop(id); });
+#endif
+    return true;
+  }
 
   bool claim(uint64_t gen, uint32_t tasks, size_t* task) {
     uint64_t v = next_.load(std::memory_order_acquire);
@@ -4532,9 +4596,14 @@ class WorkerPool {
   }
 
   std::mutex job_mutex_;  // one job at a time
-  std::mutex m_;
+  mutable std::mutex m_;
   std::condition_variable wake_, finished_;
+#if PTREAD_POSIX
+  std::vector<pthread_t> workers_;
+#else
   std::vector<std::thread> workers_;
+#endif
+  const unsigned max_workers_;
   bool stop_ = false;
   uint64_t gen_ = 0;
   void (*call_)(void*, size_t) = nullptr;

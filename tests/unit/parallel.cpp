@@ -1,0 +1,100 @@
+// The worker pool behind the nn layers' threads and read mode's storage reads: every task
+// runs once, whatever number of threads the system lets it start.
+#include <catch2/catch.hpp>
+
+#include <ptread/ptread.hpp>
+
+#include <atomic>
+#include <cstdio>
+#include <vector>
+
+#if PTREAD_POSIX
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
+
+namespace {
+
+using ptread::detail::WorkerPool;
+
+// Runs `tasks` tasks on `pool` with `threads` threads; how often each task ran.
+std::vector<int> run_counted(WorkerPool& pool, unsigned threads, size_t tasks) {
+  std::vector<std::atomic<int>> ran(tasks);
+  auto fn = [&](size_t t) { ran[t].fetch_add(1, std::memory_order_relaxed); };
+  pool.run(threads, tasks, fn);
+  std::vector<int> out;
+  for (auto& r : ran) out.push_back(r.load());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the worker pool runs every task once on the threads the system gives it", "[parallel]") {
+  const std::vector<int> once(1000, 1);
+  SECTION("as many as asked") {
+    WorkerPool pool;
+    CHECK(run_counted(pool, 3, 1000) == once);
+    CHECK(pool.workers() == 2);  // the caller is the third
+    CHECK(run_counted(pool, 3, 1000) == once);  // and again, on the same workers
+    CHECK(pool.workers() == 2);
+  }
+  SECTION("fewer than asked: one worker started, the next refused") {
+    WorkerPool pool(1);
+    CHECK(run_counted(pool, 4, 1000) == once);
+    CHECK(pool.workers() == 1);
+  }
+  SECTION("none: the caller alone") {
+    WorkerPool pool(0);
+    CHECK(run_counted(pool, 4, 1000) == once);
+    CHECK(pool.workers() == 0);
+  }
+}
+
+#if PTREAD_POSIX && !PTREAD_ASAN
+// Run in a child process of its own (a fresh process, so no thread stack is cached for
+// reuse) by the test below: under an address-space limit that leaves no room for a thread's
+// stack, pthread_create fails, and the pool must compute on the caller's thread (std::thread
+// would throw, or abort under -fno-exceptions). Not under AddressSanitizer, whose shadow
+// memory does not live with such a limit.
+TEST_CASE("worker pool child: a system that refuses every thread", "[.pool-child]") {
+  long pages = 0;
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  REQUIRE(f != nullptr);
+  REQUIRE(std::fscanf(f, "%ld", &pages) == 1);
+  std::fclose(f);
+  rlimit old{};
+  REQUIRE(getrlimit(RLIMIT_AS, &old) == 0);
+  const rlim_t vm = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE));
+  rlimit tight = old;
+  tight.rlim_cur = vm + (rlim_t{1} << 19);  // 512 KiB more: less than a thread stack
+  REQUIRE(setrlimit(RLIMIT_AS, &tight) == 0);
+  std::vector<int> ran;
+  size_t workers = 0;
+  {
+    WorkerPool pool;
+    ran = run_counted(pool, 3, 100);
+    workers = pool.workers();
+  }
+  REQUIRE(setrlimit(RLIMIT_AS, &old) == 0);
+  CHECK(workers == 0);
+  CHECK(ran == std::vector<int>(100, 1));
+}
+
+TEST_CASE("the worker pool computes alone when the system refuses every thread", "[parallel]") {
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    char exe[] = "/proc/self/exe";
+    char name[] = "worker pool child: a system that refuses every thread";
+    char quiet[] = "--reporter=compact";
+    char* argv[] = {exe, name, quiet, nullptr};
+    execv(exe, argv);
+    _exit(127);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+#endif
