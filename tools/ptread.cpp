@@ -360,15 +360,28 @@ bool plain_ascii(std::string_view s) {
   if (s.empty()) return false;
   const char* p = s.data();
   size_t n = s.size();
-  // Eight bytes at a time: a byte below 0x20 borrows into its high bit, one above 0x7e
-  // carries into it (or has it set already). A borrow or carry can only spill into the
-  // next byte from a byte that fails on its own.
-  constexpr uint64_t kOnes = 0x0101010101010101u, kHighs = 0x8080808080808080u;
-  for (; n >= 8; p += 8, n -= 8) {
+  // A word at a time: a byte below 0x20 borrows into its high bit, one above 0x7e carries
+  // into it (or has it set already). A borrow or carry can only spill into the next byte
+  // from a byte that fails on its own. The last word of a text may overlap the one before.
+  auto bad8 = [](const char* q) {
+    constexpr uint64_t kOnes = 0x0101010101010101u, kHighs = 0x8080808080808080u;
     uint64_t w;
-    std::memcpy(&w, p, 8);
-    if (((w - 0x20 * kOnes) | (w + kOnes) | w) & kHighs) return false;
+    std::memcpy(&w, q, 8);
+    return (((w - 0x20 * kOnes) | (w + kOnes) | w) & kHighs) != 0;
+  };
+  auto bad4 = [](const char* q) {
+    constexpr uint32_t kOnes = 0x01010101u, kHighs = 0x80808080u;
+    uint32_t w;
+    std::memcpy(&w, q, 4);
+    return (((w - 0x20 * kOnes) | (w + kOnes) | w) & kHighs) != 0;
+  };
+  if (n >= 8) {
+    for (; n > 8; p += 8, n -= 8) {
+      if (bad8(p)) return false;
+    }
+    return !bad8(p + n - 8);
   }
+  if (n >= 4) return !bad4(p) && !bad4(p + n - 4);
   for (; n; ++p, --n) {
     if (*p < 0x20 || *p > 0x7e) return false;
   }
@@ -418,8 +431,20 @@ class TableWriter {
   }
   bool ok() const { return ok_; }
   char* pos() const { return p_; }
+  // Short texts (names, dtypes, devices: most are) are copied with two overlapping moves
+  // of a fixed size, inline, rather than by a call to memcpy.
   void text(const char* s, size_t n) {
-    std::memcpy(p_, s, n);
+    if (n > 16) {
+      std::memcpy(p_, s, n);
+    } else if (n >= 8) {
+      copy_ends<uint64_t>(s, n);
+    } else if (n >= 4) {
+      copy_ends<uint32_t>(s, n);
+    } else if (n != 0) {
+      p_[0] = s[0];
+      p_[n / 2] = s[n / 2];
+      p_[n - 1] = s[n - 1];
+    }
     p_ += n;
   }
   void text(std::string_view s) { text(s.data(), s.size()); }
@@ -448,6 +473,15 @@ class TableWriter {
   }
 
  private:
+  template <class W>  // sizeof(W) <= n <= 2 * sizeof(W)
+  void copy_ends(const char* s, size_t n) {
+    W head, tail;
+    std::memcpy(&head, s, sizeof(W));
+    std::memcpy(&tail, s + n - sizeof(W), sizeof(W));
+    std::memcpy(p_, &head, sizeof(W));
+    std::memcpy(p_ + n - sizeof(W), &tail, sizeof(W));
+  }
+
   static constexpr size_t kChunk = size_t{1} << 18;
   static constexpr size_t kSlack = 16;
   std::FILE* f_;
