@@ -9,6 +9,7 @@
 #include <vector>
 
 #if PTREAD_POSIX
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -66,8 +67,19 @@ TEST_CASE("worker pool child: a system that refuses every thread", "[.pool-child
   rlimit old{};
   REQUIRE(getrlimit(RLIMIT_AS, &old) == 0);
   const rlim_t vm = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE));
+  // Room for the test's own small allocations, not for a thread's stack (8 MiB by default:
+  // RLIMIT_STACK; glibc says what it will ask for).
+  rlim_t room = rlim_t{1} << 19;
+#ifdef __GLIBC__
+  pthread_attr_t attr;
+  size_t stack = 0;
+  if (pthread_getattr_default_np(&attr) == 0) {
+    if (pthread_attr_getstacksize(&attr, &stack) == 0 && stack / 2 < room) room = stack / 2;
+    pthread_attr_destroy(&attr);
+  }
+#endif
   rlimit tight = old;
-  tight.rlim_cur = vm + (rlim_t{1} << 19);  // 512 KiB more: less than a thread stack
+  tight.rlim_cur = vm + room;
   REQUIRE(setrlimit(RLIMIT_AS, &tight) == 0);
   std::vector<int> ran;
   size_t workers = 0;
