@@ -30,6 +30,10 @@ inline const char* format_name(Format f) noexcept {
 }
 
 struct NamedTensor {
+  // User-provided, so that emplace_back() does not zero-fill the 168 bytes before the
+  // members' own constructors run (value-initialization of an aggregate would).
+  NamedTensor() noexcept {}  // NOLINT(modernize-use-equals-default)
+  NamedTensor(std::string n, Tensor t) noexcept : name(std::move(n)), tensor(std::move(t)) {}
   std::string name;
   Tensor tensor;
 };
