@@ -5863,11 +5863,13 @@ class TorchHooks : public PickleHooks {
       : m_(m), loader_(std::move(loader)), limits_(limits) {}
 
   // Numbered storage keys whose record is in memory and large enough become views made by
-  // `views` (what the loader would make of them) without a call to the loader. For
-  // storages that need nothing else: not byte-swapped, not copied.
-  void set_stored_records(const SegmentedVector<StoredRecord>* records, StorageViews* views) {
+  // `views`, without a call to the loader: every such storage but those of multi-byte
+  // dtypes in a big-endian file (swapped: the loader converts them). Not for read mode,
+  // whose storages are copies.
+  void set_stored_records(const SegmentedVector<StoredRecord>* records, StorageViews* views, bool big_endian) {
     records_ = records;
     record_views_ = views;
+    records_big_endian_ = big_endian;
   }
 
   // Room for n storages (a hint: a zip archive's count of data records).
@@ -6034,7 +6036,7 @@ class TorchHooks : public PickleHooks {
     } else {
       std::shared_ptr<const Storage> st;
       const StoredRecord* r = numbered && records_ != nullptr && number < records_->size() ? &(*records_)[number] : nullptr;
-      if (r != nullptr && r->data != nullptr && r->size >= nbytes) {
+      if (r != nullptr && r->data != nullptr && r->size >= nbytes && !(records_big_endian_ && dtype_swap_unit(dtype) > 1)) {
         st = record_views_->make(r->data, r->size);
       } else {
         PTREAD_TRY(st, loader_(key, nbytes, dtype));
@@ -6459,6 +6461,7 @@ class TorchHooks : public PickleHooks {
   StorageLoader loader_;
   const SegmentedVector<StoredRecord>* records_ = nullptr;  // set_stored_records
   StorageViews* record_views_ = nullptr;
+  bool records_big_endian_ = false;
   const Limits& limits_;
   std::vector<uint32_t> storage_by_number_;  // decimal keys: storage_by_number_[n], or npos
   std::vector<std::pair<std::string_view, uint32_t>> hashed_keys_;  // the other keys (views held by the graph), their storage
@@ -7796,11 +7799,10 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   // the first data.pkl out as it meets them (bytes in memory, no ZipEntry: read in file
   // order, no second pass over 100,000 entries). The first of equal names wins, as in
   // ZipArchive::find.
-  // (StoredRecord: data nullptr means read it through the ZipArchive; entry
-  // StringIndex::npos means not in zip.entries().)
-  using DataRecord = StoredRecord;
+  // (A StoredRecord's data is nullptr when it is read through the ZipArchive; its entry is
+  // StringIndex::npos when it is not in zip.entries().)
   BlockPool pool;  // data_by_number's blocks
-  SegmentedVector<DataRecord> data_by_number(&pool);
+  SegmentedVector<StoredRecord> data_by_number(&pool);
   size_t data_records = 0;  // all data/ records under the folder, numbered or not
   std::string_view walk_prefix;
   bool walk_has_prefix = false;
@@ -7808,9 +7810,9 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   const uint8_t* base = src->base();
   // Slot n for a record: when no record has it yet, or when the walk gave it one that comes
   // later in the directory (entries kept after walk_from, or taken out) than this one.
-  auto claim = [&data_by_number, &walk_from](uint32_t n, size_t index) -> DataRecord* {
-    while (n >= data_by_number.size()) data_by_number.push_back(DataRecord{nullptr, 0, StringIndex::npos});
-    DataRecord& r = data_by_number[n];
+  auto claim = [&data_by_number, &walk_from](uint32_t n, size_t index) -> StoredRecord* {
+    while (n >= data_by_number.size()) data_by_number.push_back(StoredRecord{nullptr, 0, StringIndex::npos});
+    StoredRecord& r = data_by_number[n];
     const bool empty = r.data == nullptr && r.entry == StringIndex::npos;
     const bool later = !empty && index < walk_from && (r.entry == StringIndex::npos || r.entry >= walk_from);
     return empty || later ? &r : nullptr;
@@ -7841,10 +7843,10 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     ++data_records;
     uint32_t n = 0;
     const size_t index = z.entries().size();  // its index, if kept
-    DataRecord* r = numbered_data(rest, z.record_count(), &n) ? claim(n, index) : nullptr;
+    StoredRecord* r = numbered_data(rest, z.record_count(), &n) ? claim(n, index) : nullptr;
     if (r == nullptr) return true;
     const uint8_t* data = in_memory(z, e);
-    *r = DataRecord{data, e.uncompressed_size, data != nullptr ? StringIndex::npos : static_cast<uint32_t>(index)};
+    *r = StoredRecord{data, e.uncompressed_size, data != nullptr ? StringIndex::npos : static_cast<uint32_t>(index)};
     return data == nullptr;  // taken out when its bytes are at hand
   };
   PTREAD_TRY(ZipArchive zip, ZipArchive::open(src, opt.limits, take));
@@ -7904,8 +7906,8 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     if (rest.size() > 5 && starts_with(rest, "data/")) {
       if (k >= walk_from) continue;  // counted and numbered by the walk
       ++data_records;
-      if (DataRecord* r = numbered_data(rest, zip.record_count(), &n) ? claim(n, k) : nullptr) {
-        *r = DataRecord{in_memory(zip, e), e.uncompressed_size, static_cast<uint32_t>(k)};
+      if (StoredRecord* r = numbered_data(rest, zip.record_count(), &n) ? claim(n, k) : nullptr) {
+        *r = StoredRecord{in_memory(zip, e), e.uncompressed_size, static_cast<uint32_t>(k)};
       }
     } else if (rest.size() > 8 && starts_with(rest, "code/") && ends_with(rest, ".py")) {
       code_files.push_back(&e);
@@ -7969,13 +7971,10 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
                              std::string_view key, uint64_t nbytes, DType dtype) -> Result<std::shared_ptr<const Storage>> {
     const bool swapped = swap && dtype_swap_unit(dtype) > 1;
     const ZipEntry* e = nullptr;
-    const DataRecord* r = nullptr;
+    const StoredRecord* r = nullptr;
     uint32_t n = 0;
     if (dir[0] == 'd' && decimal_key(key, &n) && n < data_by_number.size()) {
-      r = &data_by_number[n];
-      if (r->data != nullptr && !swapped && !copy_storages && r->size >= nbytes) {
-        return views.make(r->data, r->size);  // what the checks below come to
-      }
+      r = &data_by_number[n];  // (one in memory that needs no copy is the hooks' own view)
       if (r->data == nullptr && r->entry == StringIndex::npos) r = nullptr;  // no such record
       if (r != nullptr && r->entry != StringIndex::npos) e = &z.entries()[r->entry];
     }
@@ -8021,13 +8020,14 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
       const uint8_t* p = buf.get();
       return std::make_shared<const Storage>(p, b.size, std::move(buf));
     }
+    if (of_source) return views.make(b.data, b.size);  // kept alive by the block, as every view
     return std::make_shared<const Storage>(b.data, b.size, std::move(b.owner));
   };
 
   // Usually one tensor per storage record: room for that many.
   TorchHooks hooks(m, loader, opt.limits);
   hooks.expect_storages(data_records);
-  if (!swap && !copy_storages) hooks.set_stored_records(&data_by_number, &views);  // views without the loader
+  if (!copy_storages) hooks.set_stored_records(&data_by_number, &views, swap);  // views without the loader
   PickleVM vm(m.graph, hooks, opt.limits, std::string(pkl->name));
   vm.set_tensor_runs(opt.tensor_runs);
   PTREAD_TRY(m.root, vm.run(pickle.data, pickle.size));

@@ -113,11 +113,13 @@ class TorchHooks : public PickleHooks {
       : m_(m), loader_(std::move(loader)), limits_(limits) {}
 
   // Numbered storage keys whose record is in memory and large enough become views made by
-  // `views` (what the loader would make of them) without a call to the loader. For
-  // storages that need nothing else: not byte-swapped, not copied.
-  void set_stored_records(const SegmentedVector<StoredRecord>* records, StorageViews* views) {
+  // `views`, without a call to the loader: every such storage but those of multi-byte
+  // dtypes in a big-endian file (swapped: the loader converts them). Not for read mode,
+  // whose storages are copies.
+  void set_stored_records(const SegmentedVector<StoredRecord>* records, StorageViews* views, bool big_endian) {
     records_ = records;
     record_views_ = views;
+    records_big_endian_ = big_endian;
   }
 
   // Room for n storages (a hint: a zip archive's count of data records).
@@ -284,7 +286,7 @@ class TorchHooks : public PickleHooks {
     } else {
       std::shared_ptr<const Storage> st;
       const StoredRecord* r = numbered && records_ != nullptr && number < records_->size() ? &(*records_)[number] : nullptr;
-      if (r != nullptr && r->data != nullptr && r->size >= nbytes) {
+      if (r != nullptr && r->data != nullptr && r->size >= nbytes && !(records_big_endian_ && dtype_swap_unit(dtype) > 1)) {
         st = record_views_->make(r->data, r->size);
       } else {
         PTREAD_TRY(st, loader_(key, nbytes, dtype));
@@ -709,6 +711,7 @@ class TorchHooks : public PickleHooks {
   StorageLoader loader_;
   const SegmentedVector<StoredRecord>* records_ = nullptr;  // set_stored_records
   StorageViews* record_views_ = nullptr;
+  bool records_big_endian_ = false;
   const Limits& limits_;
   std::vector<uint32_t> storage_by_number_;  // decimal keys: storage_by_number_[n], or npos
   std::vector<std::pair<std::string_view, uint32_t>> hashed_keys_;  // the other keys (views held by the graph), their storage
