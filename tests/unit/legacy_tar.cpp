@@ -564,7 +564,7 @@ TEST_CASE("legacy layout as this test reads it", "[legacy]") {
   }
 }
 
-TEST_CASE("every truncation of a legacy file is an error naming where it stops", "[legacy]") {
+TEST_CASE("every truncation of a legacy file is an error naming where it stops", "[legacy][sweep_legacy]") {
   for (const char* file : {"legacy_sd.pt", "legacy_views.pt", "legacy_model.pt"}) {
     SECTION(file) {
       const Bytes b = fixture(file);
@@ -686,7 +686,7 @@ TEST_CASE("tar layout as this test reads it", "[legacy]") {
   CHECK(st.views.size() == 2);
 }
 
-TEST_CASE("every truncation of a tar file is an error, up to the end of its last member", "[legacy]") {
+TEST_CASE("every truncation of a tar file is an error, up to the end of its last member", "[legacy][sweep_tar]") {
   const Bytes b = fixture("tar_sd.pt");
   const auto es = tar_entries(b);
   REQUIRE(es.size() == 4);

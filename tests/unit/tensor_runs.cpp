@@ -303,7 +303,7 @@ TEST_CASE("tensor runs: values gotten from the memo after a run are made as the 
   }
 }
 
-TEST_CASE("tensor runs: every prefix and many one-byte changes of a run read the same on and off", "[runs]") {
+TEST_CASE("tensor runs: every prefix and many one-byte changes of a run read the same on and off", "[runs][sweep_runs]") {
   const Bytes base = lazy_gets_pickle(false, false);
   size_t differ = 0, cases = 0;
   auto compare = [&](const Bytes& b) {
