@@ -33,24 +33,43 @@ for f in sorted(os.listdir(src)):
                         o.write(z.read(n))
 PY
 
-status=0
-for target in zip pickle checkpoint; do
+# One job per target (build, then fuzz), as many at a time as there are cores: each fuzzer
+# runs its full time on a core of its own, and CI waits for two targets' builds and runs
+# instead of three. Each job writes its report to a file, printed in order at the end.
+fuzz_target() {  # target; its report on stdout, its exit status 1 on a finding or build error
+  local target=$1
   echo "== fuzz_$target: building"
-  "$cxx" "${flags[@]}" "tests/fuzz/fuzz_$target.cpp" -lz -o "$out/fuzz_$target"
-  work=$out/corpus_$target
+  "$cxx" "${flags[@]}" "tests/fuzz/fuzz_$target.cpp" -lz -o "$out/fuzz_$target" 2>&1 || return 1
+  local work=$out/corpus_$target
   mkdir -p "$work" "$out/artifacts"
   echo "== fuzz_$target: ${secs}s"
   if ! "$out/fuzz_$target" -max_total_time="$secs" -rss_limit_mb=2048 -max_len=65536 -timeout=10 \
       -dict=tests/fuzz/ptread.dict -artifact_prefix="$out/artifacts/fuzz_$target-" -print_final_stats=1 \
       "$work" "$seeds/$target" 2>"$out/fuzz_$target.log"; then
-    status=1
     tail -40 "$out/fuzz_$target.log"
     mkdir -p tests/data/fuzz
     for a in "$out"/artifacts/fuzz_"$target"-*; do
       [[ -f $a ]] && cp "$a" "tests/data/fuzz/$(basename "$a")" && echo "finding saved: tests/data/fuzz/$(basename "$a")"
     done
-  else
-    grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$out/fuzz_$target.log" || true
+    return 1
+  fi
+  grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$out/fuzz_$target.log" || true
+}
+
+targets=(zip pickle checkpoint)
+cores=$(nproc 2>/dev/null || echo 1)
+for target in "${targets[@]}"; do
+  while (( $(jobs -rp | wc -l) >= cores )); do wait -n || true; done
+  rm -f "$out/fuzz_$target.status"
+  ( rc=0; fuzz_target "$target" >"$out/fuzz_$target.report" 2>&1 || rc=$?; echo "$rc" >"$out/fuzz_$target.status" ) &
+done
+wait
+status=0
+for target in "${targets[@]}"; do
+  cat "$out/fuzz_$target.report"
+  if [[ $(cat "$out/fuzz_$target.status" 2>/dev/null) != 0 ]]; then
+    echo "== fuzz_$target: FAILED"
+    status=1
   fi
 done
 exit $status
