@@ -33,13 +33,13 @@ for f in sorted(os.listdir(src)):
                         o.write(z.read(n))
 PY
 
-# One job per target (build, then fuzz), as many at a time as there are cores: each fuzzer
-# runs its full time on a core of its own, and CI waits for two targets' builds and runs
-# instead of three. Each job writes its report to a file, printed in order at the end.
-fuzz_target() {  # target; its report on stdout, its exit status 1 on a finding or build error
+# One job per target (build, then fuzz), as many at a time as there are cores
+# (tools/jobs.sh): each fuzzer runs its full time on a core of its own, and CI waits for two
+# targets' builds and runs instead of three. Reports are printed in order at the end.
+fuzz_target() {  # target: fails on a build error or a finding
   local target=$1
   echo "== fuzz_$target: building"
-  "$cxx" "${flags[@]}" "tests/fuzz/fuzz_$target.cpp" -lz -o "$out/fuzz_$target" 2>&1 || return 1
+  "$cxx" "${flags[@]}" "tests/fuzz/fuzz_$target.cpp" -lz -o "$out/fuzz_$target"
   local work=$out/corpus_$target
   mkdir -p "$work" "$out/artifacts"
   echo "== fuzz_$target: ${secs}s"
@@ -56,20 +56,10 @@ fuzz_target() {  # target; its report on stdout, its exit status 1 on a finding 
   grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$out/fuzz_$target.log" || true
 }
 
-targets=(zip pickle checkpoint)
-cores=$(nproc 2>/dev/null || echo 1)
-for target in "${targets[@]}"; do
-  while (( $(jobs -rp | wc -l) >= cores )); do wait -n || true; done
-  rm -f "$out/fuzz_$target.status"
-  ( rc=0; fuzz_target "$target" >"$out/fuzz_$target.report" 2>&1 || rc=$?; echo "$rc" >"$out/fuzz_$target.status" ) &
+# shellcheck source=tools/jobs.sh
+source "$root/tools/jobs.sh"
+jobs_init "$out/jobs"
+for target in zip pickle checkpoint; do
+  jobs_start "fuzz_$target" fuzz_target "$target"
 done
-wait
-status=0
-for target in "${targets[@]}"; do
-  cat "$out/fuzz_$target.report"
-  if [[ $(cat "$out/fuzz_$target.status" 2>/dev/null) != 0 ]]; then
-    echo "== fuzz_$target: FAILED"
-    status=1
-  fi
-done
-exit $status
+jobs_finish
