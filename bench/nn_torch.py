@@ -3,7 +3,14 @@
 
 Usage: nn_torch.py FILE [RUNS]. Prints "name median_ms" lines with the names nn_bench uses.
 torch.load and the first (warm-up) call of each case are outside the timed region.
+
+Threads: torch.set_num_threads does not reach the BLAS library that Debian's torch calls for
+F.linear (BLAS_INFO=generic: libblas.so.3, OpenBLAS's pthread build), which keeps one thread
+per core. Each thread count is therefore also set there, through openblas_set_num_threads
+in every loaded library that exports it; without that, torch's "one thread" Linear ran on
+two (4096 x 4096, M=512: 101 ms wall for 186 ms of CPU time; 169 ms on one thread).
 """
+import ctypes
 import statistics
 import sys
 import time
@@ -14,6 +21,33 @@ import torch.nn.functional as F
 path = sys.argv[1]
 runs = int(sys.argv[2]) if len(sys.argv) > 2 else 7
 sd = torch.load(path, map_location="cpu")
+
+
+def blas_thread_setters():
+    """openblas_set_num_threads of each loaded library that exports it."""
+    setters, seen = [], set()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if not path.startswith("/") or path in seen or ".so" not in path:
+                continue
+            seen.add(path)
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError:
+                continue
+            if hasattr(lib, "openblas_set_num_threads"):
+                setters.append(lib.openblas_set_num_threads)
+    return setters
+
+
+BLAS_SETTERS = blas_thread_setters()
+
+
+def set_threads(n):
+    torch.set_num_threads(n)
+    for f in BLAS_SETTERS:
+        f(n)
 
 
 def median_ms(fn, n=runs):
@@ -28,7 +62,7 @@ def median_ms(fn, n=runs):
 
 torch.set_grad_enabled(False)
 for threads in (1, 2):
-    torch.set_num_threads(threads)
+    set_threads(threads)
     t = "t%d" % threads
     idx = sd["idx"]
     for d in (64, 256):
