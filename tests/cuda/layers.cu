@@ -75,7 +75,7 @@ TEST_CASE("cuda::Linear equals torch's F.linear on the nn fixtures, and the larg
   for (size_t c = 0; c < cases.size(); ++c) {
     auto fc = pc::Linear::from(nn_ck(), cases[c]["prefix"].as_string());
     REQUIRE(fc.ok());
-    const LinearCase k = linear_case(cases[c], fc->in_features());
+    const LinearCase k = linear_case(cases[c], fc->in_features(), fc->out_features());
     INFO(k.prefix << " m=" << k.m);
     check_torch_close(run(*fc, k.x, k.m), k.torch);
   }

@@ -239,10 +239,31 @@ TEST_CASE("EmbeddingBag equals F.embedding_bag", "[nn]") {
 
 namespace {
 
+// y [m x N] against torch's want, within a tolerance from the sum of |x_k w_k| (what any
+// summation order can differ by); w [N x K] as torch widens it.
+void check_close(const std::vector<float>& y, const std::vector<float>& want, const std::vector<float>& x,
+                 const std::vector<float>& w, const std::vector<float>& bias, size_t m, size_t N, size_t K) {
+  size_t bad = 0;
+  for (size_t i = 0; i < m; ++i) {
+    for (size_t o = 0; o < N; ++o) {
+      double mag = std::fabs(bias[o]);
+      for (size_t k = 0; k < K; ++k) mag += std::fabs(static_cast<double>(x[i * K + k]) * w[o * K + k]);
+      const double err = std::fabs(static_cast<double>(y[i * N + o]) - want[i * N + o]);
+      if (err > 2e-6 * mag + 1e-7) {
+        if (bad++ < 5) FAIL_CHECK("y[" << i << "][" << o << "] = " << y[i * N + o] << ", torch " << want[i * N + o]);
+      }
+    }
+  }
+  CHECK(bad == 0);
+}
+
+// Checks every Linear case of expected.json; returns how many have enough rows of x for the
+// packed product (detail/nn_gemm.hpp).
 template <class MakeLinear>
-void check_linear_cases(MakeLinear make, const char* what) {
+size_t check_linear_cases(MakeLinear make, const char* what) {
   const Json& cases = nn_json()["linear"];
-  REQUIRE(cases.size() >= 20);
+  REQUIRE(cases.size() >= 27);
+  size_t packed = 0;
   for (size_t c = 0; c < cases.size(); ++c) {
     const Json& e = cases[c];
     const std::string prefix = e["prefix"].as_string();
@@ -251,30 +272,19 @@ void check_linear_cases(MakeLinear make, const char* what) {
     auto fc = make(prefix);
     REQUIRE(fc.ok());
     const size_t K = fc->in_features(), N = fc->out_features();
+    if (m >= ptread::detail::kGemmMinRows) ++packed;
     const auto x = e["x"].is_string() ? formula_x(m, K) : floats(e["x"]);
     REQUIRE(x.size() == m * K);
-    const auto want = floats(e["out"]);
+    const std::vector<float> want = ptread_test::linear_out(e, m, N);
     REQUIRE(want.size() == m * N);
     std::vector<float> y(m * N, -777.0f);
     REQUIRE(fc->forward(x.data(), m, y.data()).ok());
-    // Tolerance from the sum of |x_k w_k| (what any summation order can differ by), with the
-    // weight as torch widens it.
     const auto w = fc->weight().to_float32().value();
     const ptread::Tensor* b = nn_ck().find(prefix + ".bias");
     const std::vector<float> bias = b ? b->to_float32().value() : std::vector<float>(N, 0.0f);
-    size_t bad = 0;
-    for (size_t i = 0; i < m; ++i) {
-      for (size_t o = 0; o < N; ++o) {
-        double mag = std::fabs(bias[o]);
-        for (size_t k = 0; k < K; ++k) mag += std::fabs(static_cast<double>(x[i * K + k]) * w[o * K + k]);
-        const double err = std::fabs(static_cast<double>(y[i * N + o]) - want[i * N + o]);
-        if (err > 2e-6 * mag + 1e-7) {
-          if (bad++ < 5) FAIL_CHECK("y[" << i << "][" << o << "] = " << y[i * N + o] << ", torch " << want[i * N + o]);
-        }
-      }
-    }
-    CHECK(bad == 0);
+    check_close(y, want, x, w, bias, m, N, K);
   }
+  return packed;
 }
 
 }  // namespace
@@ -286,13 +296,19 @@ TEST_CASE("Linear (portable) equals F.linear", "[nn]") {
     for (unsigned threads : {1u, 2u, 3u}) {
       const std::string what = std::string("portable ") + ptread::detail::nn_isa_name(isa) + " threads " +
                                std::to_string(threads);
-      check_linear_cases(
+      const size_t packed = check_linear_cases(
           [&](const std::string& prefix) {
             nn::LinearOptions opt;
             opt.threads = threads;
             return nn::Linear::from(nn_ck(), prefix, opt);
           },
           what.c_str());
+      // The packed product runs at every x86 level but the generic one, on the cases with
+      // enough rows (fc_big's 133, fc_wide's and fc_mid's 43), for each weight dtype.
+      CHECK(packed >= 6);
+      for (ptread::DType dt : {ptread::DType::F32, ptread::DType::F16, ptread::DType::BF16}) {
+        CHECK((ptread::detail::nn_gemm(dt).run != nullptr) == (PTREAD_NN_X86 && isa != NnIsa::generic));
+      }
     }
   }
   auto fc = nn::Linear::from(nn_ck(), "fc_f16");
@@ -305,6 +321,41 @@ TEST_CASE("Linear (portable) equals F.linear", "[nn]") {
   auto nb = nn::Linear::from(nn_ck(), "fc_nobias");
   REQUIRE(nb.ok());
   CHECK_FALSE(nb->has_bias());
+}
+
+TEST_CASE("Linear's packed product over several blocks of W rows equals F.linear", "[nn]") {
+  // detail::nn_gemm itself, on all 520 rows of fc_wide_f32 at once: more than one block of
+  // kGemmNc rows, which Linear never hands one task (its tasks are a block at most).
+  IsaRestore restore;
+  const ptread::Tensor* wt = nn_ck().find("fc_wide_f32.weight");
+  const ptread::Tensor* bt = nn_ck().find("fc_wide_f32.bias");
+  const ptread::Tensor* out = ptread_test::nn_outputs().find("fc_wide_f32.m43");
+  REQUIRE(wt != nullptr);
+  REQUIRE(bt != nullptr);
+  REQUIRE(out != nullptr);
+  const size_t N = 520, K = 40, m = 43;
+  REQUIRE(wt->shape() == std::vector<int64_t>{520, 40});
+  REQUIRE(N > ptread::detail::kGemmNc);
+  REQUIRE(m > ptread::detail::kGemmMc);
+  const auto w = wt->to_float32().value(), bias = bt->to_float32().value(), want = out->to_float32().value();
+  const auto x = formula_x(m, K);
+  size_t levels = 0;
+  for (NnIsa isa : isa_levels()) {
+    ptread::detail::nn_set_isa(isa);
+    const ptread::detail::NnGemm gemm = ptread::detail::nn_gemm(ptread::DType::F32);
+    if (isa == NnIsa::generic) {  // no packed product there: Linear keeps its tiles
+      CHECK(gemm.run == nullptr);
+      continue;
+    }
+    INFO("isa " << ptread::detail::nn_isa_name(isa));
+    REQUIRE(gemm.run != nullptr);
+    ++levels;
+    std::vector<float> y(m * N), scratch(ptread::detail::kGemmScratchFloats);
+    for (size_t i = 0; i < m; ++i) std::copy(bias.begin(), bias.end(), y.begin() + static_cast<std::ptrdiff_t>(i * N));
+    gemm.run(x.data(), m, K, wt->data_ptr(), K, y.data(), N, N, scratch.data());
+    check_close(y, want, x, w, bias, m, N, K);
+  }
+  CHECK(levels == (PTREAD_NN_X86 ? isa_levels().size() - 1 : 0));
 }
 
 #ifdef PTREAD_TEST_OPENBLAS

@@ -370,6 +370,7 @@ struct V {
     return _mm256_add_ps(c, p);
   }
   PTREAD_NN_TARGET_AVX2 static R max(R a, R b) noexcept { return _mm256_max_ps(a, b); }
+  PTREAD_NN_TARGET_AVX2 static R add(R a, R b) noexcept { return _mm256_add_ps(a, b); }
   PTREAD_NN_TARGET_AVX2 static void store(float* p, R v) noexcept { _mm256_storeu_ps(p, v); }
   PTREAD_NN_TARGET_AVX2 static void stream(float* p, R v) noexcept { _mm256_stream_ps(p, v); }  // p: 32-aligned
   PTREAD_NN_TARGET_AVX2 static float hsum(R v) noexcept {
@@ -411,6 +412,7 @@ struct V {
     return _mm512_add_ps(c, p);
   }
   PTREAD_NN_TARGET_AVX512 static R max(R a, R b) noexcept { return _mm512_max_ps(a, b); }
+  PTREAD_NN_TARGET_AVX512 static R add(R a, R b) noexcept { return _mm512_add_ps(a, b); }
   PTREAD_NN_TARGET_AVX512 static void store(float* p, R v) noexcept { _mm512_storeu_ps(p, v); }
   PTREAD_NN_TARGET_AVX512 static void stream(float* p, R v) noexcept { _mm512_stream_ps(p, v); }  // p: 64-aligned
   PTREAD_NN_TARGET_AVX512 static float hsum(R v) noexcept {

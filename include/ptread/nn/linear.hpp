@@ -9,7 +9,10 @@
 // blocked dot-product kernels over W's rows where the checkpoint holds them (no copy: in mmap
 // mode they are read from the mapped file), widened to F32 as they are loaded, compiled for
 // AVX-512, AVX2 and plain C++ and chosen at run time from the CPU; batch 1 streams each row
-// once (a GEMV). Threads split the output features (LinearOptions::threads, std::thread).
+// once (a GEMV). From kGemmMinRows (40) rows of x on, on AVX2 and AVX-512, the packed product
+// of detail/nn_gemm.hpp instead: blocks of W and x copied into a buffer of each thread's own
+// (about 570 KiB, kept for the thread's next call) and multiplied there. Threads split the
+// output features (LinearOptions::threads, std::thread).
 // A weight whose rows are not contiguous (a transposed view, say) is copied once, contiguous
 // and in its own dtype, when the layer is made: that copy is the only one. The bias is kept as
 // F32 (out_features floats).
@@ -17,6 +20,7 @@
 // Another backend (nn/openblas.hpp) is chosen explicitly through LinearOptions::backend.
 #pragma once
 
+#include "../detail/nn_gemm.hpp"
 #include "common.hpp"
 
 #include <algorithm>
@@ -43,8 +47,17 @@ class LinearBackend {
 namespace detail {
 
 // The portable product for output features [n0, n1) of every row of x; y already holds the bias.
-inline void linear_block(const WeightMatrix& w, const float* x, size_t m, float* y, size_t n0, size_t n1) {
+// packed: the packed product to use (detail/nn_gemm.hpp), or null for the tiles.
+inline void linear_block(const WeightMatrix& w, const float* x, size_t m, float* y, size_t n0, size_t n1,
+                         const ptread::detail::NnGemm* packed) {
   const size_t K = w.cols, N = w.rows;
+  if (packed != nullptr) {
+    // The packed blocks: one buffer per thread, kept for its next call.
+    static thread_local std::vector<float> scratch;
+    if (scratch.size() < ptread::detail::kGemmScratchFloats) scratch.resize(ptread::detail::kGemmScratchFloats);
+    packed->run(x, m, K, w.row(n0), w.row_stride, y + n0, N, n1 - n0, scratch.data());
+    return;
+  }
   const ptread::detail::NnKernels kw = ptread::detail::nn_kernels(w.dtype);
   const ptread::detail::NnKernels kf = ptread::detail::nn_kernels(DType::F32);
   const size_t mb = static_cast<size_t>(kw.mb);
@@ -151,19 +164,32 @@ class Linear {
       }
     }
     if (K == 0) return;
-    // Tasks of whole 4-row groups of W, each at least ~256K multiply-adds. Small batches
-    // stream W: one task a thread, so each thread keeps reading the same rows (they stay in
-    // its cache from call to call). Larger ones: up to 16 tasks a thread, so a thread the OS
-    // delays holds back little.
-    const size_t groups = (N + 3) / 4;
-    const size_t macs_per_group = 4 * m * K;
-    const size_t min_groups = (size_t{1} << 18) / macs_per_group + 1;
     const unsigned threads = ptread::detail::resolve_threads(threads_);
-    const size_t tasks = detail::task_count(groups, min_groups, threads, m <= 4 ? 1 : 16);
-    const size_t per = (groups + tasks - 1) / tasks;
+    size_t rows = 4;  // W rows a task's range is a multiple of
+    size_t tasks = 0;
+    const ptread::detail::NnGemm gemm = ptread::detail::nn_gemm(w_.dtype);
+    const bool packed = m >= ptread::detail::kGemmMinRows && gemm.run != nullptr;
+    if (packed) {
+      // The packed product: tasks of whole panels, a block of W each or one a thread if
+      // that is more (each task packs x again for each of its blocks).
+      rows = gemm.nr;
+      const size_t panels = (N + rows - 1) / rows;
+      const size_t blocks = (N + ptread::detail::kGemmNc - 1) / ptread::detail::kGemmNc;
+      tasks = std::min(panels, std::max<size_t>(blocks, threads));
+    } else {
+      // Tasks of whole 4-row groups of W, each at least ~256K multiply-adds. Small batches
+      // stream W: one task a thread, so each thread keeps reading the same rows (they stay
+      // in its cache from call to call). Larger ones: up to 16 tasks a thread, so a thread
+      // the OS delays holds back little.
+      const size_t groups = (N + 3) / 4;
+      const size_t min_groups = (size_t{1} << 18) / (4 * m * K) + 1;
+      tasks = detail::task_count(groups, min_groups, threads, m <= 4 ? 1 : 16);
+    }
+    const size_t units = (N + rows - 1) / rows;
+    const size_t per = (units + tasks - 1) / tasks;
     ptread::detail::parallel_for(threads, tasks, [&](size_t t) {
-      const size_t n0 = std::min(N, t * per * 4), n1 = std::min(N, (t + 1) * per * 4);
-      if (n0 < n1) detail::linear_block(w_, x, m, y, n0, n1);
+      const size_t n0 = std::min(N, t * per * rows), n1 = std::min(N, (t + 1) * per * rows);
+      if (n0 < n1) detail::linear_block(w_, x, m, y, n0, n1, packed ? &gemm : nullptr);
     });
   }
 

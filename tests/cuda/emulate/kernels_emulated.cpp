@@ -113,7 +113,7 @@ TEST_CASE("emulated: Linear kernels equal torch's F.linear on the nn fixtures", 
   for (size_t c = 0; c < cases.size(); ++c) {
     auto cpu = nn::Linear::from(nn_ck(), cases[c]["prefix"].as_string());
     REQUIRE(cpu.ok());
-    const LinearCase k = linear_case(cases[c], cpu->in_features());
+    const LinearCase k = linear_case(cases[c], cpu->in_features(), cpu->out_features());
     INFO(k.prefix << " m=" << k.m);
     const auto bias = bias_of(nn_ck(), k.prefix);
     check_linear_close(*cpu, nn_ck(), k.prefix, k.x, k.m, emu_linear(cpu->weight(), bias, k.x.data(), k.m, 4));

@@ -120,12 +120,12 @@ struct LinearCase {
   std::vector<float> x, torch;
 };
 
-inline LinearCase linear_case(const Json& e, size_t in_features) {
+inline LinearCase linear_case(const Json& e, size_t in_features, size_t out_features) {
   LinearCase c;
   c.prefix = e["prefix"].as_string();
   c.m = static_cast<size_t>(e["m"].as_int());
   c.x = e["x"].is_string() ? formula_x(c.m, in_features) : floats(e["x"]);
-  c.torch = floats(e["out"]);
+  c.torch = linear_out(e, c.m, out_features);
   return c;
 }
 
