@@ -9975,9 +9975,8 @@ constexpr size_t kGemmKc = 256;       // columns of a packed block
 constexpr size_t kGemmNc = 512;       // W rows of a packed block: kc x nc floats = 512 KiB
 constexpr size_t kGemmMc = 42;        // x rows of a packed block (a multiple of both MRs)
 constexpr size_t kGemmMinRows = 40;   // rows of x from which Linear packs
-constexpr size_t kGemmMaxMr = 14;
 
-// Floats of scratch the packed product needs (both blocks, and room to align each to 64 bytes).
+// Floats of scratch the packed product needs: both blocks, and room to align them to 64 bytes.
 constexpr size_t kGemmScratchFloats = kGemmNc * kGemmKc + kGemmMc * kGemmKc + 32;
 
 // One build of the product: run() over n rows of W from w (row stride ldw elements) into
