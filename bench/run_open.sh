@@ -24,14 +24,17 @@ ms_of_command() {  # median wall ms of a command over N runs (process start incl
 
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "torch: $("$py" -c 'import torch; print(torch.__version__)')"
-printf '%-10s %14s %14s %16s %12s %12s\n' file ptread_open_ms "ptread_ls_ms" torch_load_ms "x(open)" "x(ls CLI)"
+# open: in-process open + listing, one thread (the default) and two (Options::threads = 2:
+# the zip directory walked beside the pickle); ls: the CLI, which opens with every hardware
+# thread.
+printf '%-10s %10s %10s %10s %14s %10s %10s %10s\n' file open_ms open2_ms ls_ms torch_load_ms "x(open)" "x(open2)" "x(ls)"
 for f in big.pt many.pt; do
   cat "$data/$f" >/dev/null  # warm page cache for both readers
-  read -r _ _ open_ms _ count < <("$build/bench/open_bench" "$data/$f" 20)
+  read -r _ _ open_ms _ count < <("$build/bench/open_bench" "$data/$f" 20 1)
+  read -r _ _ open2_ms _ _ < <("$build/bench/open_bench" "$data/$f" 20 2)
   ls_ms=$(ms_of_command 10 "$build/ptread" ls "$data/$f")
-  runs=3; [[ $f == big.pt ]] && runs=3
-  read -r _ _ torch_ms _ < <("$py" "$root/bench/torch_load.py" "$data/$f" $runs)
-  printf '%-10s %14s %14s %16s %12s %12s\n' "$f" "$open_ms" "$ls_ms" "$torch_ms" \
-    "$(awk -v a="$torch_ms" -v b="$open_ms" 'BEGIN{printf "%.0fx", a/b}')" \
-    "$(awk -v a="$torch_ms" -v b="$ls_ms" 'BEGIN{printf "%.0fx", a/b}')"
+  read -r _ _ torch_ms _ < <("$py" "$root/bench/torch_load.py" "$data/$f" 3)
+  x() { awk -v a="$torch_ms" -v b="$1" 'BEGIN{printf "%.0fx", a/b}'; }
+  printf '%-10s %10s %10s %10s %14s %10s %10s %10s\n' "$f" "$open_ms" "$open2_ms" "$ls_ms" "$torch_ms" \
+    "$(x "$open_ms")" "$(x "$open2_ms")" "$(x "$ls_ms")"
 done

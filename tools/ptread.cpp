@@ -1110,6 +1110,7 @@ int main(int argc, char** argv) {
 
   ptread::Options options;
   options.mode = args.mode;
+  options.threads = 0;  // every hardware thread: the directory walked beside the pickle, read mode's copies shared
   auto ck = ptread::Checkpoint::open(args.files[0], options);
   if (!ck) {
     std::fprintf(stderr, "ptread: %s\n", ck.error().what());

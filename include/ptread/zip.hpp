@@ -68,11 +68,37 @@ class ZipArchive {
   template <class Keep>
   static Result<ZipArchive> open(std::shared_ptr<const Source> src, const Limits& limits, Keep&& keep,
                                  bool keeps_most = false) {
+    PTREAD_TRY(ZipArchive z, locate(std::move(src), limits));
+    PTREAD_CHECK(z.walk(keep, keeps_most));
+    return Result<ZipArchive>(std::move(z));
+  }
+
+  // open() in two steps, for a reader that starts on the first record while the directory
+  // is walked: locate() reads the end records and takes the central directory (entries()
+  // is empty, record_count() known); walk() then reads the entries, once, as open() does.
+  static Result<ZipArchive> locate(std::shared_ptr<const Source> src, const Limits& limits) {
     ZipArchive z;
     z.src_ = std::move(src);
     z.limits_ = limits;
-    PTREAD_CHECK(z.read_directory(keep, keeps_most));
+    PTREAD_CHECK(z.read_end_records());
     return Result<ZipArchive>(std::move(z));
+  }
+  template <class Keep>
+  Status walk(Keep&& keep, bool keeps_most = false) {
+    reserve_huge(entries_, static_cast<size_t>(keeps_most ? count_ : std::min<uint64_t>(count_, 64)));
+    size_t pos = 0;
+    for (uint64_t i = 0; i < count_; ++i) {
+      ZipEntry z;
+      PTREAD_CHECK(parse_entry(i, &pos, &z));
+      if (keep(*this, static_cast<const ZipEntry&>(z))) entries_.push_back(z);
+    }
+    return {};
+  }
+  // The directory's first record, parsed as walk() parses it (after locate(), from any
+  // thread while walk() runs); false when there is none or walk() would stop at it.
+  bool first_entry(ZipEntry* out) const {
+    size_t pos = 0;
+    return count_ != 0 && static_cast<bool>(parse_entry(0, &pos, out));
   }
 
   const std::vector<ZipEntry>& entries() const noexcept { return entries_; }
@@ -180,8 +206,8 @@ class ZipArchive {
     return src_->read_at(off, dst, n);
   }
 
-  template <class Keep>
-  Status read_directory(Keep& keep, bool keeps_most) {
+  // The classic and ZIP64 end records: where the directory lies and how many entries it has.
+  Status read_end_records() {
     const uint64_t size = src_->size();
     // The classic EOCD is 22 bytes plus a comment of up to 65535 bytes at the very end.
     const uint64_t tail_len = size < 22 + 65535 ? size : 22 + 65535;
@@ -241,41 +267,41 @@ class ZipArchive {
     directory_offset_ = cd_offset;
     count_ = count;
     PTREAD_TRY(cd_, src_->bytes(cd_offset, cd_size));
+    return {};
+  }
+
+  // Entry i of the directory at *pos (parsed up to there); *pos moves past it.
+  Status parse_entry(uint64_t i, size_t* pos, ZipEntry* out) const {
     const Bytes& cd = cd_;
-    reserve_huge(entries_, static_cast<size_t>(keeps_most ? count : std::min<uint64_t>(count, 64)));
-    size_t pos = 0;
-    for (uint64_t i = 0; i < count; ++i) {
-      if (cd.size - pos < 46 || le32(cd.data + pos) != 0x02014b50u) {
-        return make_error(ErrorCode::zip_corrupt,
-                          "zip: central directory entry " + std::to_string(i) + " at byte " +
-                              std::to_string(cd_offset + pos) + " is malformed");
-      }
-      const uint8_t* h = cd.data + pos;
-      const size_t name_len = le16(h + 28), extra_len = le16(h + 30), comment_len = le16(h + 32);
-      if (cd.size - pos - 46 < name_len + extra_len + comment_len) {
-        return make_error(ErrorCode::zip_corrupt,
-                          "zip: central directory entry " + std::to_string(i) +
-                              " runs past the directory");
-      }
-      ZipEntry z;
-      z.flags = le16(h + 8);
-      z.method = le16(h + 10);
-      z.compressed_size = le32(h + 20);
-      z.uncompressed_size = le32(h + 24);
-      z.local_header_offset = le32(h + 42);
-      z.name = std::string_view(reinterpret_cast<const char*>(h + 46), name_len);
-      if (z.uncompressed_size == 0xffffffffu || z.compressed_size == 0xffffffffu || z.local_header_offset == 0xffffffffu) {
-        PTREAD_CHECK(apply_zip64_extra(h + 46 + name_len, extra_len, &z));
-      }
-      if (z.local_header_offset >= cd_offset) {
-        return make_error(ErrorCode::zip_record_out_of_bounds,
-                          "zip: record '" + std::string(z.name) + "' has its header at byte " +
-                              std::to_string(z.local_header_offset) +
-                              ", inside or after the central directory");
-      }
-      if (keep(*this, static_cast<const ZipEntry&>(z))) entries_.push_back(z);
-      pos += 46 + name_len + extra_len + comment_len;
+    const size_t at = *pos;
+    if (cd.size - at < 46 || le32(cd.data + at) != 0x02014b50u) {
+      return make_error(ErrorCode::zip_corrupt,
+                        "zip: central directory entry " + std::to_string(i) + " at byte " +
+                            std::to_string(directory_offset_ + at) + " is malformed");
     }
+    const uint8_t* h = cd.data + at;
+    const size_t name_len = le16(h + 28), extra_len = le16(h + 30), comment_len = le16(h + 32);
+    if (cd.size - at - 46 < name_len + extra_len + comment_len) {
+      return make_error(ErrorCode::zip_corrupt,
+                        "zip: central directory entry " + std::to_string(i) + " runs past the directory");
+    }
+    ZipEntry z;
+    z.flags = le16(h + 8);
+    z.method = le16(h + 10);
+    z.compressed_size = le32(h + 20);
+    z.uncompressed_size = le32(h + 24);
+    z.local_header_offset = le32(h + 42);
+    z.name = std::string_view(reinterpret_cast<const char*>(h + 46), name_len);
+    if (z.uncompressed_size == 0xffffffffu || z.compressed_size == 0xffffffffu || z.local_header_offset == 0xffffffffu) {
+      PTREAD_CHECK(apply_zip64_extra(h + 46 + name_len, extra_len, &z));
+    }
+    if (z.local_header_offset >= directory_offset_) {
+      return make_error(ErrorCode::zip_record_out_of_bounds,
+                        "zip: record '" + std::string(z.name) + "' has its header at byte " +
+                            std::to_string(z.local_header_offset) + ", inside or after the central directory");
+    }
+    *out = z;
+    *pos = at + 46 + name_len + extra_len + comment_len;
     return {};
   }
 

@@ -115,9 +115,34 @@ inline void walk(const ptread::Value& v, int depth) {
   if (v.kind() == ptread::ValueKind::sparse) (void)v.as_sparse();
 }
 
+// Zip archives read with one thread and with two (the directory walked beside data.pkl,
+// zip_checkpoint.hpp): both must leave the same Model, with each storage at the same byte of
+// the input, or fail with the same error; a difference aborts.
+inline void compare_overlap(const uint8_t* data, size_t size) {
+  using namespace ptread::detail;
+  auto detected = detect_format(data, size < 512 ? size : 512, size);
+  if (!detected || *detected != Detected::zip) return;
+  std::string text[2];
+  for (unsigned threads : {1u, 2u}) {
+    auto src = std::make_shared<MemorySource>(data, size, "<fuzz>");
+    ReadOptions ro;
+    ro.mode = ptread::LoadMode::memory;
+    ro.threads = threads;
+    ro.limits.max_nesting_depth = 200;
+    auto m = read_zip_checkpoint(src, ro);
+    text[threads - 1] = m ? ptread_test::ModelDump(**m).source(data, size).all() : m.error().str();
+  }
+  if (text[0] != text[1]) {
+    std::fprintf(stderr, "one and two threads differ:\n--- one\n%s\n--- two\n%s\n", text[0].c_str(), text[1].c_str());
+    std::abort();
+  }
+}
+
 // A whole checkpoint from memory (detection; zip, legacy, tar, TorchScript): open, list,
-// find, walk the object tree, materialize every tensor, dequantize, read sparse parts.
+// find, walk the object tree, materialize every tensor, dequantize, read sparse parts; zip
+// archives also through compare_overlap.
 inline int checkpoint_one(const uint8_t* data, size_t size) {
+  compare_overlap(data, size);
   ptread::Options opt;
   opt.limits.max_nesting_depth = 200;
   auto ck = ptread::Checkpoint::open_memory(data, size, opt);

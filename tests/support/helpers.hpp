@@ -8,6 +8,9 @@
 #include "json.hpp"
 #include "sha256.hpp"
 
+#include <dirent.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -69,6 +72,25 @@ struct TempFile {
 inline bool path_exists(const std::string& p) {
   struct stat st;
   return ::stat(p.c_str(), &st) == 0;
+}
+
+// The checkpoint files of a folder (.pt .pth .ptl .bin .ckpt .tar), sorted; none when it is
+// absent.
+inline std::vector<std::string> checkpoint_files(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      const auto ends = [&n](const char* s) {
+        const std::string x(s);
+        return n.size() > x.size() && n.compare(n.size() - x.size(), x.size(), x) == 0;
+      };
+      if (ends(".pt") || ends(".pth") || ends(".ptl") || ends(".bin") || ends(".ckpt") || ends(".tar")) out.push_back(dir + "/" + n);
+    }
+    closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 inline std::vector<unsigned char> read_file(const std::string& path) {

@@ -7,6 +7,7 @@
 
 #include <ptread/ptread.hpp>
 
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 
@@ -15,6 +16,12 @@ namespace ptread_test {
 class ModelDump {
  public:
   explicit ModelDump(const ptread::detail::Model& m, size_t max = size_t{1} << 20) : m_(m), g_(m.graph), max_(max) {}
+  // Storages that are views of [base, base + size) are dumped with their place in it.
+  ModelDump& source(const void* base, size_t size) {
+    base_ = base;
+    base_size_ = size;
+    return *this;
+  }
 
   std::string tree(uint32_t node) {
     out_.clear();
@@ -29,7 +36,12 @@ class ModelDump {
     if (m_.constants_root != ptread::detail::kNoNode) s += "\nconstants: " + tree(m_.constants_root);
     out_.clear();
     out_ += "\nstorages:";
-    for (const auto& st : m_.storage_table) out_ += " " + std::to_string(st->nbytes());
+    for (const auto& st : m_.storage_table) {
+      out_ += " " + std::to_string(st->nbytes());
+      // Where its bytes are: at which byte of the source, when the dump was given it.
+      const uintptr_t p = reinterpret_cast<uintptr_t>(st->data()), b = reinterpret_cast<uintptr_t>(base_);
+      if (base_ != nullptr && st->data() != nullptr && p >= b && p - b < base_size_) out_ += "@" + std::to_string(p - b);
+    }
     out_ += "\nnamed:";
     for (const auto& nt : m_.named) {
       const ptread::Tensor& t = nt.tensor;
@@ -122,6 +134,8 @@ class ModelDump {
   }
 
   const ptread::detail::Model& m_;
+  const void* base_ = nullptr;
+  size_t base_size_ = 0;
   const ptread::detail::Graph& g_;
   size_t max_;
   std::string out_;

@@ -9,7 +9,6 @@
 #include "support/helpers.hpp"
 #include "support/model_dump.hpp"
 
-#include <dirent.h>
 
 #include <algorithm>
 #include <cstring>
@@ -37,23 +36,6 @@ std::string read_model(const Bytes& file, bool runs, size_t* nodes = nullptr) {
   if (!model) return model.error().str();
   if (nodes) *nodes = (*model)->graph.nodes.size();
   return ModelDump(**model).all();
-}
-
-std::vector<std::string> checkpoint_files(const std::string& dir) {
-  std::vector<std::string> out;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      const std::string n = e->d_name;
-      const auto ends = [&n](const char* s) {
-        const std::string x(s);
-        return n.size() > x.size() && n.compare(n.size() - x.size(), x.size(), x) == 0;
-      };
-      if (ends(".pt") || ends(".pth") || ends(".ptl") || ends(".bin") || ends(".ckpt") || ends(".tar")) out.push_back(dir + "/" + n);
-    }
-    closedir(d);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 // ---- hand-written pickles in torch's shape ----

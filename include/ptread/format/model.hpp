@@ -58,6 +58,9 @@ struct ReadOptions {
   Limits limits;
   unsigned threads = 1;  // read mode: threads filling the storages (0: every hardware thread)
   bool tensor_runs = true;  // PickleVM::set_tensor_runs (off only in tests that compare both)
+  // Zip archives in memory, threads >= 2: the directory walked beside data.pkl
+  // (read_zip_overlapped; off only in tests that compare both).
+  bool overlap = true;
 };
 
 // Read mode: a storage's buffer is allocated while the pickle is read and filled after it,
@@ -161,6 +164,7 @@ struct Model {
 
   BlockPool pool;                       // the graph's and the specs' blocks
   Format format = Format::zip;
+  bool overlapped = false;              // zip: read by read_zip_overlapped (for tests)
   std::string archive_prefix;
   bool big_endian = false;
   Graph graph{&pool};

@@ -50,6 +50,12 @@ class StorageViews {
     ++block_->size;
     return std::shared_ptr<const Storage>(block_, st);
   }
+  // Points storage s, made by make(nullptr, size) and not yet in any tensor, at p.
+  static void rebind(const std::shared_ptr<const Storage>& s, const uint8_t* p, uint64_t size) {
+    Storage* st = const_cast<Storage*>(s.get());
+    st->~Storage();
+    ::new (static_cast<void*>(st)) Storage(p, static_cast<size_t>(size), nullptr);
+  }
 
  private:
   struct Block {
@@ -120,6 +126,38 @@ class TorchHooks : public PickleHooks {
     records_ = records;
     record_views_ = views;
     records_big_endian_ = big_endian;
+  }
+
+  // Storages made before their records are known (read_zip_overlapped): each numbered key
+  // becomes a placeholder view of no bytes and the size the pickle first declares for it,
+  // made by `views`, which every check during the pickle then holds the tensors to. Any
+  // other key, and legacy view metadata, fail the pickle. bind_placeholders() points them
+  // at their records.
+  void set_placeholders(StorageViews* views) { placeholder_views_ = views; }
+
+  // After the pickle, each placeholder gets its record's bytes, as find_or_load would have
+  // given them: true when every storage is a placeholder whose record is in memory, holds
+  // at least the bytes the pickle first declared, and needs no byte swap. Else false, with
+  // the storages left as they are (the file is then read without placeholders).
+  bool bind_placeholders(const SegmentedVector<StoredRecord>& records, bool big_endian) {
+    size_t bound = 0;
+    for (size_t n = 0; n < storage_by_number_.size(); ++n) {
+      const uint32_t k = storage_by_number_[n];
+      if (k == StringIndex::npos) continue;
+      if (n >= records.size()) return false;
+      const StoredRecord& r = records[n];
+      if (r.data == nullptr || r.size < m_.storage_table[k]->nbytes() ||
+          (big_endian && dtype_swap_unit(static_cast<DType>(table_dtype_[k])) > 1)) {
+        return false;
+      }
+      ++bound;
+    }
+    if (bound != m_.storage_table.size() || !hashed_keys_.empty()) return false;
+    for (size_t n = 0; n < storage_by_number_.size(); ++n) {
+      const uint32_t k = storage_by_number_[n];
+      if (k != StringIndex::npos) StorageViews::rebind(m_.storage_table[k], records[n].data, records[n].size);
+    }
+    return true;
   }
 
   // Room for n storages (a hint: a zip archive's count of data records).
@@ -261,6 +299,9 @@ class TorchHooks : public PickleHooks {
     }
     PTREAD_TRY(uint32_t index, find_or_load(g, key, key.data() != digits, static_cast<uint64_t>(g.at(it[4]).i), dtype));
     if (it.size() == 6 && g.kind(it[5]) != ValueKind::none) {
+      if (placeholder_views_ != nullptr) {
+        return make_error(ErrorCode::unsupported_format, "storage view metadata with placeholder storages");
+      }
       PTREAD_TRY(index, storage_view(g, it[5], index, dtype));
     }
     return g.emit_int(ValueKind::storage, index, static_cast<int64_t>((uint64_t{it[3]} << 8) | static_cast<uint8_t>(dtype)));
@@ -286,7 +327,12 @@ class TorchHooks : public PickleHooks {
     } else {
       std::shared_ptr<const Storage> st;
       const StoredRecord* r = numbered && records_ != nullptr && number < records_->size() ? &(*records_)[number] : nullptr;
-      if (r != nullptr && r->data != nullptr && r->size >= nbytes && !(records_big_endian_ && dtype_swap_unit(dtype) > 1)) {
+      if (placeholder_views_ != nullptr) {
+        if (!numbered) {
+          return make_error(ErrorCode::unsupported_format, "storage key '" + std::string(key) + "' is no record number");
+        }
+        st = placeholder_views_->make(nullptr, nbytes);
+      } else if (r != nullptr && r->data != nullptr && r->size >= nbytes && !(records_big_endian_ && dtype_swap_unit(dtype) > 1)) {
         st = record_views_->make(r->data, r->size);
       } else {
         PTREAD_TRY(st, loader_(key, nbytes, dtype));
@@ -712,6 +758,7 @@ class TorchHooks : public PickleHooks {
   const SegmentedVector<StoredRecord>* records_ = nullptr;  // set_stored_records
   StorageViews* record_views_ = nullptr;
   bool records_big_endian_ = false;
+  StorageViews* placeholder_views_ = nullptr;  // set_placeholders
   const Limits& limits_;
   std::vector<uint32_t> storage_by_number_;  // decimal keys: storage_by_number_[n], or npos
   std::vector<std::pair<std::string_view, uint32_t>> hashed_keys_;  // the other keys (views held by the graph), their storage

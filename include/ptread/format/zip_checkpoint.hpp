@@ -13,12 +13,11 @@
 #include "torch_pickle.hpp"
 
 #include <algorithm>
+#include <exception>
 
 namespace ptread {
 namespace detail {
 
-// The archive's object graph, tensors and storages into m (everything but the names):
-// the archive's directory is gone when this returns.
 // The classes a TorchScript code file defines: `class Name(Module):` at the left margin,
 // then indented `__parameters__ = ["a", "b", ]` and `__buffers__ = [...]` lines.
 inline void parse_script_classes(std::string_view qualifier, std::string_view code, std::vector<ScriptClass>* out) {
@@ -54,72 +53,95 @@ inline void parse_script_classes(std::string_view qualifier, std::string_view co
   }
 }
 
-inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const ReadOptions& opt, Model& m,
-                             std::vector<FillJob>* fill) {
-  // The storages, which torch names data/0, data/1 ... under the folder of data.pkl:
-  // data_by_number[n] is the record data/<n>: when it is stored and its local header as
-  // expected, its bytes in memory; its entry, if the archive keeps one. Torch writes
-  // data.pkl first, so the directory walk takes the numbered records under the folder of
-  // the first data.pkl out as it meets them (bytes in memory, no ZipEntry: read in file
-  // order, no second pass over 100,000 entries). The first of equal names wins, as in
-  // ZipArchive::find.
-  // (A StoredRecord's data is nullptr when it is read through the ZipArchive; its entry is
-  // StringIndex::npos when it is not in zip.entries().)
+// The directory walk's result. The storages, which torch names data/0, data/1 ... under
+// the folder of data.pkl: data_by_number[n] is the record data/<n>: when it is stored and
+// its local header as expected, its bytes in memory; its entry, if the archive keeps one.
+// Torch writes data.pkl first, so the walk takes the numbered records under the folder of
+// the first data.pkl out as it meets them (bytes in memory, no ZipEntry: read in file
+// order, no second pass over 100,000 entries). The first of equal names wins, as in
+// ZipArchive::find. (A StoredRecord's data is nullptr when it is read through the
+// ZipArchive; its entry is StringIndex::npos when it is not in zip.entries().)
+struct ZipWalk {
+  ZipWalk() = default;
+  ZipWalk(const ZipWalk&) = delete;
+  ZipWalk& operator=(const ZipWalk&) = delete;
   BlockPool pool;  // data_by_number's blocks
-  SegmentedVector<StoredRecord> data_by_number(&pool);
+  SegmentedVector<StoredRecord> data_by_number{&pool};
   size_t data_records = 0;  // all data/ records under the folder, numbered or not
   std::string_view walk_prefix;
   bool walk_has_prefix = false;
   size_t walk_from = SIZE_MAX;  // the index of the first entry kept after that data.pkl
-  const uint8_t* base = src->base();
+
   // Slot n for a record: when no record has it yet, or when the walk gave it one that comes
   // later in the directory (entries kept after walk_from, or taken out) than this one.
-  auto claim = [&data_by_number, &walk_from](uint32_t n, size_t index) -> StoredRecord* {
+  StoredRecord* claim(uint32_t n, size_t index) {
     while (n >= data_by_number.size()) data_by_number.push_back(StoredRecord{nullptr, 0, StringIndex::npos});
     StoredRecord& r = data_by_number[n];
     const bool empty = r.data == nullptr && r.entry == StringIndex::npos;
     const bool later = !empty && index < walk_from && (r.entry == StringIndex::npos || r.entry >= walk_from);
     return empty || later ? &r : nullptr;
-  };
-  auto numbered_data = [](std::string_view rest, uint64_t records, uint32_t* n) {  // "data/<n>", n < a bound
-    return decimal_key(std::string_view(rest.data() + 5, rest.size() - 5), n) && *n < 2 * records + 4096;  // rest: "data/..."
-  };
+  }
+  // "data/<n>" (rest starts with "data/"), n below a bound the record count sets.
+  static bool numbered_data(std::string_view rest, uint64_t records, uint32_t* n) {
+    return decimal_key(std::string_view(rest.data() + 5, rest.size() - 5), n) && *n < 2 * records + 4096;
+  }
   // A stored record's bytes where the source holds them in memory (its local header as
   // expected), or nullptr.
-  auto in_memory = [base](const ZipArchive& z, const ZipEntry& e) -> const uint8_t* {
+  static const uint8_t* in_memory(const ZipArchive& z, const ZipEntry& e) {
+    const uint8_t* base = z.source().base();
     uint64_t off;
     const bool here = base != nullptr && e.method == 0 && e.compressed_size == e.uncompressed_size && z.try_data_offset(e, &off);
     return here ? base + off : nullptr;
-  };
-  auto take = [&](const ZipArchive& z, const ZipEntry& e) {
+  }
+};
+
+inline bool is_data_pkl(std::string_view name) {
+  return equals(name, "data.pkl") || (name.size() > 9 && ends_with(name, "/data.pkl"));
+}
+
+// Walks the directory of z (located, not walked yet) into z and w.
+inline Status walk_zip(ZipArchive& z, ZipWalk& w) {
+  auto take = [&w](const ZipArchive& a, const ZipEntry& e) {
     const std::string_view name = e.name;
-    if (!walk_has_prefix) {
-      if (equals(name, "data.pkl") || (name.size() > 9 && ends_with(name, "/data.pkl"))) {
-        walk_prefix = name.substr(0, name.size() - 8);
-        walk_has_prefix = true;
-        walk_from = z.entries().size() + 1;
+    if (!w.walk_has_prefix) {
+      if (is_data_pkl(name)) {
+        w.walk_prefix = name.substr(0, name.size() - 8);
+        w.walk_has_prefix = true;
+        w.walk_from = a.entries().size() + 1;
       }
       return true;
     }
-    if (name.size() <= walk_prefix.size() + 5 || !starts_with(name, walk_prefix)) return true;
-    const std::string_view rest(name.data() + walk_prefix.size(), name.size() - walk_prefix.size());  // a longer name
+    if (name.size() <= w.walk_prefix.size() + 5 || !starts_with(name, w.walk_prefix)) return true;
+    const std::string_view rest(name.data() + w.walk_prefix.size(), name.size() - w.walk_prefix.size());  // a longer name
     if (!starts_with(rest, "data/")) return true;
-    ++data_records;
+    ++w.data_records;
     uint32_t n = 0;
-    const size_t index = z.entries().size();  // its index, if kept
-    StoredRecord* r = numbered_data(rest, z.record_count(), &n) ? claim(n, index) : nullptr;
+    const size_t index = a.entries().size();  // its index, if kept
+    StoredRecord* r = ZipWalk::numbered_data(rest, a.record_count(), &n) ? w.claim(n, index) : nullptr;
     if (r == nullptr) return true;
-    const uint8_t* data = in_memory(z, e);
+    const uint8_t* data = ZipWalk::in_memory(a, e);
     *r = StoredRecord{data, e.uncompressed_size, data != nullptr ? StringIndex::npos : static_cast<uint32_t>(index)};
     return data == nullptr;  // taken out when its bytes are at hand
   };
-  PTREAD_TRY(ZipArchive zip, ZipArchive::open(src, opt.limits, take));
+  return z.walk(take);
+}
+
+// What the walked directory says about the checkpoint, before its pickles are read.
+struct ZipPlan {
+  const ZipEntry* pkl = nullptr;        // data.pkl
+  const ZipEntry* constants = nullptr;  // TorchScript's constants.pkl
+  std::string prefix;                   // the folder of data.pkl
+  bool big_endian = false;
+  std::vector<ScriptClass> script_classes;
+};
+
+inline Status plan_zip(const Source& src, const ReadOptions& opt, const ZipArchive& zip, ZipWalk& w, ZipPlan* plan) {
   // The folder holding data.pkl; the shallowest wins.
   const ZipEntry* pkl = nullptr;
   size_t best_depth = SIZE_MAX;
   for (const auto& e : zip.entries()) {
     const std::string_view n = e.name;
-    if (equals(n, "data.pkl") || (n.size() > 9 && ends_with(n, "/data.pkl"))) {
+    if (is_data_pkl(n)) {
       const size_t depth = static_cast<size_t>(std::count(n.begin(), n.end(), '/'));
       if (depth < best_depth) {
         best_depth = depth;
@@ -144,23 +166,23 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
       names += "'";
     }
     return make_error(ErrorCode::no_data_pkl,
-                      "zip archive '" + src->name() + "' has no data.pkl record (" +
+                      "zip archive '" + src.name() + "' has no data.pkl record (" +
                           std::to_string(zip.record_count()) + " records" +
                           (names.empty() ? std::string() : ": " + names) + "): not a torch.save file");
   }
-  m.archive_prefix = std::string(pkl->name.substr(0, pkl->name.size() - 8));
-  const std::string& prefix = m.archive_prefix;
+  plan->pkl = pkl;
+  plan->prefix = std::string(pkl->name.substr(0, pkl->name.size() - 8));
+  const std::string& prefix = plan->prefix;
   // The walk took the numbered records under walk_prefix that follow its data.pkl; this
   // loop adds those before it. A shallower data.pkl later on makes the walk's records some
   // other folder's (not this checkpoint's): this loop then finds them all.
-  const bool walked = walk_has_prefix && walk_prefix == prefix;
+  const bool walked = w.walk_has_prefix && w.walk_prefix == prefix;
   if (!walked) {
-    data_by_number.truncate(0);
-    data_records = 0;
-    walk_from = SIZE_MAX;
+    w.data_by_number.truncate(0);
+    w.data_records = 0;
+    w.walk_from = SIZE_MAX;
   }
   std::vector<const ZipEntry*> code_files;
-  const ZipEntry* constants = nullptr;
   const ZipEntry* byteorder = nullptr;
   for (size_t k = 0; k < zip.entries().size(); ++k) {
     const ZipEntry& e = zip.entries()[k];
@@ -168,21 +190,20 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
     const std::string_view rest = e.name.substr(prefix.size());
     uint32_t n = 0;
     if (rest.size() > 5 && starts_with(rest, "data/")) {
-      if (k >= walk_from) continue;  // counted and numbered by the walk
-      ++data_records;
-      if (StoredRecord* r = numbered_data(rest, zip.record_count(), &n) ? claim(n, k) : nullptr) {
-        *r = StoredRecord{in_memory(zip, e), e.uncompressed_size, static_cast<uint32_t>(k)};
+      if (k >= w.walk_from) continue;  // counted and numbered by the walk
+      ++w.data_records;
+      if (StoredRecord* r = ZipWalk::numbered_data(rest, zip.record_count(), &n) ? w.claim(n, k) : nullptr) {
+        *r = StoredRecord{ZipWalk::in_memory(zip, e), e.uncompressed_size, static_cast<uint32_t>(k)};
       }
     } else if (rest.size() > 8 && starts_with(rest, "code/") && ends_with(rest, ".py")) {
       code_files.push_back(&e);
     } else if (rest == "constants.pkl") {
-      if (constants == nullptr) constants = &e;
+      if (plan->constants == nullptr) plan->constants = &e;
     } else if (rest == "byteorder") {
       if (byteorder == nullptr) byteorder = &e;
     }
   }
-  m.format = constants ? Format::torchscript : Format::zip;
-  if (constants != nullptr) {
+  if (plan->constants != nullptr) {
     uint64_t code_bytes = 0;
     for (const ZipEntry* e : code_files) {
       code_bytes += e->uncompressed_size;
@@ -192,27 +213,26 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
       auto read = zip.read(*e);
       if (!read && read.error().code() == ErrorCode::zip_unsupported_compression) {
         // torch deflates code/; without zlib, names come from the attributes alone.
-        m.script_classes.clear();
+        plan->script_classes.clear();
         break;
       }
       PTREAD_TRY(Bytes code, std::move(read));
       std::string qualifier(e->name.substr(prefix.size() + 5, e->name.size() - prefix.size() - 8));
       std::replace(qualifier.begin(), qualifier.end(), '/', '.');
-      parse_script_classes(qualifier, std::string_view(reinterpret_cast<const char*>(code.data), code.size), &m.script_classes);
+      parse_script_classes(qualifier, std::string_view(reinterpret_cast<const char*>(code.data), code.size), &plan->script_classes);
     }
   }
-
   if (const ZipEntry* bo = byteorder) {
     PTREAD_TRY(Bytes b, zip.read(*bo));
     std::string order(reinterpret_cast<const char*>(b.data), std::min<size_t>(b.size, 16));
     while (!order.empty() && std::isspace(static_cast<unsigned char>(order.back()))) order.pop_back();
     if (order == "big") {
-      m.big_endian = true;
+      plan->big_endian = true;
     } else if (order != "little") {
       return make_error(ErrorCode::zip_corrupt, "record '" + std::string(bo->name) + "' says byte order '" + order + "'");
     }
   }
-  if (pkl->method == 0 && pkl->uncompressed_size > src->size()) {
+  if (pkl->method == 0 && pkl->uncompressed_size > src.size()) {
     return make_error(ErrorCode::zip_record_out_of_bounds, "record '" + std::string(pkl->name) + "' claims " +
                                                                std::to_string(pkl->uncompressed_size) +
                                                                " stored bytes, more than the file holds");
@@ -220,102 +240,231 @@ inline Status read_zip_graph(const std::shared_ptr<const Source>& src, const Rea
   if (pkl->uncompressed_size > opt.limits.max_pickle_bytes) {
     return make_error(ErrorCode::limit_exceeded, "data.pkl is larger than Limits::max_pickle_bytes");
   }
-  PTREAD_TRY(Bytes pickle, zip.read(*pkl));
+  return {};
+}
 
-  const bool copy_storages = opt.mode == LoadMode::read;
-  const bool swap = m.big_endian;
-  const ZipArchive& z = zip;
-  // Storages that are views of the source share blocks of Storage objects (StorageViews).
-  // Storages that own their bytes (read mode, byte-swapped, inflated) are allocated one by
-  // one, so each buffer is freed as soon as its last tensor is.
-  StorageViews views(src, static_cast<size_t>(std::max<uint64_t>(zip.record_count(), 1)));
-  std::string name;
+// The storages of data.pkl ("data/<key>") and constants.pkl ("constants/<key>") for the
+// hooks' loader: every storage but the views of numbered records in memory, which the
+// hooks make themselves.
+class ZipStorages {
+ public:
+  ZipStorages(const ZipArchive& z, const ZipWalk& w, const std::string& prefix, StorageViews& views, bool copy_storages,
+              bool swap, std::vector<FillJob>* fill)
+      : z_(z), w_(w), prefix_(prefix), views_(views), copy_storages_(copy_storages), swap_(swap), fill_(fill) {}
   const char* dir = "data/";  // constants.pkl's storages are under constants/
-  StorageLoader loader = [&z, &data_by_number, &name, &prefix, &views, &dir, copy_storages, swap, fill](
-                             std::string_view key, uint64_t nbytes, DType dtype) -> Result<std::shared_ptr<const Storage>> {
-    const bool swapped = swap && dtype_swap_unit(dtype) > 1;
+
+  StorageLoader loader() {
+    return [this](std::string_view key, uint64_t nbytes, DType dtype) { return load(key, nbytes, dtype); };
+  }
+
+ private:
+  Result<std::shared_ptr<const Storage>> load(std::string_view key, uint64_t nbytes, DType dtype) {
+    const bool swapped = swap_ && dtype_swap_unit(dtype) > 1;
     const ZipEntry* e = nullptr;
     const StoredRecord* r = nullptr;
     uint32_t n = 0;
-    if (dir[0] == 'd' && decimal_key(key, &n) && n < data_by_number.size()) {
-      r = &data_by_number[n];  // (one in memory that needs no copy is the hooks' own view)
+    if (dir[0] == 'd' && decimal_key(key, &n) && n < w_.data_by_number.size()) {
+      r = &w_.data_by_number[n];  // (one in memory that needs no copy is the hooks' own view)
       if (r->data == nullptr && r->entry == StringIndex::npos) r = nullptr;  // no such record
-      if (r != nullptr && r->entry != StringIndex::npos) e = &z.entries()[r->entry];
+      if (r != nullptr && r->entry != StringIndex::npos) e = &z_.entries()[r->entry];
     }
-    name = prefix;
-    name += dir;
-    name += key;
-    if (r == nullptr) e = z.find(name);
+    name_ = prefix_;
+    name_ += dir;
+    name_ += key;
+    if (r == nullptr) e = z_.find(name_);
     if (r == nullptr && e == nullptr) {
       return make_error(ErrorCode::record_missing,
-                        "storage record '" + name + "' named by data.pkl is missing from the archive");
+                        "storage record '" + name_ + "' named by data.pkl is missing from the archive");
     }
     const uint64_t held = r != nullptr ? r->size : e->uncompressed_size;
     if (held < nbytes) {
-      return make_error(ErrorCode::storage_too_small, "storage record '" + name + "' holds " + std::to_string(held) +
+      return make_error(ErrorCode::storage_too_small, "storage record '" + name_ + "' holds " + std::to_string(held) +
                                                           " bytes; data.pkl says it holds " + std::to_string(nbytes));
     }
     Bytes b;
     if (r != nullptr && r->data != nullptr) {
       b = Bytes{r->data, static_cast<size_t>(held), nullptr};  // in memory (the walk may have kept no entry)
     } else {
-      if (!swapped && !copy_storages) {
-        PTREAD_TRY(const uint8_t* p, z.view(*e));
-        if (p != nullptr) return views.make(p, e->uncompressed_size);  // a view of the source
+      if (!swapped && !copy_storages_) {
+        PTREAD_TRY(const uint8_t* p, z_.view(*e));
+        if (p != nullptr) return views_.make(p, e->uncompressed_size);  // a view of the source
       }
-      if (copy_storages && !swapped && e->method == 0 && z.source().base() == nullptr) {
+      if (copy_storages_ && !swapped && e->method == 0 && z_.source().base() == nullptr) {
         // Read mode: the buffer now, its bytes after the pickle (run_fill_jobs).
-        PTREAD_TRY(uint64_t off, z.stored_offset(*e));
+        PTREAD_TRY(uint64_t off, z_.stored_offset(*e));
         const size_t size = static_cast<size_t>(e->uncompressed_size);
         PTREAD_TRY(auto buf, allocate_aligned(size));
-        fill->push_back({off, buf.get(), size});
+        fill_->push_back({off, buf.get(), size});
         const uint8_t* p = buf.get();
         return std::make_shared<const Storage>(p, size, std::move(buf));
       }
-      PTREAD_TRY(b, z.read(*e));
+      PTREAD_TRY(b, z_.read(*e));
     }
     // Bytes of the source (not inflated into a buffer of their own) are copied for read mode,
     // and stored big-endian ones are converted in a buffer of our own (never in the mapping).
-    const bool of_source = b.owner == nullptr || b.owner.get() == static_cast<const void*>(&z.source());
-    if (swapped || (copy_storages && of_source)) {
+    const bool of_source = b.owner == nullptr || b.owner.get() == static_cast<const void*>(&z_.source());
+    if (swapped || (copy_storages_ && of_source)) {
       PTREAD_TRY(auto buf, allocate_aligned(b.size));
       std::memcpy(buf.get(), b.data, b.size);
       if (swapped) byteswap_elements(buf.get(), b.size, dtype_swap_unit(dtype));
       const uint8_t* p = buf.get();
       return std::make_shared<const Storage>(p, b.size, std::move(buf));
     }
-    if (of_source) return views.make(b.data, b.size);  // kept alive by the block, as every view
+    if (of_source) return views_.make(b.data, b.size);  // kept alive by the block, as every view
     return std::make_shared<const Storage>(b.data, b.size, std::move(b.owner));
-  };
+  }
 
+  const ZipArchive& z_;
+  const ZipWalk& w_;
+  const std::string& prefix_;
+  StorageViews& views_;
+  bool copy_storages_, swap_;
+  std::vector<FillJob>* fill_;
+  std::string name_;
+};
+
+// The plan's fields that the model keeps.
+inline void apply_plan(ZipPlan& plan, Model& m) {
+  m.archive_prefix = plan.prefix;
+  m.format = plan.constants ? Format::torchscript : Format::zip;
+  m.big_endian = plan.big_endian;
+  m.script_classes = std::move(plan.script_classes);
+}
+
+// TorchScript's tensor constants: their own pickle and storage keys.
+inline Status read_zip_constants(const ReadOptions& opt, Model& m, const ZipArchive& zip, const ZipPlan& plan,
+                                 ZipStorages& storages) {
+  const ZipEntry* constants = plan.constants;
+  if (constants == nullptr) return {};
+  if (constants->uncompressed_size > opt.limits.max_pickle_bytes) {
+    return make_error(ErrorCode::limit_exceeded, "constants.pkl is larger than Limits::max_pickle_bytes");
+  }
+  PTREAD_TRY(Bytes cpkl, zip.read(*constants));
+  storages.dir = "constants/";
+  TorchHooks chooks(m, storages.loader(), opt.limits);
+  PickleVM cvm(m.graph, chooks, opt.limits, std::string(constants->name));
+  cvm.set_tensor_runs(opt.tensor_runs);
+  PTREAD_TRY(m.constants_root, cvm.run(cpkl.data, cpkl.size));
+  return chooks.finish();
+}
+
+// The archive's object graph, tensors and storages into m (everything but the names), from
+// its walked directory.
+inline Status read_zip_pickles(const std::shared_ptr<const Source>& src, const ReadOptions& opt, Model& m,
+                               std::vector<FillJob>* fill, const ZipArchive& zip, const ZipWalk& w, ZipPlan& plan) {
+  apply_plan(plan, m);
+  PTREAD_TRY(Bytes pickle, zip.read(*plan.pkl));
+  const bool copy_storages = opt.mode == LoadMode::read;
+  // Storages that are views of the source share blocks of Storage objects (StorageViews).
+  // Storages that own their bytes (read mode, byte-swapped, inflated) are allocated one by
+  // one, so each buffer is freed as soon as its last tensor is.
+  StorageViews views(src, static_cast<size_t>(std::max<uint64_t>(zip.record_count(), 1)));
+  ZipStorages storages(zip, w, plan.prefix, views, copy_storages, m.big_endian, fill);
   // Usually one tensor per storage record: room for that many.
-  TorchHooks hooks(m, loader, opt.limits);
-  hooks.expect_storages(data_records);
-  if (!copy_storages) hooks.set_stored_records(&data_by_number, &views, swap);  // views without the loader
-  PickleVM vm(m.graph, hooks, opt.limits, std::string(pkl->name));
+  TorchHooks hooks(m, storages.loader(), opt.limits);
+  hooks.expect_storages(w.data_records);
+  if (!copy_storages) hooks.set_stored_records(&w.data_by_number, &views, m.big_endian);  // views without the loader
+  PickleVM vm(m.graph, hooks, opt.limits, std::string(plan.pkl->name));
   vm.set_tensor_runs(opt.tensor_runs);
   PTREAD_TRY(m.root, vm.run(pickle.data, pickle.size));
   PTREAD_CHECK(hooks.finish());
-  if (constants != nullptr) {
-    // TorchScript's tensor constants: their own pickle and storage keys.
-    if (constants->uncompressed_size > opt.limits.max_pickle_bytes) {
-      return make_error(ErrorCode::limit_exceeded, "constants.pkl is larger than Limits::max_pickle_bytes");
-    }
-    PTREAD_TRY(Bytes cpkl, zip.read(*constants));
-    dir = "constants/";
-    TorchHooks chooks(m, loader, opt.limits);
-    PickleVM cvm(m.graph, chooks, opt.limits, std::string(constants->name));
-    cvm.set_tensor_runs(opt.tensor_runs);
-    PTREAD_TRY(m.constants_root, cvm.run(cpkl.data, cpkl.size));
-    PTREAD_CHECK(chooks.finish());
+  return read_zip_constants(opt, m, zip, plan, storages);
+}
+
+// The archive's graph into m, the directory walked on one thread while the other reads
+// data.pkl, for a source in memory (mmap, memory modes) whose directory starts with a
+// stored data.pkl, as torch writes it. The pickle's storages are placeholders of the size it
+// declares until the walk is done, then bound to their records (TorchHooks::
+// bind_placeholders). Returns false when the file is anything but the plain case (another
+// data.pkl chosen, a byte order record saying big, storage keys that are not numbered
+// records in memory large enough, an error in the pickle): m is then to be dropped and the
+// pickle read again after the walk, as read_zip_pickles does, which gives whatever result
+// or error reading without the overlap gives. Errors returned are the directory's, which
+// come first either way.
+inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src, const ReadOptions& opt, Model& m,
+                                        std::vector<FillJob>* fill, ZipArchive& zip, ZipWalk& w, ZipPlan& plan) {
+  ZipEntry first;
+  uint64_t off = 0;
+  const bool plain = zip.first_entry(&first) && is_data_pkl(first.name) && first.method == 0 &&
+                     first.compressed_size == first.uncompressed_size &&
+                     first.uncompressed_size <= opt.limits.max_pickle_bytes && zip.try_data_offset(first, &off);
+  if (!plain) {
+    PTREAD_CHECK(walk_zip(zip, w));
+    return false;
   }
-  return {};
+  const uint8_t* pickle = src->base() + off;
+  StorageViews views(src, static_cast<size_t>(std::max<uint64_t>(zip.record_count(), 1)));
+  StorageLoader none = [](std::string_view, uint64_t, DType) -> Result<std::shared_ptr<const Storage>> {
+    return make_error(ErrorCode::invalid_argument, "not a placeholder");  // never used: the hooks make them
+  };
+  TorchHooks hooks(m, std::move(none), opt.limits);
+  hooks.expect_storages(static_cast<size_t>(zip.record_count()));
+  hooks.set_placeholders(&views);
+  Status walked, parsed;
+#if PTREAD_EXCEPTIONS
+  std::exception_ptr thrown[2];
+#endif
+  auto task = [&](size_t t) {
+#if PTREAD_EXCEPTIONS
+    try {
+#endif
+      if (t == 0) {
+        PickleVM vm(m.graph, hooks, opt.limits, std::string(first.name));
+        vm.set_tensor_runs(opt.tensor_runs);
+        auto root = vm.run(pickle, static_cast<size_t>(first.uncompressed_size));
+        if (root) {
+          m.root = *root;
+        } else {
+          parsed = std::move(root).error();
+        }
+      } else {
+        walked = walk_zip(zip, w);
+      }
+#if PTREAD_EXCEPTIONS
+    } catch (...) {
+      thrown[t] = std::current_exception();
+    }
+#endif
+  };
+  parallel_for(2, 2, task);
+#if PTREAD_EXCEPTIONS
+  for (const std::exception_ptr& e : thrown) {
+    if (e) std::rethrow_exception(e);
+  }
+#endif
+  PTREAD_CHECK(walked);
+  PTREAD_CHECK(plan_zip(*src, opt, zip, w, &plan));
+  if (!parsed || plan.pkl->local_header_offset != first.local_header_offset || plan.pkl->name != first.name ||
+      !hooks.bind_placeholders(w.data_by_number, plan.big_endian) || !hooks.finish()) {
+    return false;
+  }
+  apply_plan(plan, m);
+  ZipStorages storages(zip, w, plan.prefix, views, false, m.big_endian, fill);
+  PTREAD_CHECK(read_zip_constants(opt, m, zip, plan, storages));
+  return true;
 }
 
 inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const Source> src, const ReadOptions& opt) {
   auto model = std::make_shared<Model>();
   std::vector<FillJob> fill;
-  PTREAD_CHECK(read_zip_graph(src, opt, *model, &fill));
+  {
+    // The directory is gone when the graph is read: the tensors keep what they need.
+    PTREAD_TRY(ZipArchive zip, ZipArchive::locate(src, opt.limits));
+    ZipWalk walk;
+    ZipPlan plan;
+    bool read = false;
+    if (opt.overlap && opt.mode != LoadMode::read && src->base() != nullptr && resolve_threads(opt.threads) >= 2) {
+      PTREAD_TRY(read, read_zip_overlapped(src, opt, *model, &fill, zip, walk, plan));
+      model->overlapped = read;
+      if (!read && plan.pkl != nullptr) model = std::make_shared<Model>();  // (else untouched)
+    } else {
+      PTREAD_CHECK(walk_zip(zip, walk));
+    }
+    if (!read) {
+      if (plan.pkl == nullptr) PTREAD_CHECK(plan_zip(*src, opt, zip, walk, &plan));
+      PTREAD_CHECK(read_zip_pickles(src, opt, *model, &fill, zip, walk, plan));
+    }
+  }
   PTREAD_CHECK(run_fill_jobs(*src, fill, opt.threads));
   PTREAD_CHECK(realign_storages(*model));
   PTREAD_CHECK(name_tensors(*model, opt.limits));

@@ -1,0 +1,216 @@
+// The zip directory walked beside data.pkl (zip_checkpoint.hpp, read_zip_overlapped): with
+// two threads, a checkpoint in memory reads its pickle with placeholder storages while the
+// other thread walks the directory, then binds them. The reference is the same file read
+// with one thread: every file must leave the same Model both ways (the tree, specs,
+// storages with the byte of the source each one starts at, names), or fail with the same
+// error text, whether the overlap was kept or dropped for the plain path.
+#include <catch2/catch.hpp>
+
+#include "support/helpers.hpp"
+#include "support/model_dump.hpp"
+#include "support/zip_writer.hpp"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace ptread_test;
+
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+struct Read {
+  std::string text;  // the Model's dump, or the error
+  bool overlapped = false;
+};
+
+// A zip checkpoint read as open_memory reads it, with `threads` threads.
+Read read_zip(const Bytes& file, unsigned threads, bool overlap = true) {
+  auto src = std::make_shared<ptread::detail::MemorySource>(file.data(), file.size(), "<test>");
+  ptread::detail::ReadOptions ro;
+  ro.mode = ptread::LoadMode::memory;
+  ro.threads = threads;
+  ro.overlap = overlap;
+  auto model = ptread::detail::read_zip_checkpoint(src, ro);
+  if (!model) return {model.error().str(), false};
+  return {ModelDump(**model).source(file.data(), file.size()).all(), (*model)->overlapped};
+}
+
+bool is_zip(const Bytes& b) { return b.size() >= 4 && b[0] == 'P' && b[1] == 'K' && b[2] == 3 && b[3] == 4; }
+
+std::string adversarial_dir() { return std::string(PTREAD_TEST_FIXTURES) + "/../data/adversarial"; }
+
+// A state dict of three float32 tensors in torch's layout: data.pkl first, then data/0..2
+// (64-byte aligned, 16 bytes each), then version; `edit` may change records before writing.
+struct Record {
+  std::string name;
+  Bytes data;
+  bool deflate = false;
+};
+Bytes state_dict_pickle(const char* key1 = "1") {
+  // {'a': t(4), 'b': t(4) in storage key1, 'c': t(4)}, each _rebuild_tensor_v2 of a
+  // ('storage', FloatStorage, key, 'cpu', 4) persistent id.
+  Bytes p = {0x80, 2, '}', '('};
+  auto str = [&p](const std::string& s) {
+    p.push_back('X');
+    for (int k = 0; k < 4; ++k) p.push_back(static_cast<uint8_t>(s.size() >> (8 * k)));
+    p.insert(p.end(), s.begin(), s.end());
+  };
+  auto raw = [&p](const std::string& s) { p.insert(p.end(), s.begin(), s.end()); };
+  const std::string keys[3] = {"0", key1, "2"};
+  for (int t = 0; t < 3; ++t) {
+    str(std::string(1, static_cast<char>('a' + t)));
+    raw("ctorch._utils\n_rebuild_tensor_v2\n");
+    p.push_back('(');
+    p.push_back('(');
+    str("storage");
+    raw("ctorch\nFloatStorage\n");
+    str(keys[t]);
+    str("cpu");
+    p.push_back('K'), p.push_back(4);
+    p.push_back('t');
+    p.push_back('Q');
+    p.push_back('K'), p.push_back(0);
+    p.push_back('K'), p.push_back(4), p.push_back(0x85);
+    p.push_back('K'), p.push_back(1), p.push_back(0x85);
+    p.push_back(0x89);
+    raw("ccollections\nOrderedDict\n");
+    p.push_back(')'), p.push_back('R');
+    p.push_back('t'), p.push_back('R');
+  }
+  p.push_back('u');
+  p.push_back('.');
+  return p;
+}
+std::vector<Record> state_dict_records() {
+  std::vector<Record> r;
+  r.push_back({"archive/data.pkl", state_dict_pickle()});
+  for (int k = 0; k < 3; ++k) {
+    Bytes d(16);
+    for (size_t i = 0; i < d.size(); ++i) d[i] = static_cast<uint8_t>(16 * k + static_cast<int>(i));
+    r.push_back({"archive/data/" + std::to_string(k), d});
+  }
+  r.push_back({"archive/version", {'3', '\n'}});
+  return r;
+}
+Bytes zip_of(const std::vector<Record>& records) {
+  ZipWriter w;
+  for (const Record& r : records) {
+    ZipEntrySpec e;
+    e.name = r.name;
+    e.data = r.data;
+    e.method = r.deflate ? 8 : 0;
+    w.add(std::move(e));
+  }
+  return w.build().flat();
+}
+
+}  // namespace
+
+TEST_CASE("overlap: every zip fixture, corpus and adversarial file reads the same with one and two threads", "[overlap]") {
+  std::vector<std::string> files = checkpoint_files(fixture_dir());
+  for (const std::string& f : checkpoint_files(corpus_dir() + "/files")) files.push_back(f);
+  for (const std::string& f : checkpoint_files(adversarial_dir())) files.push_back(f);
+  size_t zips = 0, overlapped = 0, dropped = 0;
+  for (const std::string& path : files) {
+    const Bytes file = read_file(path);
+    if (!is_zip(file)) continue;
+    INFO(path);
+    ++zips;
+    const Read one = read_zip(file, 1), two = read_zip(file, 2), off = read_zip(file, 2, false);
+    CHECK(!one.overlapped);
+    CHECK(!off.overlapped);
+    CHECK(two.text == one.text);
+    CHECK(off.text == one.text);
+    (two.overlapped ? overlapped : dropped) += 1;
+  }
+  INFO(zips << " zip files: " << overlapped << " read with the overlap, " << dropped << " without");
+  // Both ways are taken: torch's own files overlap, hostile and unusual ones fall back.
+  CHECK(zips >= 100);
+  CHECK(overlapped >= 30);
+  CHECK(dropped >= 40);
+}
+
+TEST_CASE("overlap: the plain case binds each storage to its own record", "[overlap]") {
+  const Bytes file = zip_of(state_dict_records());
+  const Read one = read_zip(file, 1), two = read_zip(file, 2);
+  REQUIRE(two.overlapped);
+  REQUIRE(two.text == one.text);
+  auto ck = ptread::Checkpoint::open_memory(file.data(), file.size(), [] {
+    ptread::Options o;
+    o.threads = 2;
+    return o;
+  }());
+  REQUIRE(ck.ok());
+  REQUIRE(ck->tensors().size() == 3);
+  for (int t = 0; t < 3; ++t) {
+    const ptread::Tensor* x = ck->find(std::string(1, static_cast<char>('a' + t)));
+    REQUIRE(x != nullptr);
+    const auto* b = static_cast<const uint8_t*>(x->data_ptr());
+    for (int i = 0; i < 16; ++i) CHECK(b[i] == 16 * t + i);
+  }
+}
+
+TEST_CASE("overlap: files the overlap cannot bind are read after the walk, with the plain path's result", "[overlap]") {
+  struct Case {
+    const char* what;
+    std::vector<Record> records;
+    bool overlapped;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"torch's layout", state_dict_records(), true});
+  {
+    auto r = state_dict_records();
+    std::swap(r[0], r[4]);  // version first: no data.pkl to start on
+    cases.push_back({"data.pkl not first", r, false});
+  }
+  {
+    auto r = state_dict_records();
+    r[2].data.resize(8);  // data/1 holds 8 bytes of the 16 declared
+    cases.push_back({"a record smaller than declared", r, false});
+  }
+  {
+    auto r = state_dict_records();
+    r[2].data.resize(32);  // larger: bound as the plain path binds it (its whole size)
+    cases.push_back({"a record larger than declared", r, true});
+  }
+  {
+    auto r = state_dict_records();
+    r.erase(r.begin() + 2);
+    cases.push_back({"a record missing", r, false});
+  }
+  {
+    auto r = state_dict_records();
+    r[2].deflate = true;
+    cases.push_back({"a deflated record", r, false});
+  }
+  {
+    auto r = state_dict_records();
+    r[0].data = state_dict_pickle("x1");
+    r[2].name = "archive/data/x1";
+    cases.push_back({"a key that is no number", r, false});
+  }
+  {
+    auto r = state_dict_records();
+    r.push_back({"archive/byteorder", {'b', 'i', 'g'}});
+    cases.push_back({"a big-endian byte order record", r, false});
+  }
+  {
+    auto r = state_dict_records();
+    r.push_back({"data.pkl", state_dict_pickle()});  // shallower: this one is the checkpoint's
+    cases.push_back({"a shallower data.pkl later", r, false});
+  }
+  {
+    auto r = state_dict_records();
+    r.push_back({"archive/byteorder", {'s', 'i', 'd', 'e'}});
+    cases.push_back({"a byte order record the walk refuses", r, false});
+  }
+  for (const Case& c : cases) {
+    INFO(c.what);
+    const Bytes file = zip_of(c.records);
+    const Read one = read_zip(file, 1), two = read_zip(file, 2);
+    CHECK(two.text == one.text);
+    CHECK(two.overlapped == c.overlapped);
+  }
+}
