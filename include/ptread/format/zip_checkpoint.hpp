@@ -415,10 +415,10 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
         if (root) {
           m.root = *root;
         } else {
-          parsed = std::move(root).error();
+          static_cast<void>(parsed = std::move(root).error());  // (nvcc: nodiscard Status)
         }
       } else {
-        walked = walk_zip(zip, w);
+        static_cast<void>(walked = walk_zip(zip, w));
       }
 #if PTREAD_EXCEPTIONS
     } catch (...) {
