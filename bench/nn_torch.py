@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """torch 1.13's side of bench/run_nn.sh: the same operations on the same checkpoint.
 
-Usage: nn_torch.py FILE [RUNS]. Prints "name median_ms" lines with the names nn_bench uses.
-torch.load and the first (warm-up) call of each case are outside the timed region.
+Usage: nn_torch.py FILE [RUNS] [--only PREFIX]. Prints "name median_ms" lines with the names
+nn_bench uses (with --only, the cases whose names start with PREFIX). torch.load and the
+first (warm-up) call of each case are outside the timed region.
 
 Threads: torch.set_num_threads does not reach the BLAS library that Debian's torch calls for
 F.linear (BLAS_INFO=generic: libblas.so.3, OpenBLAS's pthread build), which keeps one thread
@@ -18,8 +19,14 @@ import time
 import torch
 import torch.nn.functional as F
 
-path = sys.argv[1]
-runs = int(sys.argv[2]) if len(sys.argv) > 2 else 7
+args = sys.argv[1:]
+only = ""
+if "--only" in args:
+    k = args.index("--only")
+    only = args[k + 1]
+    del args[k:k + 2]
+path = args[0]
+runs = int(args[1]) if len(args) > 1 else 7
 sd = torch.load(path, map_location="cpu")
 
 
@@ -60,6 +67,12 @@ def median_ms(fn, n=runs):
     return statistics.median(times)
 
 
+def case(name, fn, n=runs):
+    """Times fn and prints it under name, when name is wanted (--only)."""
+    if name.startswith(only):
+        print("%s %.4f" % (name, median_ms(fn, n)), flush=True)
+
+
 torch.set_grad_enabled(False)
 for threads in (1, 2):
     set_threads(threads)
@@ -67,19 +80,17 @@ for threads in (1, 2):
     idx = sd["idx"]
     for d in (64, 256):
         w = sd["emb%d.weight" % d]
-        print("emb.d%d.torch.%s %.4f" % (d, t, median_ms(lambda: F.embedding(idx, w))), flush=True)
+        case("emb.d%d.torch.%s" % (d, t), lambda: F.embedding(idx, w))
         out = torch.empty(idx.numel(), d)
-        print("emb.d%d.torch_out.%s %.4f" % (d, t, median_ms(lambda: torch.index_select(w, 0, idx, out=out))),
-              flush=True)
+        case("emb.d%d.torch_out.%s" % (d, t), lambda: torch.index_select(w, 0, idx, out=out))
     bidx, boffs = sd["bag_idx"], sd["bag_offsets"]
     for d in (32, 128):
         w = sd["bag%d.weight" % d]
         for mode in ("sum", "mean", "max"):
-            print("bag.d%d.%s.torch.%s %.4f" % (d, mode, t,
-                  median_ms(lambda: F.embedding_bag(bidx, w, boffs, mode=mode))), flush=True)
+            case("bag.d%d.%s.torch.%s" % (d, mode, t), lambda: F.embedding_bag(bidx, w, boffs, mode=mode))
     for n in (1024, 4096):
         w, b = sd["fc%d.weight" % n], sd["fc%d.bias" % n]
         for m in (1, 8, 64, 512):
             x = torch.randn(m, n)
             reps = runs if n * n * m < 4096 * 4096 * 64 else 5
-            print("linear.%d.m%d.torch.%s %.4f" % (n, m, t, median_ms(lambda: F.linear(x, w, b), reps)), flush=True)
+            case("linear.%d.m%d.torch.%s" % (n, m, t), lambda: F.linear(x, w, b), reps)

@@ -4,7 +4,7 @@
 # Needs a Release build with ptread::openblas (libopenblas-dev) and Debian's python3-torch.
 # Writes the inputs with torch on first use (~2 GiB in DATA_DIR, default /tmp/ptread-nn-bench).
 # Times are medians in ms (warm: every case runs once before it is timed), over
-# PTREAD_BENCH_ROUNDS (default 3) alternating rounds of ptread and torch.
+# PTREAD_BENCH_ROUNDS (default 3) rounds, each alternating ptread and torch group by group.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:-$root/build}
@@ -17,13 +17,17 @@ trap 'rm -rf "$tmp"' EXIT
 
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "torch: $("$py" -c 'import torch; print(torch.__version__)'), OpenBLAS: $(pkg-config --modversion openblas 2>/dev/null || echo '?')"
-# Rounds of ptread then torch, alternating; each figure is the median over the rounds of the
-# per-round medians (a shared or virtual machine drifts by up to 2x within minutes: figures
-# taken minutes apart compare badly).
+# Rounds; in each, group by group (a layer and size), ptread's cases then torch's, so that the
+# two sides of a ratio are timed seconds apart, not minutes (a shared or virtual machine
+# drifts by up to 2x within minutes). Each figure is the median over the rounds of the
+# per-round medians. torch loads the checkpoint again for each group (outside the timing).
 rounds=${PTREAD_BENCH_ROUNDS:-3}
+groups=(emb.d64 emb.d256 bag.d32 bag.d128 linear.1024 linear.4096)
 for ((k = 1; k <= rounds; k++)); do
-  "$build/bench/nn_bench" "$file" >"$tmp/ptread.$k" 2>"$tmp/err.txt"
-  "$py" "$root/bench/nn_torch.py" "$file" >"$tmp/torch.$k"
+  for g in "${groups[@]}"; do
+    "$build/bench/nn_bench" "$file" --only "$g" >>"$tmp/ptread.$k" 2>"$tmp/err.txt"
+    "$py" "$root/bench/nn_torch.py" "$file" --only "$g" >>"$tmp/torch.$k"
+  done
 done
 cat "$tmp/err.txt"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg); $rounds rounds"

@@ -5884,34 +5884,41 @@ class TorchHooks : public PickleHooks {
     records_big_endian_ = big_endian;
   }
 
-  // Storages made before their records are known (read_zip_overlapped): each numbered key
-  // becomes a placeholder view of no bytes and the size the pickle first declares for it,
-  // made by `views`, which every check during the pickle then holds the tensors to. Any
-  // other key, and legacy view metadata, fail the pickle. bind_placeholders() points them
-  // at their records.
+  // Storages made before their records are known (read_zip_overlapped): each key becomes a
+  // placeholder view of no bytes and the size the pickle first declares for it, made by
+  // `views`, which every check during the pickle then holds the tensors to. Legacy view
+  // metadata fails the pickle. bind_placeholders() points them at their records.
   void set_placeholders(StorageViews* views) { placeholder_views_ = views; }
 
-  // After the pickle, each placeholder gets its record's bytes, as find_or_load would have
-  // given them: true when every storage is a placeholder whose record is in memory, holds
-  // at least the bytes the pickle first declared, and needs no byte swap. Else false, with
-  // the storages left as they are (the file is then read without placeholders).
-  bool bind_placeholders(const SegmentedVector<StoredRecord>& records, bool big_endian) {
-    size_t bound = 0;
+  // After the pickle, each placeholder gets its record's bytes, as find_or_load and the
+  // loader would have given them: numbered keys from `records` (the walk's table), the
+  // others (and numbers too far apart for it) through by_name(key, &size), which returns
+  // the bytes of that stored record in memory as the loader would view them, or nullptr.
+  // True when every placeholder's record is there, holds at least the bytes the pickle
+  // first declared, and needs no byte swap; else false, with the storages left as they are
+  // (the file is then read without placeholders). The placeholders are all the storages
+  // made from a key: the others (numpy arrays' copies) are made as without placeholders.
+  template <class ByName>
+  bool bind_placeholders(const SegmentedVector<StoredRecord>& records, bool big_endian, ByName&& by_name) {
+    auto fits = [&](uint32_t k, const uint8_t* data, uint64_t size) {
+      return data != nullptr && size >= m_.storage_table[k]->nbytes() &&
+             !(big_endian && dtype_swap_unit(static_cast<DType>(table_dtype_[k])) > 1);
+    };
     for (size_t n = 0; n < storage_by_number_.size(); ++n) {
       const uint32_t k = storage_by_number_[n];
-      if (k == StringIndex::npos) continue;
-      if (n >= records.size()) return false;
-      const StoredRecord& r = records[n];
-      if (r.data == nullptr || r.size < m_.storage_table[k]->nbytes() ||
-          (big_endian && dtype_swap_unit(static_cast<DType>(table_dtype_[k])) > 1)) {
-        return false;
-      }
-      ++bound;
+      if (k != StringIndex::npos && (n >= records.size() || !fits(k, records[n].data, records[n].size))) return false;
     }
-    if (bound != m_.storage_table.size() || !hashed_keys_.empty()) return false;
+    std::vector<std::pair<const uint8_t*, uint64_t>> named(hashed_keys_.size());
+    for (size_t j = 0; j < hashed_keys_.size(); ++j) {
+      named[j].first = by_name(hashed_keys_[j].first, &named[j].second);
+      if (!fits(hashed_keys_[j].second, named[j].first, named[j].second)) return false;
+    }
     for (size_t n = 0; n < storage_by_number_.size(); ++n) {
       const uint32_t k = storage_by_number_[n];
       if (k != StringIndex::npos) StorageViews::rebind(m_.storage_table[k], records[n].data, records[n].size);
+    }
+    for (size_t j = 0; j < hashed_keys_.size(); ++j) {
+      StorageViews::rebind(m_.storage_table[hashed_keys_[j].second], named[j].first, named[j].second);
     }
     return true;
   }
@@ -6084,9 +6091,6 @@ class TorchHooks : public PickleHooks {
       std::shared_ptr<const Storage> st;
       const StoredRecord* r = numbered && records_ != nullptr && number < records_->size() ? &(*records_)[number] : nullptr;
       if (placeholder_views_ != nullptr) {
-        if (!numbered) {
-          return make_error(ErrorCode::unsupported_format, "storage key '" + std::string(key) + "' is no record number");
-        }
         st = placeholder_views_->make(nullptr, nbytes);
       } else if (r != nullptr && r->data != nullptr && r->size >= nbytes && !(records_big_endian_ && dtype_swap_unit(dtype) > 1)) {
         st = record_views_->make(r->data, r->size);
@@ -8191,8 +8195,8 @@ inline Status read_zip_pickles(const std::shared_ptr<const Source>& src, const R
 // stored data.pkl, as torch writes it. The pickle's storages are placeholders of the size it
 // declares until the walk is done, then bound to their records (TorchHooks::
 // bind_placeholders). Returns false when the file is anything but the plain case (another
-// data.pkl chosen, a byte order record saying big, storage keys that are not numbered
-// records in memory large enough, an error in the pickle): m is then to be dropped and the
+// data.pkl chosen, a byte order record saying big, a storage whose record is not stored in
+// memory and large enough, an error in the pickle): m is then to be dropped and the
 // pickle read again after the walk, as read_zip_pickles does, which gives whatever result
 // or error reading without the overlap gives. Errors returned are the directory's, which
 // come first either way.
@@ -8249,8 +8253,18 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
 #endif
   PTREAD_CHECK(walked);
   PTREAD_CHECK(plan_zip(*src, opt, zip, w, &plan));
+  std::string name;
+  auto by_name = [&zip, &plan, &name](std::string_view key, uint64_t* size) -> const uint8_t* {
+    name = plan.prefix;  // as ZipStorages::load finds it, and ZipArchive::view checks it
+    name += "data/";
+    name += key;
+    const ZipEntry* e = zip.find(name);
+    if (e == nullptr) return nullptr;
+    *size = e->uncompressed_size;
+    return ZipWalk::in_memory(zip, *e);
+  };
   if (!parsed || plan.pkl->local_header_offset != first.local_header_offset || plan.pkl->name != first.name ||
-      !hooks.bind_placeholders(w.data_by_number, plan.big_endian) || !hooks.finish()) {
+      !hooks.bind_placeholders(w.data_by_number, plan.big_endian, by_name) || !hooks.finish()) {
     return false;
   }
   apply_plan(plan, m);

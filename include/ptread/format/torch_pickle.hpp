@@ -128,34 +128,41 @@ class TorchHooks : public PickleHooks {
     records_big_endian_ = big_endian;
   }
 
-  // Storages made before their records are known (read_zip_overlapped): each numbered key
-  // becomes a placeholder view of no bytes and the size the pickle first declares for it,
-  // made by `views`, which every check during the pickle then holds the tensors to. Any
-  // other key, and legacy view metadata, fail the pickle. bind_placeholders() points them
-  // at their records.
+  // Storages made before their records are known (read_zip_overlapped): each key becomes a
+  // placeholder view of no bytes and the size the pickle first declares for it, made by
+  // `views`, which every check during the pickle then holds the tensors to. Legacy view
+  // metadata fails the pickle. bind_placeholders() points them at their records.
   void set_placeholders(StorageViews* views) { placeholder_views_ = views; }
 
-  // After the pickle, each placeholder gets its record's bytes, as find_or_load would have
-  // given them: true when every storage is a placeholder whose record is in memory, holds
-  // at least the bytes the pickle first declared, and needs no byte swap. Else false, with
-  // the storages left as they are (the file is then read without placeholders).
-  bool bind_placeholders(const SegmentedVector<StoredRecord>& records, bool big_endian) {
-    size_t bound = 0;
+  // After the pickle, each placeholder gets its record's bytes, as find_or_load and the
+  // loader would have given them: numbered keys from `records` (the walk's table), the
+  // others (and numbers too far apart for it) through by_name(key, &size), which returns
+  // the bytes of that stored record in memory as the loader would view them, or nullptr.
+  // True when every placeholder's record is there, holds at least the bytes the pickle
+  // first declared, and needs no byte swap; else false, with the storages left as they are
+  // (the file is then read without placeholders). The placeholders are all the storages
+  // made from a key: the others (numpy arrays' copies) are made as without placeholders.
+  template <class ByName>
+  bool bind_placeholders(const SegmentedVector<StoredRecord>& records, bool big_endian, ByName&& by_name) {
+    auto fits = [&](uint32_t k, const uint8_t* data, uint64_t size) {
+      return data != nullptr && size >= m_.storage_table[k]->nbytes() &&
+             !(big_endian && dtype_swap_unit(static_cast<DType>(table_dtype_[k])) > 1);
+    };
     for (size_t n = 0; n < storage_by_number_.size(); ++n) {
       const uint32_t k = storage_by_number_[n];
-      if (k == StringIndex::npos) continue;
-      if (n >= records.size()) return false;
-      const StoredRecord& r = records[n];
-      if (r.data == nullptr || r.size < m_.storage_table[k]->nbytes() ||
-          (big_endian && dtype_swap_unit(static_cast<DType>(table_dtype_[k])) > 1)) {
-        return false;
-      }
-      ++bound;
+      if (k != StringIndex::npos && (n >= records.size() || !fits(k, records[n].data, records[n].size))) return false;
     }
-    if (bound != m_.storage_table.size() || !hashed_keys_.empty()) return false;
+    std::vector<std::pair<const uint8_t*, uint64_t>> named(hashed_keys_.size());
+    for (size_t j = 0; j < hashed_keys_.size(); ++j) {
+      named[j].first = by_name(hashed_keys_[j].first, &named[j].second);
+      if (!fits(hashed_keys_[j].second, named[j].first, named[j].second)) return false;
+    }
     for (size_t n = 0; n < storage_by_number_.size(); ++n) {
       const uint32_t k = storage_by_number_[n];
       if (k != StringIndex::npos) StorageViews::rebind(m_.storage_table[k], records[n].data, records[n].size);
+    }
+    for (size_t j = 0; j < hashed_keys_.size(); ++j) {
+      StorageViews::rebind(m_.storage_table[hashed_keys_[j].second], named[j].first, named[j].second);
     }
     return true;
   }
@@ -328,9 +335,6 @@ class TorchHooks : public PickleHooks {
       std::shared_ptr<const Storage> st;
       const StoredRecord* r = numbered && records_ != nullptr && number < records_->size() ? &(*records_)[number] : nullptr;
       if (placeholder_views_ != nullptr) {
-        if (!numbered) {
-          return make_error(ErrorCode::unsupported_format, "storage key '" + std::string(key) + "' is no record number");
-        }
         st = placeholder_views_->make(nullptr, nbytes);
       } else if (r != nullptr && r->data != nullptr && r->size >= nbytes && !(records_big_endian_ && dtype_swap_unit(dtype) > 1)) {
         st = record_views_->make(r->data, r->size);

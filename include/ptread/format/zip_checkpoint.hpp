@@ -376,8 +376,8 @@ inline Status read_zip_pickles(const std::shared_ptr<const Source>& src, const R
 // stored data.pkl, as torch writes it. The pickle's storages are placeholders of the size it
 // declares until the walk is done, then bound to their records (TorchHooks::
 // bind_placeholders). Returns false when the file is anything but the plain case (another
-// data.pkl chosen, a byte order record saying big, storage keys that are not numbered
-// records in memory large enough, an error in the pickle): m is then to be dropped and the
+// data.pkl chosen, a byte order record saying big, a storage whose record is not stored in
+// memory and large enough, an error in the pickle): m is then to be dropped and the
 // pickle read again after the walk, as read_zip_pickles does, which gives whatever result
 // or error reading without the overlap gives. Errors returned are the directory's, which
 // come first either way.
@@ -434,8 +434,18 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
 #endif
   PTREAD_CHECK(walked);
   PTREAD_CHECK(plan_zip(*src, opt, zip, w, &plan));
+  std::string name;
+  auto by_name = [&zip, &plan, &name](std::string_view key, uint64_t* size) -> const uint8_t* {
+    name = plan.prefix;  // as ZipStorages::load finds it, and ZipArchive::view checks it
+    name += "data/";
+    name += key;
+    const ZipEntry* e = zip.find(name);
+    if (e == nullptr) return nullptr;
+    *size = e->uncompressed_size;
+    return ZipWalk::in_memory(zip, *e);
+  };
   if (!parsed || plan.pkl->local_header_offset != first.local_header_offset || plan.pkl->name != first.name ||
-      !hooks.bind_placeholders(w.data_by_number, plan.big_endian) || !hooks.finish()) {
+      !hooks.bind_placeholders(w.data_by_number, plan.big_endian, by_name) || !hooks.finish()) {
     return false;
   }
   apply_plan(plan, m);
