@@ -26,6 +26,8 @@ inline std::string fixture_dir() {
   return env && *env ? std::string(env) : std::string(PTREAD_TEST_FIXTURES);
 }
 inline std::string corpus_dir() { return PTREAD_TEST_CORPUS; }
+// The adversarial corpus (tests/data/adversarial, written by its make.py).
+inline std::string adversarial_dir() { return std::string(PTREAD_TEST_FIXTURES) + "/../data/adversarial"; }
 
 // The json file at path, read once (a test FAILs when it cannot be read).
 inline const Json& cached_json(const std::string& path) {

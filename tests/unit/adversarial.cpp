@@ -29,8 +29,6 @@ using namespace ptread_test;
 
 namespace {
 
-std::string adversarial_dir() { return std::string(PTREAD_TEST_FIXTURES) + "/../data/adversarial"; }
-
 const Json& adversarial_expected() { return cached_json(adversarial_dir() + "/expected.json"); }
 
 // The ErrorCode named `name` (error_code_name's spelling); false when none is.

@@ -39,10 +39,8 @@ Read read_zip(const Bytes& file, unsigned threads, bool overlap = true) {
 
 bool is_zip(const Bytes& b) { return b.size() >= 4 && b[0] == 'P' && b[1] == 'K' && b[2] == 3 && b[3] == 4; }
 
-std::string adversarial_dir() { return std::string(PTREAD_TEST_FIXTURES) + "/../data/adversarial"; }
-
 // A state dict of three float32 tensors in torch's layout: data.pkl first, then data/0..2
-// (64-byte aligned, 16 bytes each), then version; `edit` may change records before writing.
+// (64-byte aligned, 16 bytes each), then version; the cases below edit the records.
 struct Record {
   std::string name;
   Bytes data;

@@ -257,7 +257,22 @@ class ZipStorages {
     return [this](std::string_view key, uint64_t nbytes, DType dtype) { return load(key, nbytes, dtype); };
   }
 
+  // The bytes of record <dir><key> when it is stored and in memory, as load() would view
+  // them, its size in *size; else nullptr (TorchHooks::bind_placeholders).
+  const uint8_t* stored_view(std::string_view key, uint64_t* size) {
+    const ZipEntry* e = z_.find(record_name(key));
+    if (e == nullptr) return nullptr;
+    *size = e->uncompressed_size;
+    return ZipWalk::in_memory(z_, *e);
+  }
+
  private:
+  const std::string& record_name(std::string_view key) {
+    name_ = prefix_;
+    name_ += dir;
+    name_ += key;
+    return name_;
+  }
   Result<std::shared_ptr<const Storage>> load(std::string_view key, uint64_t nbytes, DType dtype) {
     const bool swapped = swap_ && dtype_swap_unit(dtype) > 1;
     const ZipEntry* e = nullptr;
@@ -268,9 +283,7 @@ class ZipStorages {
       if (r->data == nullptr && r->entry == StringIndex::npos) r = nullptr;  // no such record
       if (r != nullptr && r->entry != StringIndex::npos) e = &z_.entries()[r->entry];
     }
-    name_ = prefix_;
-    name_ += dir;
-    name_ += key;
+    record_name(key);
     if (r == nullptr) e = z_.find(name_);
     if (r == nullptr && e == nullptr) {
       return make_error(ErrorCode::record_missing,
@@ -434,22 +447,13 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
 #endif
   PTREAD_CHECK(walked);
   PTREAD_CHECK(plan_zip(*src, opt, zip, w, &plan));
-  std::string name;
-  auto by_name = [&zip, &plan, &name](std::string_view key, uint64_t* size) -> const uint8_t* {
-    name = plan.prefix;  // as ZipStorages::load finds it, and ZipArchive::view checks it
-    name += "data/";
-    name += key;
-    const ZipEntry* e = zip.find(name);
-    if (e == nullptr) return nullptr;
-    *size = e->uncompressed_size;
-    return ZipWalk::in_memory(zip, *e);
-  };
+  ZipStorages storages(zip, w, plan.prefix, views, false, plan.big_endian, fill);
+  auto by_name = [&storages](std::string_view key, uint64_t* size) { return storages.stored_view(key, size); };
   if (!parsed || plan.pkl->local_header_offset != first.local_header_offset || plan.pkl->name != first.name ||
       !hooks.bind_placeholders(w.data_by_number, plan.big_endian, by_name) || !hooks.finish()) {
     return false;
   }
   apply_plan(plan, m);
-  ZipStorages storages(zip, w, plan.prefix, views, false, m.big_endian, fill);
   PTREAD_CHECK(read_zip_constants(opt, m, zip, plan, storages));
   return true;
 }
