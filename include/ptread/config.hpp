@@ -35,3 +35,16 @@
 #else
 #define PTREAD_POSIX 1
 #endif
+
+// Internal: forces inlining. The nn layers' prefetch helpers need it: GCC finds a function
+// whose only statements are __builtin_prefetch "const", and deletes calls to it whose
+// result (void) is unused, so a helper that is not inlined before that analysis prefetches
+// nothing (GCC 12 at -O2 and -O3 did this to every prefetch of the embedding layers until
+// 2026-11-22).
+#if defined(__GNUC__) || defined(__clang__)
+#define PTREAD_ALWAYS_INLINE inline __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#define PTREAD_ALWAYS_INLINE __forceinline
+#else
+#define PTREAD_ALWAYS_INLINE inline
+#endif
