@@ -11,13 +11,13 @@ per core. Each thread count is therefore also set there, through openblas_set_nu
 in every loaded library that exports it; without that, torch's "one thread" Linear ran on
 two (4096 x 4096, M=512: 101 ms wall for 186 ms of CPU time; 169 ms on one thread).
 """
-import ctypes
 import statistics
 import sys
 import time
 
 import torch
 import torch.nn.functional as F
+from torch_threads import thread_setter
 
 args = sys.argv[1:]
 only = ""
@@ -30,31 +30,7 @@ runs = int(args[1]) if len(args) > 1 else 7
 sd = torch.load(path, map_location="cpu")
 
 
-def blas_thread_setters():
-    """openblas_set_num_threads of each loaded library that exports it."""
-    setters, seen = [], set()
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            path = line.split()[-1]
-            if not path.startswith("/") or path in seen or ".so" not in path:
-                continue
-            seen.add(path)
-            try:
-                lib = ctypes.CDLL(path)
-            except OSError:
-                continue
-            if hasattr(lib, "openblas_set_num_threads"):
-                setters.append(lib.openblas_set_num_threads)
-    return setters
-
-
-BLAS_SETTERS = blas_thread_setters()
-
-
-def set_threads(n):
-    torch.set_num_threads(n)
-    for f in BLAS_SETTERS:
-        f(n)
+set_threads = thread_setter()
 
 
 def median_ms(fn, n=runs):

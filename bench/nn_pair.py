@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""torch and ptread in one process, call by call: the nn layers' ratios on a noisy machine.
+
+Usage: nn_pair.py LIB FILE [PAIRS] [--only PREFIX] [--gap MS]
+  LIB   the nn_pair module (BUILD/bench/libnn_pair.so, from bench/nn_pair.cpp)
+  FILE  the checkpoint bench/make_nn_inputs.py writes
+  PAIRS calls of each side per case (default 101)
+
+run_nn.sh times ptread and torch in separate processes, group by group; on a shared or
+virtual machine a process can land in a slow minute and the other in a fast one (the same
+call was measured 3x apart in processes seconds apart). Here torch.load and ptread open the
+same file in this process, and each case calls the two in turns: a pair is one call of each
+(which goes first alternates from pair to pair), with GAP ms of sleep before every call
+(default 0: back to back). OMP_WAIT_POLICY is PASSIVE unless set: torch's OpenMP threads
+otherwise spin for milliseconds after each call, on the core that ptread's next two-thread
+call needs (emb.d64.t2 measured 0.69x torch so, 1.36x with PASSIVE; torch's own two-thread
+calls were faster with it too); PASSIVE makes them sleep between calls, as ptread's do. Printed per case: each
+side's median ms, the ratio of the medians (torch / ptread: above 1, ptread is faster), and
+the median and quartiles of the per-pair ratios. ptread's outputs are compared with
+torch's first: equal for gathers and max, within float rounding for sums, means and Linear.
+"""
+import ctypes
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads libgomp (see above)
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch_threads import thread_setter  # noqa: E402
+
+args = sys.argv[1:]
+only, gap_ms = "", 0.0
+if "--only" in args:
+    k = args.index("--only")
+    only = args[k + 1]
+    del args[k:k + 2]
+if "--gap" in args:
+    k = args.index("--gap")
+    gap_ms = float(args[k + 1])
+    del args[k:k + 2]
+lib_path, path = args[0], args[1]
+pairs = int(args[2]) if len(args) > 2 else 101
+
+lib = ctypes.CDLL(lib_path)
+P, S, I, U = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_uint
+lib.ptread_pair_open.restype = P
+lib.ptread_pair_open.argtypes = [ctypes.c_char_p]
+lib.ptread_pair_kernels.restype = ctypes.c_char_p
+for f, extra in (("embedding", []), ("bag", [I]), ("linear", [])):
+    getattr(lib, "ptread_pair_" + f).restype = P
+    getattr(lib, "ptread_pair_" + f).argtypes = [P, ctypes.c_char_p] + extra + [U]
+lib.ptread_pair_embedding_forward.argtypes = [P, P, S, P]
+lib.ptread_pair_bag_forward.argtypes = [P, P, S, P, S, P]
+lib.ptread_pair_linear_forward.argtypes = [P, P, S, P]
+lib.ptread_pair_free.argtypes = [P]
+lib.ptread_pair_close.argtypes = [P]
+
+
+def check(rc):
+    if rc != 0:
+        sys.exit("nn_pair: a ptread call failed (message above)")
+
+
+def quartiles(v):
+    v = sorted(v)
+    return v[len(v) // 4], statistics.median(v), v[(3 * len(v)) // 4]
+
+
+def case(name, torch_fn, ptread_fn, ptread_out, exact):
+    """Checks ptread's output against torch's, then times the two in turns."""
+    if not name.startswith(only):
+        return
+    want = torch_fn()
+    check(ptread_fn())
+    if exact:
+        ok = torch.equal(want, ptread_out)
+    else:
+        ok = torch.allclose(want, ptread_out, rtol=1e-4, atol=1e-5)
+    if not ok:
+        sys.exit("nn_pair: %s: ptread's output differs from torch's (max |diff| %g)" %
+                 (name, (want - ptread_out).abs().max().item()))
+    tt, tp = [], []
+    for k in range(pairs):
+        for side in ((0, 1) if k % 2 == 0 else (1, 0)):
+            time.sleep(gap_ms / 1e3)
+            t0 = time.perf_counter()
+            if side == 0:
+                torch_fn()
+            else:
+                check(ptread_fn())
+            ms = (time.perf_counter() - t0) * 1e3
+            (tt if side == 0 else tp).append(ms)
+    mt, mp = statistics.median(tt), statistics.median(tp)
+    q1, q2, q3 = quartiles([a / b for a, b in zip(tt, tp)])
+    print("%-26s %9.3f %9.3f %8.2fx %8.2fx  [%.2f, %.2f]" % (name, mp, mt, mt / mp, q2, q1, q3), flush=True)
+
+
+torch.set_grad_enabled(False)
+sd = torch.load(path, map_location="cpu")
+set_threads = thread_setter()
+ck = lib.ptread_pair_open(path.encode())
+if not ck:
+    sys.exit("nn_pair: cannot open %s" % path)
+print("kernels: %s; %d pairs a case, %.1f ms of sleep before each call; OMP_WAIT_POLICY=%s" %
+      (lib.ptread_pair_kernels().decode(), pairs, gap_ms, os.environ["OMP_WAIT_POLICY"]))
+print("%-26s %9s %9s %9s %9s  %s" % ("case", "ptread", "torch", "x(med)", "x(pairs)", "[quartiles of the pair ratios]"))
+
+
+def layer(ptr):
+    if not ptr:
+        sys.exit("nn_pair: cannot make a layer (message above)")
+    return ptr
+
+
+def ptr(t):
+    return ctypes.c_void_p(t.data_ptr())
+
+
+idx = sd["idx"]
+bidx, boffs = sd["bag_idx"], sd["bag_offsets"]
+for threads in (1, 2):
+    set_threads(threads)
+    t = "t%d" % threads
+    for d in (64, 256):
+        w = sd["emb%d.weight" % d]
+        out = torch.empty(idx.numel(), d)
+        emb = layer(lib.ptread_pair_embedding(ck, b"emb%d" % d, threads))
+        # torch's faster form: index_select into a ready buffer (F.embedding allocates its output)
+        tout = torch.empty(idx.numel(), d)
+        case("emb.d%d.%s" % (d, t), lambda: torch.index_select(w, 0, idx, out=tout),
+             lambda: lib.ptread_pair_embedding_forward(emb, ptr(idx), idx.numel(), ptr(out)), out, True)
+        lib.ptread_pair_free(emb)
+    for d in (32, 128):
+        w = sd["bag%d.weight" % d]
+        for mi, mode in enumerate(("sum", "mean", "max")):
+            out = torch.empty(boffs.numel(), d)
+            bag = layer(lib.ptread_pair_bag(ck, b"bag%d" % d, mi, threads))
+            case("bag.d%d.%s.%s" % (d, mode, t), lambda: F.embedding_bag(bidx, w, boffs, mode=mode),
+                 lambda: lib.ptread_pair_bag_forward(bag, ptr(bidx), bidx.numel(), ptr(boffs), boffs.numel(), ptr(out)),
+                 out, mode == "max")
+            lib.ptread_pair_free(bag)
+    for n in (1024, 4096):
+        w, b = sd["fc%d.weight" % n], sd["fc%d.bias" % n]
+        fc = layer(lib.ptread_pair_linear(ck, b"fc%d" % n, threads))
+        for m in (1, 8, 64):
+            x = torch.randn(m, n)
+            y = torch.empty(m, n)
+            case("linear.%d.m%d.%s" % (n, m, t), lambda: F.linear(x, w, b),
+                 lambda: lib.ptread_pair_linear_forward(fc, ptr(x), m, ptr(y)), y, False)
+        lib.ptread_pair_free(fc)
+lib.ptread_pair_close(ck)
