@@ -20,7 +20,6 @@ namespace {
 namespace nn = ptread::nn;
 
 struct Layer {
-  enum Kind { embedding, bag, linear } kind;
   nn::Embedding emb;
   nn::EmbeddingBag eb;
   nn::Linear fc;
@@ -33,12 +32,12 @@ int fail(const ptread::Error& e) {
 
 // A Layer holding *r, or NULL (the error printed).
 template <class T>
-void* make(ptread::Result<T> r, T Layer::*member, Layer::Kind kind) {
+void* make(ptread::Result<T> r, T Layer::*member) {
   if (!r) {
     fail(r.error());
     return nullptr;
   }
-  auto* l = new Layer{kind, {}, {}, {}};
+  auto* l = new Layer{};
   l->*member = std::move(*r);
   return l;
 }
@@ -64,16 +63,6 @@ PAIR_API void* ptread_pair_open(const char* path) {
   return new ptread::Checkpoint(std::move(*ck));
 }
 
-// The same over a copy of the file the caller holds in memory (open_memory: no mapping).
-PAIR_API void* ptread_pair_open_memory(const void* data, size_t size) {
-  auto ck = ptread::Checkpoint::open_memory(data, size);
-  if (!ck) {
-    fail(ck.error());
-    return nullptr;
-  }
-  return new ptread::Checkpoint(std::move(*ck));
-}
-
 PAIR_API void ptread_pair_close(void* handle) { delete static_cast<ptread::Checkpoint*>(handle); }
 
 PAIR_API const char* ptread_pair_kernels() { return ptread::detail::nn_isa_name(ptread::detail::nn_isa()); }
@@ -81,20 +70,20 @@ PAIR_API const char* ptread_pair_kernels() { return ptread::detail::nn_isa_name(
 PAIR_API void* ptread_pair_embedding(void* handle, const char* prefix, unsigned threads) {
   nn::EmbeddingOptions o;
   o.threads = threads;
-  return make(nn::Embedding::from(*static_cast<ptread::Checkpoint*>(handle), prefix, o), &Layer::emb, Layer::embedding);
+  return make(nn::Embedding::from(*static_cast<ptread::Checkpoint*>(handle), prefix, o), &Layer::emb);
 }
 
 PAIR_API void* ptread_pair_bag(void* handle, const char* prefix, int reduce, unsigned threads) {
   nn::EmbeddingOptions o;
   o.threads = threads;
   const nn::Reduce r = reduce == 0 ? nn::Reduce::sum : reduce == 1 ? nn::Reduce::mean : nn::Reduce::max;
-  return make(nn::EmbeddingBag::from(*static_cast<ptread::Checkpoint*>(handle), prefix, r, o), &Layer::eb, Layer::bag);
+  return make(nn::EmbeddingBag::from(*static_cast<ptread::Checkpoint*>(handle), prefix, r, o), &Layer::eb);
 }
 
 PAIR_API void* ptread_pair_linear(void* handle, const char* prefix, unsigned threads) {
   nn::LinearOptions o;
   o.threads = threads;
-  return make(nn::Linear::from(*static_cast<ptread::Checkpoint*>(handle), prefix, o), &Layer::fc, Layer::linear);
+  return make(nn::Linear::from(*static_cast<ptread::Checkpoint*>(handle), prefix, o), &Layer::fc);
 }
 
 PAIR_API int ptread_pair_embedding_forward(void* layer, const int64_t* idx, size_t n, float* out) {

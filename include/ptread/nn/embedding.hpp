@@ -114,11 +114,7 @@ class RowReader {
 
   // out[0..cols) = row r as F32.
   void copy(size_t r, float* out) const noexcept {
-    if (w_->rows_contiguous() && w_->dtype == DType::F32) {
-      // memcpy loads the whole row before it stores: all its lines in flight at once (1.2-1.4x
-      // faster than widen's load-store pairs on 256-byte rows).
-      std::memcpy(out, w_->row(r), w_->cols * sizeof(float));
-    } else if (w_->rows_contiguous()) {
+    if (w_->rows_contiguous()) {
       k_.widen(w_->row(r), out, w_->cols);
     } else {
       strided(r, out, [](float& o, float v) { o = v; });
