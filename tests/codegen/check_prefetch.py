@@ -2,10 +2,12 @@
 """Checks that the compiler keeps the embedding layers' prefetches (see prefetch.cpp).
 
 Usage: check_prefetch.py SOURCE INCLUDE_DIR CXX...   (the compiler command, as many words as it has)
-Compiles SOURCE to assembly at -O2 and -O3 for each case: Embedding::forward (1) and
-EmbeddingBag::forward (2) must contain a prefetch instruction, the control (0) none.
-Exits 77 (skipped) on targets other than x86-64 and AArch64, whose prefetch instructions it
-does not know.
+Compiles SOURCE to assembly at -O2 and -O3, twice: with both layers called (case 1), where
+the functions of Embedding::forward's gather and each build of EmbeddingBag's bag kernel
+(generic, and AVX2 and AVX-512 on x86-64) must each contain a prefetch instruction; and the
+control (case 0), which must contain none. Functions are told apart by their symbols,
+demangled with c++filt. Exits 77 (skipped) on targets other than x86-64 and AArch64, whose
+prefetch instructions it does not know.
 """
 import re
 import subprocess
@@ -14,22 +16,56 @@ import sys
 source, include, cxx = sys.argv[1], sys.argv[2], sys.argv[3:]
 machine = subprocess.run([*cxx, "-dumpmachine"], capture_output=True, text=True, check=True).stdout
 if machine.startswith("x86_64"):
-    pattern = re.compile(r"^\s*prefetch\w*\s", re.M)
+    prefetch = re.compile(r"^\s*prefetch\w*\s", re.M)
+    kernels = ["nn_generic", "nn_avx2", "nn_avx512"]
 elif machine.startswith("aarch64"):
-    pattern = re.compile(r"^\s*prfm\s", re.M)
+    prefetch = re.compile(r"^\s*prfm\s", re.M)
+    kernels = ["nn_generic"]
 else:
     print("check_prefetch: no prefetch pattern for %s; skipped" % machine.strip())
     sys.exit(77)
 
+# Where prefetches must be, as patterns on demangled function names.
+WANTED = [("Embedding gather", re.compile(r"ptread::nn::Embedding::forward_impl"))] + [
+    ("EmbeddingBag kernel " + k, re.compile(r"ptread::detail::%s::bag" % k)) for k in kernels]
+
+
+def functions(asm):
+    """{demangled name: body} for the functions the assembly defines."""
+    names = set(re.findall(r"^\s*\.type\s+([^,\s]+),\s*[@%]function", asm, re.M))
+    bodies, current = {}, None
+    for line in asm.splitlines():
+        label = re.match(r"^([^\s:]+):", line)  # clang follows a label with a comment
+        if label and label.group(1) in names:
+            current = label.group(1)
+            bodies[current] = []
+        elif current is not None:
+            bodies[current].append(line)
+    mangled = sorted(bodies)
+    demangled = subprocess.run(["c++filt"], input="\n".join(mangled), capture_output=True, text=True,
+                               check=True).stdout.splitlines()
+    if len(demangled) != len(mangled):
+        raise SystemExit("check_prefetch: c++filt returned %d names for %d" % (len(demangled), len(mangled)))
+    return {d: "\n".join(bodies[m]) + "\n" for m, d in zip(mangled, demangled)}
+
+
 failures = 0
 for opt in ("-O2", "-O3"):
-    for case, want in ((0, False), (1, True), (2, True)):
-        cmd = [*cxx, "-std=c++17", opt, "-S", "-o", "-", "-I", include,
-               "-DPTREAD_CODEGEN_CASE=%d" % case, source]
-        asm = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-        found = len(pattern.findall(asm))
-        ok = (found > 0) == want
-        failures += not ok
-        print("%s case %d: %d prefetch instructions (%s) %s" %
-              (opt, case, found, "want some" if want else "want none", "ok" if ok else "FAILED"))
+    for case in (0, 1):
+        cmd = [*cxx, "-std=c++17", opt, "-S", "-o", "-", "-I", include, "-DPTREAD_CODEGEN_CASE=%d" % case, source]
+        funcs = functions(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+        counts = {name: len(prefetch.findall(body)) for name, body in funcs.items()}
+        if case == 0:
+            total = sum(counts.values())
+            ok = total == 0
+            failures += not ok
+            print("%s control: %d prefetch instructions (want none) %s" % (opt, total, "ok" if ok else "FAILED"))
+            continue
+        for what, pattern in WANTED:
+            matched = [name for name in funcs if pattern.search(name)]
+            found = sum(counts[name] for name in matched)
+            ok = found > 0
+            failures += not ok
+            print("%s %s: %d prefetch instructions in %d functions (want some) %s" %
+                  (opt, what, found, len(matched), "ok" if ok else "FAILED"))
 sys.exit(1 if failures else 0)

@@ -102,12 +102,13 @@ TEST_CASE("Embedding reads rows in place, and threads split a large batch", "[nn
   (void)rows;
 }
 
-// EmbeddingBag reduces a bag in one pass over its indices (bag(), sums in registers); the
-// bags above check it against torch. Here, at every width from 1 to 80 (every block size of
-// every vector width, and the tails), it must give exactly what axpy/vmax give row after row
-// (which the gathers and bags were checked against before): the same arithmetic in the same
-// order, NaNs (but not their payloads) and signed zeros included, padding entries left out,
-// int64 and int32 indices.
+// EmbeddingBag reduces a bag a pass over its indices per 256 output bytes (bag(), sums in
+// registers); the bags above check it against torch. Here, at every width from 1 to 80 (every
+// pass width of every vector width, and the tails), it must give exactly what axpy/vmax give
+// row after row (which the gathers and bags were checked against before): the same arithmetic
+// in the same order, NaNs (but not their payloads) and signed zeros included, padding entries
+// left out (in the middle of a bag or first: max then starts at the next row), int64 and int32
+// indices.
 // Bit for bit, except that a NaN's payload may differ (which NaN operand an FMA passes on
 // depends on the form of the instruction the compiler picked; torch's kernels differ too).
 static bool nn_same_bits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -153,10 +154,12 @@ TEST_CASE("bag equals axpy and vmax row by row, bit for bit", "[nn]") {
       for (size_t dim = 1; dim <= kMaxDim; ++dim) {
         const size_t row_bytes = dim * esize;
         for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t{33}}) {
-          std::vector<int64_t> idx(count);
-          for (size_t i = 0; i < count; ++i) idx[i] = static_cast<int64_t>((i * 7 + dim) % kRows);
+          // The bag's indices, then the next bags' (which the kernels only prefetch).
+          std::vector<int64_t> idx(count + 20);
+          for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>((i * 7 + dim) % kRows);
           const std::vector<int32_t> idx32(idx.begin(), idx.end());
-          for (int64_t padding : {int64_t{-1}, count ? idx[count / 2] : int64_t{0}}) {
+          // No padding, padding in the middle, padding first (max starts at the next row).
+          for (int64_t padding : {int64_t{-1}, count ? idx[count / 2] : int64_t{0}, count ? idx[0] : int64_t{1}}) {
             for (int mode = 0; mode < 3; ++mode) {  // sum, sum with weights, max
               const bool max_op = mode == 2;
               const float* w = mode == 1 ? psw.data() : nullptr;
@@ -177,8 +180,9 @@ TEST_CASE("bag equals axpy and vmax row by row, bit for bit", "[nn]") {
                 ++kept;
               }
               std::vector<float> got(dim, -777.0f), got32(dim, -777.0f);
-              CHECK(k.bag64(got.data(), base, row_bytes, idx.data(), count, w, padding, dim, max_op) == kept);
-              CHECK(k.bag32(got32.data(), base, row_bytes, idx32.data(), count, w, padding, dim, max_op) == kept);
+              CHECK(k.bag64(got.data(), base, row_bytes, idx.data(), count, idx.size(), w, padding, dim, max_op) == kept);
+              CHECK(k.bag32(got32.data(), base, row_bytes, idx32.data(), count, idx.size(), w, padding, dim, max_op) ==
+                    kept);
               CHECK(nn_same_bits(got, want));
               CHECK(nn_same_bits(got32, want));
             }
@@ -400,6 +404,43 @@ TEST_CASE("nn layers reject bad weights and names", "[nn]") {
   auto ok = nn::Embedding::from(ck, "emb_f32", pad);
   REQUIRE(ok.ok());
   CHECK(ok->padding_idx() == 0);
+}
+
+// The index check the layers run before reading reads blocks of 16 (32 int32 indices with
+// AVX2) and looks inside a block only when it holds a bad index: at every level, for every
+// position of one bad index in arrays of every length up to 70 (blocks, tails), and for
+// each kind of bad value, it must name the first bad position, as a test per index does.
+TEST_CASE("the index check finds the first index outside the table", "[nn]") {
+  IsaRestore restore;
+  for (NnIsa isa : isa_levels()) {
+    ptread::detail::nn_set_isa(isa);
+    for (uint64_t num : {uint64_t{0}, uint64_t{1}, uint64_t{1000}, uint64_t{0x7fffffff}, uint64_t{0x80000000},
+                         uint64_t{1} << 40}) {
+      const int64_t bads[] = {-1, INT64_MIN, static_cast<int64_t>(num), static_cast<int64_t>(num) + 5, INT64_MAX};
+      for (size_t n = 0; n <= 70; ++n) {
+        for (size_t at = 0; at <= n; ++at) {  // at == n: no bad index (when num > 0)
+          for (int64_t bad : bads) {
+            std::vector<int64_t> idx(n);
+            for (size_t i = 0; i < n; ++i) idx[i] = num == 0 ? 0 : static_cast<int64_t>((i * 7919) % num);
+            if (at < n) idx[at] = bad;
+            std::vector<int32_t> idx32(n);
+            for (size_t i = 0; i < n; ++i) idx32[i] = static_cast<int32_t>(idx[i]);  // wraps the large ones
+            auto first_bad = [num](const auto& v) {
+              for (size_t i = 0; i < v.size(); ++i) {
+                const auto x = static_cast<int64_t>(v[i]);
+                if (x < 0 || static_cast<uint64_t>(x) >= num) return i;
+              }
+              return v.size();
+            };
+            INFO("isa " << ptread::detail::nn_isa_name(isa) << " num " << num << " n " << n << " at " << at << " bad "
+                        << bad);
+            CHECK(ptread::detail::nn_first_bad_index(idx.data(), n, num) == first_bad(idx));
+            CHECK(ptread::detail::nn_first_bad_index(idx32.data(), n, num) == first_bad(idx32));
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("nn layers reject bad indices and offsets before reading", "[nn]") {

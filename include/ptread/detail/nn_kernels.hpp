@@ -17,6 +17,7 @@
 // which; bag() takes it from padding < 0.
 #pragma once
 
+#include "../config.hpp"
 #include "../dtype.hpp"
 
 #include <algorithm>
@@ -102,6 +103,45 @@ inline float nn_madd(bool fused, float a, float b, float c) noexcept {
   return fused ? std::fma(a, b, c) : nn_mul_add(a, b, c);
 }
 
+// Asks for the cache lines of [p, p + bytes) (a hint: never faults), with __builtin_prefetch's
+// temporal locality (3: into every cache level, x86 prefetcht0; 1: prefetcht2). Always
+// inlined: GCC takes a function whose only statements are prefetches for "const" and deletes
+// calls to it whose result is unused (see PTREAD_ALWAYS_INLINE).
+template <int Locality>
+PTREAD_ALWAYS_INLINE void nn_prefetch(const void* p, size_t bytes) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  const auto* b = static_cast<const char*>(p);
+  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(b + off, 0, Locality);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+// The bag kernels ask for the row this many indices ahead of the one they add, into L1 (as
+// torch's kernels do: caffe2's EmbeddingLookupIdx, fbgemm's), across bag ends: the rows of the
+// next bag are on their way while a bag ends. Chosen (bags of 20, AVX2) over asking for the
+// next bag's rows a bag ahead, over 8, 24 and 32 ahead, and over L2 (locality 1), in runs
+// whose order could favor a build by up to about 10% (bench/README.md); measured fairly, this
+// and the 8-register passes and the faster index check together: D=32 sums 11-15% faster,
+// D=128 2-7%.
+constexpr size_t kNnBagPrefetchDistance = 16;
+constexpr int kNnBagPrefetchLocality = 3;
+
+// The row that idx[i + kNnBagPrefetchDistance] names, or idx[ahead - 1] when that is nearer.
+template <class Index>
+inline const uint8_t* nn_row_ahead(const uint8_t* base, size_t row_bytes, const Index* idx, size_t i,
+                                   size_t ahead) noexcept {
+  const size_t j = i + kNnBagPrefetchDistance < ahead ? i + kNnBagPrefetchDistance : ahead - 1;
+  return base + static_cast<size_t>(idx[j]) * row_bytes;
+}
+
+// The bag kernels reduce a bag this many bytes of F32 sums at a time: one pass over the bag's
+// indices per 256 output bytes (8 AVX2 registers of sums, 4 AVX-512). With AVX2 on a
+// 512-byte row, 8 registers a pass (two passes) were no slower than 4 (four passes); 16 (one
+// pass) was 18-20% slower: 16 sums and the factor do not fit in the 16 registers.
+constexpr size_t kNnBagPassBytes = 256;
+
 // ---- generic kernels -------------------------------------------------------------------
 namespace nn_generic {
 
@@ -148,12 +188,17 @@ inline void vmax(float* acc, const void* row, size_t n) noexcept {
 // EmbeddingBag's reduction of one bag, reading the rows through the indices: out[0..n) =
 // the sum of psw[i] (1 when null) * row idx[i] (from zero), or their max, over the entries
 // not equal to `padding`; zeros when none is left. Returns how many were kept. The same
-// arithmetic in the same order as axpy/vmax row after row.
+// arithmetic in the same order as axpy/vmax row after row. idx[0..ahead) (ahead >= count:
+// this bag's indices and the next bags') are all rows of the table: the row
+// kNnBagPrefetchDistance entries ahead (at most idx[ahead - 1]) is asked for as each is added.
 template <DType DT, class Index>
-inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* idx, size_t count, const float* psw,
-                  int64_t padding, size_t n, bool max_op) noexcept {
+inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* idx, size_t count, size_t ahead,
+                  const float* psw, int64_t padding, size_t n, bool max_op) noexcept {
+  const size_t used = n * (DT == DType::F32 ? 4 : 2);
   size_t kept = 0;
   for (size_t i = 0; i < count; ++i) {
+    const uint8_t* next = nn_row_ahead(static_cast<const uint8_t*>(base), row_bytes, idx, i, ahead);
+    nn_prefetch<kNnBagPrefetchLocality>(next, used);
     const auto r = static_cast<int64_t>(idx[i]);
     if (r == padding) continue;
     const void* row = static_cast<const uint8_t*>(base) + static_cast<size_t>(r) * row_bytes;
@@ -277,46 +322,60 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
     for (; q < n; ++q) acc[q] = nn_madd(fused, a, nn_load1<DT>(row, q), acc[q]); /* as the vectors */   \
   }                                                                                                     \
   /* bag() on NV vectors from element q, the rows read through the indices in one pass (as      */ \
-  /* fbgemm does): the loads of the next rows issue while this one is summed.                     */ \
-  template <int NV, DType DT, class Index>                                                              \
+  /* fbgemm does): the loads of the next rows issue while this one is summed. OP: 0 max, 1 fused  */ \
+  /* sum, 2 unfused sum: each its own loop, which tests no mode per row.                       */ \
+  /* Each row added asks for the same columns of the row kNnBagPrefetchDistance entries ahead.   */ \
+  template <int NV, int OP, DType DT, class Index>                                                      \
   TARGET inline size_t bag_chunk(float* out, const uint8_t* base, size_t row_bytes, const Index* idx,     \
-                                 size_t count, const float* psw, int64_t padding, size_t q, bool max_op) noexcept { \
+                                 size_t count, size_t ahead, const float* psw, int64_t padding,          \
+                                 size_t q) noexcept {                                                   \
+    constexpr size_t pass_bytes = NV * V::L * (DT == DType::F32 ? 4 : 2);                               \
+    const size_t col = q * (DT == DType::F32 ? 4 : 2);                                                  \
     typename V::R acc[NV];                                                                              \
-    for (int v = 0; v < NV; ++v) acc[v] = V::zero();                                                    \
-    size_t kept = 0;                                                                                    \
-    for (size_t i = 0; i < count; ++i) {                                                                \
+    size_t i = 0, skipped = 0;                                                                          \
+    if constexpr (OP == 0) { /* max: the first kept row is the start */                                \
+      for (; i < count && static_cast<int64_t>(idx[i]) == padding; ++i) {}                              \
+      if (i == count) {                                                                                 \
+        for (int v = 0; v < NV; ++v) V::store(out + q + static_cast<size_t>(v) * V::L, V::zero());       \
+        return 0;                                                                                       \
+      }                                                                                                 \
+      const uint8_t* row = base + static_cast<size_t>(idx[i]) * row_bytes;                               \
+      for (int v = 0; v < NV; ++v) acc[v] = load<DT>(row, q + static_cast<size_t>(v) * V::L);            \
+      skipped = i++;                                                                                    \
+    } else {                                                                                            \
+      for (int v = 0; v < NV; ++v) acc[v] = V::zero();                                                  \
+    }                                                                                                   \
+    for (; i < count; ++i) {                                                                            \
+      nn_prefetch<kNnBagPrefetchLocality>(nn_row_ahead(base, row_bytes, idx, i, ahead) + col, pass_bytes); \
       const auto r = static_cast<int64_t>(idx[i]);                                                      \
-      if (r == padding) continue;                                                                       \
+      if (r == padding) {                                                                               \
+        ++skipped;                                                                                      \
+        continue;                                                                                       \
+      }                                                                                                 \
       const uint8_t* row = base + static_cast<size_t>(r) * row_bytes;                                   \
-      if (max_op) {                                                                                     \
-        if (kept == 0) {                                                                                \
-          for (int v = 0; v < NV; ++v) acc[v] = load<DT>(row, q + static_cast<size_t>(v) * V::L);        \
-        } else {                                                                                        \
-          for (int v = 0; v < NV; ++v) acc[v] = V::max(load<DT>(row, q + static_cast<size_t>(v) * V::L), acc[v]); \
-        }                                                                                               \
+      if constexpr (OP == 0) {                                                                          \
+        for (int v = 0; v < NV; ++v) acc[v] = V::max(load<DT>(row, q + static_cast<size_t>(v) * V::L), acc[v]); \
       } else {                                                                                          \
         const typename V::R a = V::set1(psw ? psw[i] : 1.0f);                                           \
-        if (padding < 0) {                                                                              \
-          for (int v = 0; v < NV; ++v) acc[v] = V::fma(a, load<DT>(row, q + static_cast<size_t>(v) * V::L), acc[v]); \
-        } else {                                                                                        \
-          for (int v = 0; v < NV; ++v) acc[v] = V::mul_add(a, load<DT>(row, q + static_cast<size_t>(v) * V::L), acc[v]); \
+        for (int v = 0; v < NV; ++v) {                                                                  \
+          const typename V::R x = load<DT>(row, q + static_cast<size_t>(v) * V::L);                      \
+          acc[v] = OP == 1 ? V::fma(a, x, acc[v]) : V::mul_add(a, x, acc[v]);                            \
         }                                                                                               \
       }                                                                                                 \
-      ++kept;                                                                                           \
     }                                                                                                   \
     for (int v = 0; v < NV; ++v) V::store(out + q + static_cast<size_t>(v) * V::L, acc[v]); /* zeros if none kept */ \
-    return kept;                                                                                        \
+    return count - skipped;                                                                             \
   }                                                                                                     \
-  template <DType DT, class Index>                                                                      \
-  TARGET size_t bag(float* out, const void* base_, size_t row_bytes, const Index* idx, size_t count,     \
-                    const float* psw, int64_t padding, size_t n, bool max_op) noexcept {                \
-    const auto* base = static_cast<const uint8_t*>(base_);                                              \
+  template <int OP, DType DT, class Index>                                                              \
+  TARGET size_t bag_op(float* out, const uint8_t* base, size_t row_bytes, const Index* idx, size_t count, \
+                       size_t ahead, const float* psw, int64_t padding, size_t n) noexcept {            \
     size_t kept = 0, q = 0;                                                                             \
-    for (; q + 4 * V::L <= n; q += 4 * V::L) kept = bag_chunk<4, DT>(out, base, row_bytes, idx, count, psw, padding, q, max_op); \
+    for (; q + V::BAG * V::L <= n; q += V::BAG * V::L) kept = bag_chunk<V::BAG, OP, DT>(out, base, row_bytes, idx, count, ahead, psw, padding, q); \
+    for (; q + 4 * V::L <= n; q += 4 * V::L) kept = bag_chunk<4, OP, DT>(out, base, row_bytes, idx, count, ahead, psw, padding, q); \
     switch ((n - q) / V::L) {                                                                           \
-      case 3: kept = bag_chunk<3, DT>(out, base, row_bytes, idx, count, psw, padding, q, max_op); q += 3 * V::L; break; \
-      case 2: kept = bag_chunk<2, DT>(out, base, row_bytes, idx, count, psw, padding, q, max_op); q += 2 * V::L; break; \
-      case 1: kept = bag_chunk<1, DT>(out, base, row_bytes, idx, count, psw, padding, q, max_op); q += V::L; break; \
+      case 3: kept = bag_chunk<3, OP, DT>(out, base, row_bytes, idx, count, ahead, psw, padding, q); q += 3 * V::L; break; \
+      case 2: kept = bag_chunk<2, OP, DT>(out, base, row_bytes, idx, count, ahead, psw, padding, q); q += 2 * V::L; break; \
+      case 1: kept = bag_chunk<1, OP, DT>(out, base, row_bytes, idx, count, ahead, psw, padding, q); q += V::L; break; \
       default: break;                                                                                   \
     }                                                                                                   \
     for (; q < n; ++q) {                                                                                \
@@ -326,16 +385,24 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
         const auto r = static_cast<int64_t>(idx[i]);                                                    \
         if (r == padding) continue;                                                                     \
         const float v = nn_load1<DT>(base + static_cast<size_t>(r) * row_bytes, q);                     \
-        if (max_op) {                                                                                   \
+        if constexpr (OP == 0) {                                                                        \
           s = kept == 0 || v > s ? v : s;                                                               \
         } else {                                                                                        \
-          s = nn_madd(padding < 0, psw ? psw[i] : 1.0f, v, s); /* as the vectors */                      \
+          s = nn_madd(OP == 1, psw ? psw[i] : 1.0f, v, s); /* as the vectors */                          \
         }                                                                                               \
         ++kept;                                                                                         \
       }                                                                                                 \
       out[q] = s; /* 0 if none kept */                                                                  \
     }                                                                                                   \
     return kept;                                                                                        \
+  }                                                                                                     \
+  template <DType DT, class Index>                                                                      \
+  TARGET size_t bag(float* out, const void* base_, size_t row_bytes, const Index* idx, size_t count,     \
+                    size_t ahead, const float* psw, int64_t padding, size_t n, bool max_op) noexcept {  \
+    const auto* base = static_cast<const uint8_t*>(base_);                                              \
+    if (max_op) return bag_op<0, DT>(out, base, row_bytes, idx, count, ahead, psw, padding, n);         \
+    if (padding < 0) return bag_op<1, DT>(out, base, row_bytes, idx, count, ahead, psw, padding, n);    \
+    return bag_op<2, DT>(out, base, row_bytes, idx, count, ahead, psw, padding, n);                     \
   }                                                                                                     \
   template <DType DT>                                                                                   \
   TARGET void vmax(float* acc, const void* row, size_t n) noexcept {                                    \
@@ -359,6 +426,7 @@ struct V {
   using R = __m256;
   static constexpr size_t L = 8;
   static constexpr int MB = 2;  // 16 ymm registers: 2 x 4 accumulators, 4 weights, 1 input
+  static constexpr int BAG = static_cast<int>(kNnBagPassBytes / (L * sizeof(float)));  // 8 accumulators
   PTREAD_NN_TARGET_AVX2 static R zero() noexcept { return _mm256_setzero_ps(); }
   PTREAD_NN_TARGET_AVX2 static R set1(float a) noexcept { return _mm256_set1_ps(a); }
   PTREAD_NN_TARGET_AVX2 static R loadf(const float* p) noexcept { return _mm256_loadu_ps(p); }
@@ -401,6 +469,7 @@ struct V {
   using R = __m512;
   static constexpr size_t L = 16;
   static constexpr int MB = 4;  // 32 zmm registers: 4 x 4 accumulators, 4 weights, 1 input
+  static constexpr int BAG = static_cast<int>(kNnBagPassBytes / (L * sizeof(float)));  // 4 accumulators
   PTREAD_NN_TARGET_AVX512 static R zero() noexcept { return _mm512_setzero_ps(); }
   PTREAD_NN_TARGET_AVX512 static R set1(float a) noexcept { return _mm512_set1_ps(a); }
   PTREAD_NN_TARGET_AVX512 static R loadf(const float* p) noexcept { return _mm512_loadu_ps(p); }
@@ -438,6 +507,72 @@ PTREAD_NN_SIMD_KERNELS(PTREAD_NN_TARGET_AVX512, V)
 
 #endif  // PTREAD_NN_X86
 
+// The position of the first index outside [0, num) from position i on, or n when none is:
+// the layers' check of every index before they read a row. Reads 16 at a time and looks
+// for the culprit only in a block that holds one.
+template <class Index>
+inline size_t nn_first_bad_index_from(const Index* idx, size_t i, size_t n, uint64_t num) noexcept {
+  for (; i + 16 <= n; i += 16) {
+    uint64_t high = 0;  // as unsigned, a negative index is above every row
+    for (size_t k = 0; k < 16; ++k) {
+      const auto v = static_cast<uint64_t>(static_cast<int64_t>(idx[i + k]));
+      high = v > high ? v : high;
+    }
+    if (high >= num) break;
+  }
+  for (; i < n; ++i) {
+    if (static_cast<uint64_t>(static_cast<int64_t>(idx[i])) >= num) return i;
+  }
+  return n;
+}
+
+#if PTREAD_NN_X86
+// The same with AVX2 compares (an unsigned a > b is a signed (a ^ sign) > (b ^ sign)), so that
+// it does not depend on the compiler vectorizing the loop above (GCC 12 does at -O3, not -O2):
+// 81,920 indices in 10-14 us, against 58-72 us testing one index at a time.
+PTREAD_NN_TARGET_AVX2 inline size_t nn_first_bad_index_avx2(const int64_t* idx, size_t n, uint64_t num) noexcept {
+  size_t i = 0;
+  if (num != 0) {
+    const __m256i sign = _mm256_set1_epi64x(INT64_MIN);
+    const __m256i last = _mm256_xor_si256(_mm256_set1_epi64x(static_cast<long long>(num - 1)), sign);
+    for (; i + 16 <= n; i += 16) {
+      __m256i bad = _mm256_setzero_si256();
+      for (size_t k = 0; k < 16; k += 4) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx + i + k));
+        bad = _mm256_or_si256(bad, _mm256_cmpgt_epi64(_mm256_xor_si256(v, sign), last));
+      }
+      if (!_mm256_testz_si256(bad, bad)) break;
+    }
+  }
+  return nn_first_bad_index_from(idx, i, n, num);
+}
+PTREAD_NN_TARGET_AVX2 inline size_t nn_first_bad_index_avx2(const int32_t* idx, size_t n, uint64_t num) noexcept {
+  size_t i = 0;
+  if (num != 0) {  // as unsigned 32-bit, a negative index is above 2^31 - 1, the last row it could name
+    const auto last32 = static_cast<uint32_t>(num - 1 < 0x7fffffffu ? num - 1 : 0x7fffffffu);
+    const __m256i sign = _mm256_set1_epi32(INT32_MIN);
+    const __m256i last = _mm256_xor_si256(_mm256_set1_epi32(static_cast<int>(last32)), sign);
+    for (; i + 32 <= n; i += 32) {
+      __m256i bad = _mm256_setzero_si256();
+      for (size_t k = 0; k < 32; k += 8) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx + i + k));
+        bad = _mm256_or_si256(bad, _mm256_cmpgt_epi32(_mm256_xor_si256(v, sign), last));
+      }
+      if (!_mm256_testz_si256(bad, bad)) break;
+    }
+  }
+  return nn_first_bad_index_from(idx, i, n, num);
+}
+#endif
+
+template <class Index>
+inline size_t nn_first_bad_index(const Index* idx, size_t n, uint64_t num) noexcept {
+#if PTREAD_NN_X86
+  if (nn_isa() != NnIsa::generic) return nn_first_bad_index_avx2(idx, n, num);
+#endif
+  return nn_first_bad_index_from(idx, 0, n, num);
+}
+
 // Dispatch: one table of function pointers per (level, dtype), chosen once per call.
 struct NnKernels {
   void (*tile)(const float*, size_t, const void*, size_t, float*, size_t, int, int, size_t) noexcept;
@@ -446,8 +581,11 @@ struct NnKernels {
   // compute a bag at a time, in the same order; the tests hold the bag kernels to them.
   void (*axpy)(float*, const void*, size_t, float, bool) noexcept;
   void (*vmax)(float*, const void*, size_t) noexcept;
-  size_t (*bag64)(float*, const void*, size_t, const int64_t*, size_t, const float*, int64_t, size_t, bool) noexcept;
-  size_t (*bag32)(float*, const void*, size_t, const int32_t*, size_t, const float*, int64_t, size_t, bool) noexcept;
+  // bag(out, base, row_bytes, idx, count, ahead, psw, padding, n, max_op): see nn_generic::bag.
+  size_t (*bag64)(float*, const void*, size_t, const int64_t*, size_t, size_t, const float*, int64_t, size_t,
+                  bool) noexcept;
+  size_t (*bag32)(float*, const void*, size_t, const int32_t*, size_t, size_t, const float*, int64_t, size_t,
+                  bool) noexcept;
   int mb;  // rows of x a tile computes at once (a multiple of it keeps the kernel busiest)
 };
 
