@@ -78,9 +78,12 @@ inline float nn_load1(const void* base, size_t k) noexcept {
     return bf16_to_float(static_cast<const uint16_t*>(base)[k]);
   }
 }
+// Bytes per element of the weights the kernels read (F32, or F16/BF16).
+template <DType DT>
+inline constexpr size_t kNnElementBytes = DT == DType::F32 ? 4 : 2;
 template <DType DT>
 inline const void* nn_advance(const void* base, size_t elements) noexcept {
-  return static_cast<const uint8_t*>(base) + elements * (DT == DType::F32 ? 4 : 2);
+  return static_cast<const uint8_t*>(base) + elements * kNnElementBytes<DT>;
 }
 
 // c + a * b with the product rounded first. C++ lets a compiler fuse the two into one FMA
@@ -194,7 +197,7 @@ inline void vmax(float* acc, const void* row, size_t n) noexcept {
 template <DType DT, class Index>
 inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* idx, size_t count, size_t ahead,
                   const float* psw, int64_t padding, size_t n, bool max_op) noexcept {
-  const size_t used = n * (DT == DType::F32 ? 4 : 2);
+  const size_t used = n * kNnElementBytes<DT>;
   size_t kept = 0;
   for (size_t i = 0; i < count; ++i) {
     const uint8_t* next = nn_row_ahead(static_cast<const uint8_t*>(base), row_bytes, idx, i, ahead);
@@ -329,8 +332,8 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
   TARGET inline size_t bag_chunk(float* out, const uint8_t* base, size_t row_bytes, const Index* idx,     \
                                  size_t count, size_t ahead, const float* psw, int64_t padding,          \
                                  size_t q) noexcept {                                                   \
-    constexpr size_t pass_bytes = NV * V::L * (DT == DType::F32 ? 4 : 2);                               \
-    const size_t col = q * (DT == DType::F32 ? 4 : 2);                                                  \
+    constexpr size_t pass_bytes = NV * V::L * kNnElementBytes<DT>;                                      \
+    const size_t col = q * kNnElementBytes<DT>;                                                         \
     typename V::R acc[NV];                                                                              \
     size_t i = 0, skipped = 0;                                                                          \
     if constexpr (OP == 0) { /* max: the first kept row is the start */                                \
