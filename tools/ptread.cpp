@@ -278,28 +278,28 @@ int parse_args(int argc, char** argv, Args* args) {
 
 std::string ls_json(const ptread::Checkpoint& ck) {
   std::string out;
-  const auto& tensors = ck.tensors();
-  out.reserve(128 + tensors.size() * 128);
+  const size_t n = ck.tensor_count();  // metadata only: no Tensor is made
+  out.reserve(128 + n * 128);
   out += "{\n  \"format\": ";
   append_json_string(out, ck.format_name());
   out += ",\n  \"tensors\": [";
-  for (size_t k = 0; k < tensors.size(); ++k) {
-    const ptread::Tensor& t = tensors[k].tensor;
+  for (size_t k = 0; k < n; ++k) {
+    const ptread::TensorInfo t = ck.tensor_info(k);
     out += k ? ",\n    {\"name\": " : "\n    {\"name\": ";
-    append_json_string(out, tensors[k].name);
+    append_json_string(out, t.name);
     out += ", \"dtype\": \"";
-    out += ptread::dtype_name(t.dtype());
+    out += ptread::dtype_name(t.dtype);
     out += "\", \"shape\": ";
-    append_dims(out, t.shape());
+    append_dims(out, t.shape);
     out += ", \"strides\": ";
-    append_dims(out, t.strides());
+    append_dims(out, t.strides);
     out += ", \"device\": ";
-    append_json_string(out, t.device());
+    append_json_string(out, t.device);
     out += ", \"nbytes\": ";
-    append_u64(out, t.nbytes());
+    append_u64(out, t.nbytes);
     out += '}';
   }
-  out += tensors.empty() ? "],\n" : "\n  ],\n";
+  out += n == 0 ? "],\n" : "\n  ],\n";
   const auto& unsupported = ck.unsupported();
   out += "  \"unsupported\": [";
   for (size_t k = 0; k < unsupported.size(); ++k) {
@@ -492,8 +492,7 @@ class TableWriter {
 
 // Prints the table on stdout; returns the exit status.
 int ls_table(const ptread::Checkpoint& ck) {
-  const auto& tensors = ck.tensors();
-  const size_t n = tensors.size();
+  const size_t n = ck.tensor_count();  // metadata only: no Tensor is made
   size_t dtype_len[ptread::kDTypeCount];
   for (int d = 0; d < ptread::kDTypeCount; ++d) dtype_len[d] = std::strlen(ptread::dtype_name(static_cast<ptread::DType>(d)));
   // First pass: the column widths.
@@ -501,20 +500,18 @@ int ls_table(const ptread::Checkpoint& ck) {
   uint64_t total = 0;
   std::vector<uint8_t> plain_name(n);
   for (size_t k = 0; k < n; ++k) {
-    const ptread::Tensor& t = tensors[k].tensor;
-    const std::string& name = tensors[k].name;
-    plain_name[k] = plain_ascii(name);
+    const ptread::TensorInfo t = ck.tensor_info(k);
+    plain_name[k] = plain_ascii(t.name);
     if (plain_name[k]) {
-      w_name = std::max(w_name, name.size());
+      w_name = std::max(w_name, t.name.size());
     } else {
-      w_name = std::max(w_name, columns(display(name)));
+      w_name = std::max(w_name, columns(display(t.name)));
     }
-    w_dtype = std::max(w_dtype, dtype_len[static_cast<size_t>(t.dtype())]);
-    w_shape = std::max(w_shape, dims_len(t.shape()));
-    const std::string& device = t.device();
-    w_device = std::max(w_device, plain_ascii(device) ? device.size() : columns(device));
-    w_bytes = std::max(w_bytes, decimal_len(t.nbytes()));
-    total += t.nbytes();
+    w_dtype = std::max(w_dtype, dtype_len[static_cast<size_t>(t.dtype)]);
+    w_shape = std::max(w_shape, dims_len(t.shape));
+    w_device = std::max(w_device, plain_ascii(t.device) ? t.device.size() : columns(t.device));
+    w_bytes = std::max(w_bytes, decimal_len(t.nbytes));
+    total += t.nbytes;
   }
   for (const auto& q : ck.quantized()) {  // their rows follow the tensors'
     w_name = std::max(w_name, columns(display(q.name)));
@@ -552,29 +549,27 @@ int ls_table(const ptread::Checkpoint& ck) {
   const size_t widths = w_name + w_dtype + w_shape + w_device + w_bytes + 9;
   std::string shown;
   for (size_t k = 0; k < n; ++k) {
-    const ptread::Tensor& t = tensors[k].tensor;
-    const std::string& name = tensors[k].name;
+    const ptread::TensorInfo t = ck.tensor_info(k);
     const bool plain = plain_name[k] != 0;
-    if (!plain) shown = display(name);
-    w.reserve((plain ? name.size() : shown.size()) + t.device().size() + widths);
+    if (!plain) shown = display(t.name);
+    w.reserve((plain ? t.name.size() : shown.size()) + t.device.size() + widths);
     if (plain) {
-      w.text(name);
-      w.pad(name.size(), w_name + 2);
+      w.text(t.name);
+      w.pad(t.name.size(), w_name + 2);
     } else {
       w.text(shown);
       w.pad(columns(shown), w_name + 2);
     }
-    const size_t dl = dtype_len[static_cast<size_t>(t.dtype())];
-    w.text(ptread::dtype_name(t.dtype()), dl);
+    const size_t dl = dtype_len[static_cast<size_t>(t.dtype)];
+    w.text(ptread::dtype_name(t.dtype), dl);
     w.pad(dl, w_dtype + 2);
     char* shape_at = w.pos();
-    w.dims(t.shape());
+    w.dims(t.shape);
     w.pad(static_cast<size_t>(w.pos() - shape_at), w_shape + 2);
-    const std::string& device = t.device();
-    w.text(device);
-    w.pad(plain_ascii(device) ? device.size() : columns(device), w_device + 2);
+    w.text(t.device);
+    w.pad(plain_ascii(t.device) ? t.device.size() : columns(t.device), w_device + 2);
     char bytes[24];
-    const size_t bytes_len = static_cast<size_t>(std::to_chars(bytes, bytes + sizeof bytes, t.nbytes()).ptr - bytes);
+    const size_t bytes_len = static_cast<size_t>(std::to_chars(bytes, bytes + sizeof bytes, t.nbytes).ptr - bytes);
     w.pad(bytes_len, w_bytes);
     w.text(bytes, bytes_len);
     w.text("\n", 1);

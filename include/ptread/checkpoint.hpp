@@ -3,6 +3,7 @@
 //   auto ck = ptread::Checkpoint::open("model.pt");          // Result<Checkpoint>
 //   if (!ck) { std::fprintf(stderr, "%s\n", ck.error().what()); return 1; }
 //   for (const auto& t : ck->tensors()) ...                   // name + Tensor, file order
+//   ptread::TensorInfo i = ck->tensor_info(0);                // metadata only: name, dtype, shape ...
 //   const ptread::Tensor* w = ck->find("fc.weight");
 //   int64_t epoch = ck->root()["epoch"].as_int().value();
 //
@@ -71,8 +72,14 @@ class Checkpoint {
   // True when the file stored its data big-endian (converted on open).
   bool big_endian() const noexcept { return model_->big_endian; }
 
-  // Every readable tensor with its name, in file order.
-  const std::vector<NamedTensor>& tensors() const noexcept { return model_->named; }
+  // Every readable tensor with its name, in file order. (The list is made by the first
+  // call, from what open() read: open() itself makes no Tensor.)
+  const std::vector<NamedTensor>& tensors() const { return model_->named(); }
+  // The same entries' metadata, read without making the list: name, dtype, shape,
+  // strides, offset, device, bytes (TensorInfo). For listing and indexing: a checkpoint of
+  // 100,000 tensors is listed without 100,000 Tensor objects.
+  size_t tensor_count() const noexcept { return model_->listed_count(); }
+  TensorInfo tensor_info(size_t i) const { return model_->info(i); }  // i < tensor_count()
   // Quantized tensors (integer representation, scales, zero points; dequantize()).
   const std::vector<NamedQuantized>& quantized() const noexcept { return model_->named_quantized; }
   // Sparse tensors (layout, shape, index and value tensors).

@@ -4996,6 +4996,21 @@ inline const char* format_name(Format f) noexcept {
   return "?";
 }
 
+// A tensor's metadata as the checkpoint lists it, read without making a Tensor
+// (Checkpoint::tensor_info): what `ptread ls` prints. Every field equals what the Tensor of
+// the same entry of tensors() reports; the views live as long as the Checkpoint's data
+// (the Checkpoint or a copy of it).
+struct TensorInfo {
+  std::string_view name;
+  DType dtype = DType::F32;
+  Dims shape, strides;          // in elements
+  int64_t storage_offset = 0;   // in elements
+  std::string_view device;      // "cpu", "cuda:0" ... as stored
+  uint64_t nbytes = 0;          // numel * element size (Tensor::nbytes)
+  bool requires_grad = false;
+  bool conj = false, neg = false;
+};
+
 struct NamedTensor {
   // User-provided, so that emplace_back() does not zero-fill the 168 bytes before the
   // members' own constructors run (value-initialization of an aggregate would).
@@ -5144,7 +5159,11 @@ struct Model {
   // The distinct storages. A graph storage node (a persistent id) holds its index in
   // ref, and in i the dtype it was saved as and the node of its location text.
   std::vector<std::shared_ptr<const Storage>> storage_table;
-  std::vector<NamedTensor> named;       // the tensor list, in file order
+  // The tensor list, in file order, as the naming walk leaves it: entry k is named
+  // listed_name(k) and made from spec listed_spec[k]. Its NamedTensor objects are made by
+  // the first call of named(): opening and listing (info()) make none.
+  std::vector<std::string_view> listed_names;  // texts in the graph's arena
+  std::vector<uint32_t> listed_spec;
   std::vector<UnsupportedEntry> named_unsupported;
   std::vector<NamedQuantized> named_quantized;  // name filled by the naming walk, the tensor after it
   std::vector<NamedSparse> named_sparse;
@@ -5152,44 +5171,70 @@ struct Model {
   std::vector<ModuleEntry> modules;     // in the order the naming walk meets them
   std::vector<ScriptClass> script_classes;  // TorchScript archives: from code/  // per named entry: its qspecs / sparse_specs index
   std::vector<Tensor> tensors;          // tensors listed under no name
-  // Per spec, once named: its first position in `named`, or kUnnamed | its position in
-  // `tensors`.
+  // Per spec, once named: its first position in the tensor list, or kUnnamed | its
+  // position in `tensors`.
   static constexpr uint32_t kUnnamed = 0x80000000u;
   std::vector<uint32_t> tensor_home;
+
+  size_t listed_count() const noexcept { return listed_spec.size(); }
+  std::string_view listed_name(size_t k) const noexcept { return listed_names[k]; }
+  // Entry k of the tensor list, its metadata (k < listed_count()).
+  TensorInfo info(size_t k) const;
+
+  // The tensor list: made by the first call, from the names and specs; safe to call from
+  // several threads.
+  const std::vector<NamedTensor>& named() const {
+    std::call_once(named_once_, [this] {
+      named_.clear();  // (a first try that ran out of memory may have left some)
+      reserve_huge(named_, listed_count());
+      for (size_t k = 0; k < listed_count(); ++k) {
+        named_.emplace_back();
+        NamedTensor& nt = named_.back();
+        nt.name.assign(listed_name(k));
+        make_tensor(listed_spec[k], &nt.tensor);
+      }
+    });
+    return named_;
+  }
 
   // The first tensor named `name`, or nullptr. Its index is built by the first call
   // (opening and listing need none); safe to call from several threads.
   const Tensor* find(std::string_view name) const {
     std::call_once(name_index_once_, [this] {
-      const size_t count = named.size() < StringIndex::npos ? named.size() : StringIndex::npos;
-      name_index_.insert_all(static_cast<uint32_t>(count), [this](uint32_t i) { return std::string_view(named[i].name); });  // first name wins
+      const size_t count = listed_count() < StringIndex::npos ? listed_count() : StringIndex::npos;
+      name_index_.insert_all(static_cast<uint32_t>(count), [this](uint32_t i) { return listed_name(i); });  // first name wins
     });
-    const uint32_t k = name_index_.find(name, [this](uint32_t i) { return std::string_view(named[i].name); });
-    return k == StringIndex::npos ? nullptr : &named[k].tensor;
+    const uint32_t k = name_index_.find(name, [this](uint32_t i) { return listed_name(i); });
+    return k == StringIndex::npos ? nullptr : &named()[k].tensor;
   }
 
   // The tensor of a graph tensor node (its ref), once the tensors are named.
   const Tensor& tensor(uint32_t ref) const {
     const uint32_t h = tensor_home[ref];
-    return (h & kUnnamed) ? tensors[h & ~kUnnamed] : named[h].tensor;
+    return (h & kUnnamed) ? tensors[h & ~kUnnamed] : named()[h].tensor;
   }
 
   // Fills a default-constructed Tensor from spec k.
   void make_tensor(uint32_t k, Tensor* t) const;
+  Tensor spec_tensor(uint32_t k) const {
+    Tensor t;
+    make_tensor(k, &t);
+    return t;
+  }
 
   // The entries of quantized and sparse nodes (their ref), once the tensors are named.
   QuantizedTensor make_quantized(uint32_t ref) const {
     const QuantSpec& q = qspecs[ref];
     QuantizedTensor t;
-    t.int_repr = tensor(q.int_repr);
+    t.int_repr = spec_tensor(q.int_repr);
     t.dtype = q.dtype;
     t.shape.assign(q.shape, q.shape + q.rank);
     t.qscheme = q.qscheme;
     t.scale = q.scale;
     t.zero_point = q.zero_point;
     t.axis = q.axis;
-    if (q.scales != kNoNode) t.scales = tensor(q.scales);
-    if (q.zero_points != kNoNode) t.zero_points = tensor(q.zero_points);
+    if (q.scales != kNoNode) t.scales = spec_tensor(q.scales);
+    if (q.zero_points != kNoNode) t.zero_points = spec_tensor(q.zero_points);
     return t;
   }
   SparseTensor make_sparse(uint32_t ref) const {
@@ -5198,14 +5243,16 @@ struct Model {
     t.layout = sp.layout;
     t.shape.assign(sp.shape, sp.shape + sp.rank);
     t.coalesced = sp.coalesced;
-    if (sp.indices != kNoNode) t.indices = tensor(sp.indices);
-    if (sp.compressed != kNoNode) t.compressed_indices = tensor(sp.compressed);
-    if (sp.plain != kNoNode) t.plain_indices = tensor(sp.plain);
-    if (sp.values != kNoNode) t.values = tensor(sp.values);
+    if (sp.indices != kNoNode) t.indices = spec_tensor(sp.indices);
+    if (sp.compressed != kNoNode) t.compressed_indices = spec_tensor(sp.compressed);
+    if (sp.plain != kNoNode) t.plain_indices = spec_tensor(sp.plain);
+    if (sp.values != kNoNode) t.values = spec_tensor(sp.values);
     return t;
   }
 
  private:
+  mutable std::once_flag named_once_;
+  mutable std::vector<NamedTensor> named_;
   mutable std::once_flag name_index_once_;
   mutable StringIndex name_index_;
 };
@@ -5231,6 +5278,24 @@ struct TensorAccess {
 };
 
 inline void Model::make_tensor(uint32_t k, Tensor* t) const { TensorAccess::assign(t, *this, specs[k]); }
+
+inline TensorInfo Model::info(size_t k) const {
+  const TensorSpec& s = specs[listed_spec[k]];
+  TensorInfo t;
+  t.name = listed_name(k);
+  t.dtype = s.dtype;
+  t.shape = Dims(s.dims, s.rank);
+  t.strides = Dims(s.dims + s.rank, s.rank);
+  t.storage_offset = s.offset;
+  t.device = s.location == kNoNode ? std::string_view("cpu") : graph.text(s.location);
+  uint64_t numel = 1;  // no overflow: checked
+  for (uint32_t d = 0; d < s.rank; ++d) numel *= static_cast<uint64_t>(s.dims[d]);
+  t.nbytes = numel * dtype_size(s.dtype);
+  t.requires_grad = s.requires_grad;
+  t.conj = s.conj;
+  t.neg = s.neg;
+  return t;
+}
 
 // Every tensor's data must suit its dtype's alignment (data<T>() hands out typed pointers).
 // Storages viewed in place sit wherever the file put them: a zip written without torch's
@@ -5427,6 +5492,7 @@ class Value {
 //   auto ck = ptread::Checkpoint::open("model.pt");          // Result<Checkpoint>
 //   if (!ck) { std::fprintf(stderr, "%s\n", ck.error().what()); return 1; }
 //   for (const auto& t : ck->tensors()) ...                   // name + Tensor, file order
+//   ptread::TensorInfo i = ck->tensor_info(0);                // metadata only: name, dtype, shape ...
 //   const ptread::Tensor* w = ck->find("fc.weight");
 //   int64_t epoch = ck->root()["epoch"].as_int().value();
 //
@@ -5573,6 +5639,7 @@ inline Result<Detected> detect_format(const uint8_t* head, size_t n, uint64_t si
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <unordered_map>
 #include <string>
 #include <vector>
@@ -5587,7 +5654,8 @@ class Namer {
   Status run() {
     on_path_.assign(g_.nodes.size(), 0);
     m_.tensor_home.assign(m_.specs.size(), kNoNode);
-    reserve_huge(m_.named, m_.specs.size());
+    m_.listed_names.reserve(m_.specs.size());
+    m_.listed_spec.reserve(m_.specs.size());
     max_steps_ = uint64_t{16} * g_.nodes.size() + (uint64_t{1} << 20);
     PTREAD_CHECK(visit(m_.root, 0, kKeyNone, 0));
     while (!frames_.empty()) {
@@ -5621,7 +5689,7 @@ class Namer {
       m_.tensors.emplace_back();
       m_.make_tensor(static_cast<uint32_t>(k), &m_.tensors.back());
     }
-    // Quantized and sparse entries take their parts from the tensors just made.
+    // Quantized and sparse entries: their parts made from their specs.
     for (size_t k = 0; k < m_.named_quantized.size(); ++k) m_.named_quantized[k].tensor = m_.make_quantized(m_.quantized_of[k]);
     for (size_t k = 0; k < m_.named_sparse.size(); ++k) m_.named_sparse[k].tensor = m_.make_sparse(m_.sparse_of[k]);
     return {};
@@ -5658,20 +5726,17 @@ class Namer {
     const NodeView n = g_.at(i);
     switch (n.kind) {
       case ValueKind::tensor: {
-        if (m_.named.size() >= limits_.max_tensors) {
+        const size_t pos = m_.listed_count();
+        if (pos >= limits_.max_tensors) {
           return make_error(ErrorCode::limit_exceeded, "more tensors than Limits::max_tensors");
         }
-        // The tensor is made where it is first listed; later names of it copy that one.
+        // Listed by name and spec; the Tensor objects are made later (Model::named).
+        std::string_view name;
+        PTREAD_CHECK(leaf_name(&name, key, key_kind, depth));
+        m_.listed_names.push_back(name);
+        m_.listed_spec.push_back(n.ref);
         uint32_t& home = m_.tensor_home[n.ref];
-        m_.named.emplace_back();
-        NamedTensor& nt = m_.named.back();
-        PTREAD_CHECK(leaf_name(nt.name, key, key_kind, depth));
-        if (home != kNoNode) {
-          nt.tensor = m_.tensor(n.ref);
-        } else {
-          m_.make_tensor(n.ref, &nt.tensor);
-          if (m_.named.size() - 1 < Model::kUnnamed) home = static_cast<uint32_t>(m_.named.size() - 1);
-        }
+        if (home == kNoNode && pos < Model::kUnnamed) home = static_cast<uint32_t>(pos);
         return {};
       }
       case ValueKind::unsupported:
@@ -5742,27 +5807,30 @@ class Namer {
     }
     return {};
   }
-  // The name of a leaf (a tensor: nothing is named under it), appended to the empty
-  // string out: what enter() makes path_, without going through path_ for the usual
-  // string key.
-  Status leaf_name(std::string& out, uint32_t key, KeyKind key_kind, uint32_t depth) {
+  // The name of a leaf (a tensor: nothing is named under it), in the graph's arena: what
+  // enter() makes path_, without going through path_ for the usual string key (a key of
+  // the root dict is its own name: its text, already in the arena).
+  Status leaf_name(std::string_view* out, uint32_t key, KeyKind key_kind, uint32_t depth) {
+    Arena& arena = m_.graph.arena;
     if (depth == 0 || key_kind != kKeyNode || g_.kind(key) != ValueKind::string) {
       PTREAD_CHECK(enter(key, key_kind, depth));
-      out.append(path_);
+      *out = std::string_view(arena.copy(path_.data(), path_.size()), path_.size());
       return {};
     }
     const size_t base = path_len_[depth - 1];
     const std::string_view k = g_.text(key);
-    if (base == 0) {  // a key of the root dict: the whole name
-      out.append(k.data(), k.size());
+    if (base == 0) {
+      *out = k;
       return {};
     }
-    out.reserve(base + 1 + k.size());
-    out.append(path_.data(), base);
+    const size_t n = k.empty() ? base : base + 1 + k.size();
+    char* d = static_cast<char*>(arena.allocate(n, 1));
+    std::memcpy(d, path_.data(), base);
     if (!k.empty()) {
-      out.push_back('.');
-      out.append(k.data(), k.size());
+      d[base] = '.';
+      std::memcpy(d + base + 1, k.data(), k.size());
     }
+    *out = std::string_view(d, n);
     return {};
   }
   void append_key(uint32_t key, KeyKind key_kind) {
@@ -8523,8 +8591,14 @@ class Checkpoint {
   // True when the file stored its data big-endian (converted on open).
   bool big_endian() const noexcept { return model_->big_endian; }
 
-  // Every readable tensor with its name, in file order.
-  const std::vector<NamedTensor>& tensors() const noexcept { return model_->named; }
+  // Every readable tensor with its name, in file order. (The list is made by the first
+  // call, from what open() read: open() itself makes no Tensor.)
+  const std::vector<NamedTensor>& tensors() const { return model_->named(); }
+  // The same entries' metadata, read without making the list: name, dtype, shape,
+  // strides, offset, device, bytes (TensorInfo). For listing and indexing: a checkpoint of
+  // 100,000 tensors is listed without 100,000 Tensor objects.
+  size_t tensor_count() const noexcept { return model_->listed_count(); }
+  TensorInfo tensor_info(size_t i) const { return model_->info(i); }  // i < tensor_count()
   // Quantized tensors (integer representation, scales, zero points; dequantize()).
   const std::vector<NamedQuantized>& quantized() const noexcept { return model_->named_quantized; }
   // Sparse tensors (layout, shape, index and value tensors).

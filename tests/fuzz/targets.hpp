@@ -89,8 +89,17 @@ inline int pickle_one(const uint8_t* data, size_t size) {
   const Model& m = on.model;
   std::string s = python_str(m.graph, m.root, true);
   (void)s;
-  for (const auto& nt : m.named) {
-    auto v = nt.tensor.to_float32();
+  const auto& named = m.named();
+  for (size_t k = 0; k < named.size(); ++k) {
+    const ptread::Tensor& t = named[k].tensor;
+    const ptread::TensorInfo i = m.info(k);  // the listing without Tensors says the same
+    if (i.name != named[k].name || i.dtype != t.dtype() || i.shape != t.shape() || i.strides != t.strides() ||
+        i.storage_offset != t.storage_offset() || i.device != t.device() || i.nbytes != t.nbytes() ||
+        i.requires_grad != t.requires_grad() || i.conj != t.is_conj() || i.neg != t.is_neg()) {
+      std::fprintf(stderr, "tensor_info(%zu) differs from tensors()[%zu] ('%s')\n", k, k, named[k].name.c_str());
+      std::abort();
+    }
+    auto v = t.to_float32();
     (void)v;
   }
   for (const auto& q : m.named_quantized) (void)q.tensor.dequantize();

@@ -43,7 +43,7 @@ class ModelDump {
       if (base_ != nullptr && st->data() != nullptr && p >= b && p - b < base_size_) out_ += "@" + std::to_string(p - b);
     }
     out_ += "\nnamed:";
-    for (const auto& nt : m_.named) {
+    for (const auto& nt : m_.named()) {
       const ptread::Tensor& t = nt.tensor;
       out_ += "\n  " + nt.name + " " + ptread::dtype_name(t.dtype()) + " [";
       for (int64_t d : t.shape()) out_ += std::to_string(d) + ",";

@@ -88,6 +88,32 @@ void check_file(const std::string& file, const Json& exp, ptread::LoadMode mode)
   // exp["quantized"] and exp["sparse"]: checked in tests/unit/quantized.cpp
 
   const Json& tensors = exp["tensors"];
+  // The listing without Tensor objects (tensor_info), against torch, before tensors() has
+  // made any: every field as torch reports it. (Aligned by name as below when a TorchScript
+  // archive without zlib lists attributes too.)
+  {
+    size_t next = 0;
+    for (size_t i = 0; i < ck->tensor_count() && next < tensors.size(); ++i) {
+      const ptread::TensorInfo info = ck->tensor_info(i);
+      const Json& e = tensors[next];
+      if (PTREAD_WITH_ZLIB == 0 && exp["format"].as_string() == "torchscript" && info.name != e["name"].as_string()) {
+        continue;
+      }
+      INFO("tensor_info(" << i << ") '" << e["name"].as_string() << "'");
+      CHECK(info.name == e["name"].as_string());
+      CHECK(std::string(ptread::dtype_name(info.dtype)) == e["dtype"].as_string());
+      CHECK(shape_str(info.shape) == shape_str(e["shape"]));
+      CHECK(shape_str(info.strides) == shape_str(e["strides"]));
+      CHECK(info.storage_offset == e["storage_offset"].as_int());
+      CHECK(info.device == e["device"].as_string());
+      CHECK(info.requires_grad == e["requires_grad"].as_bool());
+      uint64_t numel = 1;
+      for (size_t d = 0; d < e["shape"].size(); ++d) numel *= static_cast<uint64_t>(e["shape"][d].as_int());
+      CHECK(info.nbytes == numel * ptread::dtype_size(info.dtype));
+      ++next;
+    }
+    CHECK(next == tensors.size());
+  }
   // The listed tensors, in order. Without zlib a TorchScript archive's code/ (deflated by
   // torch) cannot be read, so which attributes are parameters and buffers is unknown and
   // plain tensor attributes are listed too (README: Formats): there the state_dict()
@@ -109,6 +135,23 @@ void check_file(const std::string& file, const Json& exp, ptread::LoadMode mode)
     }
     CHECK(names == want_names);  // the whole list in a failure message
     REQUIRE(names.size() == want_names.size());
+  }
+  // tensor_info(i) is entry i of tensors(), field for field (conj/neg bits too).
+  REQUIRE(ck->tensor_count() == ck->tensors().size());
+  for (size_t i = 0; i < ck->tensor_count(); ++i) {
+    const ptread::TensorInfo info = ck->tensor_info(i);
+    const ptread::NamedTensor& nt = ck->tensors()[i];
+    INFO("entry " << i << " '" << nt.name << "'");
+    CHECK(info.name == nt.name);
+    CHECK(info.dtype == nt.tensor.dtype());
+    CHECK(info.shape == nt.tensor.shape());
+    CHECK(info.strides == nt.tensor.strides());
+    CHECK(info.storage_offset == nt.tensor.storage_offset());
+    CHECK(info.device == nt.tensor.device());
+    CHECK(info.nbytes == nt.tensor.nbytes());
+    CHECK(info.requires_grad == nt.tensor.requires_grad());
+    CHECK(info.conj == nt.tensor.is_conj());
+    CHECK(info.neg == nt.tensor.is_neg());
   }
   std::map<int64_t, const ptread::Storage*> groups;
   std::map<const ptread::Storage*, int64_t> group_of;

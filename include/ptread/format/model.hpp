@@ -29,6 +29,21 @@ inline const char* format_name(Format f) noexcept {
   return "?";
 }
 
+// A tensor's metadata as the checkpoint lists it, read without making a Tensor
+// (Checkpoint::tensor_info): what `ptread ls` prints. Every field equals what the Tensor of
+// the same entry of tensors() reports; the views live as long as the Checkpoint's data
+// (the Checkpoint or a copy of it).
+struct TensorInfo {
+  std::string_view name;
+  DType dtype = DType::F32;
+  Dims shape, strides;          // in elements
+  int64_t storage_offset = 0;   // in elements
+  std::string_view device;      // "cpu", "cuda:0" ... as stored
+  uint64_t nbytes = 0;          // numel * element size (Tensor::nbytes)
+  bool requires_grad = false;
+  bool conj = false, neg = false;
+};
+
 struct NamedTensor {
   // User-provided, so that emplace_back() does not zero-fill the 168 bytes before the
   // members' own constructors run (value-initialization of an aggregate would).
@@ -177,7 +192,11 @@ struct Model {
   // The distinct storages. A graph storage node (a persistent id) holds its index in
   // ref, and in i the dtype it was saved as and the node of its location text.
   std::vector<std::shared_ptr<const Storage>> storage_table;
-  std::vector<NamedTensor> named;       // the tensor list, in file order
+  // The tensor list, in file order, as the naming walk leaves it: entry k is named
+  // listed_name(k) and made from spec listed_spec[k]. Its NamedTensor objects are made by
+  // the first call of named(): opening and listing (info()) make none.
+  std::vector<std::string_view> listed_names;  // texts in the graph's arena
+  std::vector<uint32_t> listed_spec;
   std::vector<UnsupportedEntry> named_unsupported;
   std::vector<NamedQuantized> named_quantized;  // name filled by the naming walk, the tensor after it
   std::vector<NamedSparse> named_sparse;
@@ -185,44 +204,70 @@ struct Model {
   std::vector<ModuleEntry> modules;     // in the order the naming walk meets them
   std::vector<ScriptClass> script_classes;  // TorchScript archives: from code/  // per named entry: its qspecs / sparse_specs index
   std::vector<Tensor> tensors;          // tensors listed under no name
-  // Per spec, once named: its first position in `named`, or kUnnamed | its position in
-  // `tensors`.
+  // Per spec, once named: its first position in the tensor list, or kUnnamed | its
+  // position in `tensors`.
   static constexpr uint32_t kUnnamed = 0x80000000u;
   std::vector<uint32_t> tensor_home;
+
+  size_t listed_count() const noexcept { return listed_spec.size(); }
+  std::string_view listed_name(size_t k) const noexcept { return listed_names[k]; }
+  // Entry k of the tensor list, its metadata (k < listed_count()).
+  TensorInfo info(size_t k) const;
+
+  // The tensor list: made by the first call, from the names and specs; safe to call from
+  // several threads.
+  const std::vector<NamedTensor>& named() const {
+    std::call_once(named_once_, [this] {
+      named_.clear();  // (a first try that ran out of memory may have left some)
+      reserve_huge(named_, listed_count());
+      for (size_t k = 0; k < listed_count(); ++k) {
+        named_.emplace_back();
+        NamedTensor& nt = named_.back();
+        nt.name.assign(listed_name(k));
+        make_tensor(listed_spec[k], &nt.tensor);
+      }
+    });
+    return named_;
+  }
 
   // The first tensor named `name`, or nullptr. Its index is built by the first call
   // (opening and listing need none); safe to call from several threads.
   const Tensor* find(std::string_view name) const {
     std::call_once(name_index_once_, [this] {
-      const size_t count = named.size() < StringIndex::npos ? named.size() : StringIndex::npos;
-      name_index_.insert_all(static_cast<uint32_t>(count), [this](uint32_t i) { return std::string_view(named[i].name); });  // first name wins
+      const size_t count = listed_count() < StringIndex::npos ? listed_count() : StringIndex::npos;
+      name_index_.insert_all(static_cast<uint32_t>(count), [this](uint32_t i) { return listed_name(i); });  // first name wins
     });
-    const uint32_t k = name_index_.find(name, [this](uint32_t i) { return std::string_view(named[i].name); });
-    return k == StringIndex::npos ? nullptr : &named[k].tensor;
+    const uint32_t k = name_index_.find(name, [this](uint32_t i) { return listed_name(i); });
+    return k == StringIndex::npos ? nullptr : &named()[k].tensor;
   }
 
   // The tensor of a graph tensor node (its ref), once the tensors are named.
   const Tensor& tensor(uint32_t ref) const {
     const uint32_t h = tensor_home[ref];
-    return (h & kUnnamed) ? tensors[h & ~kUnnamed] : named[h].tensor;
+    return (h & kUnnamed) ? tensors[h & ~kUnnamed] : named()[h].tensor;
   }
 
   // Fills a default-constructed Tensor from spec k.
   void make_tensor(uint32_t k, Tensor* t) const;
+  Tensor spec_tensor(uint32_t k) const {
+    Tensor t;
+    make_tensor(k, &t);
+    return t;
+  }
 
   // The entries of quantized and sparse nodes (their ref), once the tensors are named.
   QuantizedTensor make_quantized(uint32_t ref) const {
     const QuantSpec& q = qspecs[ref];
     QuantizedTensor t;
-    t.int_repr = tensor(q.int_repr);
+    t.int_repr = spec_tensor(q.int_repr);
     t.dtype = q.dtype;
     t.shape.assign(q.shape, q.shape + q.rank);
     t.qscheme = q.qscheme;
     t.scale = q.scale;
     t.zero_point = q.zero_point;
     t.axis = q.axis;
-    if (q.scales != kNoNode) t.scales = tensor(q.scales);
-    if (q.zero_points != kNoNode) t.zero_points = tensor(q.zero_points);
+    if (q.scales != kNoNode) t.scales = spec_tensor(q.scales);
+    if (q.zero_points != kNoNode) t.zero_points = spec_tensor(q.zero_points);
     return t;
   }
   SparseTensor make_sparse(uint32_t ref) const {
@@ -231,14 +276,16 @@ struct Model {
     t.layout = sp.layout;
     t.shape.assign(sp.shape, sp.shape + sp.rank);
     t.coalesced = sp.coalesced;
-    if (sp.indices != kNoNode) t.indices = tensor(sp.indices);
-    if (sp.compressed != kNoNode) t.compressed_indices = tensor(sp.compressed);
-    if (sp.plain != kNoNode) t.plain_indices = tensor(sp.plain);
-    if (sp.values != kNoNode) t.values = tensor(sp.values);
+    if (sp.indices != kNoNode) t.indices = spec_tensor(sp.indices);
+    if (sp.compressed != kNoNode) t.compressed_indices = spec_tensor(sp.compressed);
+    if (sp.plain != kNoNode) t.plain_indices = spec_tensor(sp.plain);
+    if (sp.values != kNoNode) t.values = spec_tensor(sp.values);
     return t;
   }
 
  private:
+  mutable std::once_flag named_once_;
+  mutable std::vector<NamedTensor> named_;
   mutable std::once_flag name_index_once_;
   mutable StringIndex name_index_;
 };
@@ -264,6 +311,24 @@ struct TensorAccess {
 };
 
 inline void Model::make_tensor(uint32_t k, Tensor* t) const { TensorAccess::assign(t, *this, specs[k]); }
+
+inline TensorInfo Model::info(size_t k) const {
+  const TensorSpec& s = specs[listed_spec[k]];
+  TensorInfo t;
+  t.name = listed_name(k);
+  t.dtype = s.dtype;
+  t.shape = Dims(s.dims, s.rank);
+  t.strides = Dims(s.dims + s.rank, s.rank);
+  t.storage_offset = s.offset;
+  t.device = s.location == kNoNode ? std::string_view("cpu") : graph.text(s.location);
+  uint64_t numel = 1;  // no overflow: checked
+  for (uint32_t d = 0; d < s.rank; ++d) numel *= static_cast<uint64_t>(s.dims[d]);
+  t.nbytes = numel * dtype_size(s.dtype);
+  t.requires_grad = s.requires_grad;
+  t.conj = s.conj;
+  t.neg = s.neg;
+  return t;
+}
 
 // Every tensor's data must suit its dtype's alignment (data<T>() hands out typed pointers).
 // Storages viewed in place sit wherever the file put them: a zip written without torch's

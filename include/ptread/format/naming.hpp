@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <unordered_map>
 #include <string>
 #include <vector>
@@ -31,7 +32,8 @@ class Namer {
   Status run() {
     on_path_.assign(g_.nodes.size(), 0);
     m_.tensor_home.assign(m_.specs.size(), kNoNode);
-    reserve_huge(m_.named, m_.specs.size());
+    m_.listed_names.reserve(m_.specs.size());
+    m_.listed_spec.reserve(m_.specs.size());
     max_steps_ = uint64_t{16} * g_.nodes.size() + (uint64_t{1} << 20);
     PTREAD_CHECK(visit(m_.root, 0, kKeyNone, 0));
     while (!frames_.empty()) {
@@ -65,7 +67,7 @@ class Namer {
       m_.tensors.emplace_back();
       m_.make_tensor(static_cast<uint32_t>(k), &m_.tensors.back());
     }
-    // Quantized and sparse entries take their parts from the tensors just made.
+    // Quantized and sparse entries: their parts made from their specs.
     for (size_t k = 0; k < m_.named_quantized.size(); ++k) m_.named_quantized[k].tensor = m_.make_quantized(m_.quantized_of[k]);
     for (size_t k = 0; k < m_.named_sparse.size(); ++k) m_.named_sparse[k].tensor = m_.make_sparse(m_.sparse_of[k]);
     return {};
@@ -102,20 +104,17 @@ class Namer {
     const NodeView n = g_.at(i);
     switch (n.kind) {
       case ValueKind::tensor: {
-        if (m_.named.size() >= limits_.max_tensors) {
+        const size_t pos = m_.listed_count();
+        if (pos >= limits_.max_tensors) {
           return make_error(ErrorCode::limit_exceeded, "more tensors than Limits::max_tensors");
         }
-        // The tensor is made where it is first listed; later names of it copy that one.
+        // Listed by name and spec; the Tensor objects are made later (Model::named).
+        std::string_view name;
+        PTREAD_CHECK(leaf_name(&name, key, key_kind, depth));
+        m_.listed_names.push_back(name);
+        m_.listed_spec.push_back(n.ref);
         uint32_t& home = m_.tensor_home[n.ref];
-        m_.named.emplace_back();
-        NamedTensor& nt = m_.named.back();
-        PTREAD_CHECK(leaf_name(nt.name, key, key_kind, depth));
-        if (home != kNoNode) {
-          nt.tensor = m_.tensor(n.ref);
-        } else {
-          m_.make_tensor(n.ref, &nt.tensor);
-          if (m_.named.size() - 1 < Model::kUnnamed) home = static_cast<uint32_t>(m_.named.size() - 1);
-        }
+        if (home == kNoNode && pos < Model::kUnnamed) home = static_cast<uint32_t>(pos);
         return {};
       }
       case ValueKind::unsupported:
@@ -186,27 +185,30 @@ class Namer {
     }
     return {};
   }
-  // The name of a leaf (a tensor: nothing is named under it), appended to the empty
-  // string out: what enter() makes path_, without going through path_ for the usual
-  // string key.
-  Status leaf_name(std::string& out, uint32_t key, KeyKind key_kind, uint32_t depth) {
+  // The name of a leaf (a tensor: nothing is named under it), in the graph's arena: what
+  // enter() makes path_, without going through path_ for the usual string key (a key of
+  // the root dict is its own name: its text, already in the arena).
+  Status leaf_name(std::string_view* out, uint32_t key, KeyKind key_kind, uint32_t depth) {
+    Arena& arena = m_.graph.arena;
     if (depth == 0 || key_kind != kKeyNode || g_.kind(key) != ValueKind::string) {
       PTREAD_CHECK(enter(key, key_kind, depth));
-      out.append(path_);
+      *out = std::string_view(arena.copy(path_.data(), path_.size()), path_.size());
       return {};
     }
     const size_t base = path_len_[depth - 1];
     const std::string_view k = g_.text(key);
-    if (base == 0) {  // a key of the root dict: the whole name
-      out.append(k.data(), k.size());
+    if (base == 0) {
+      *out = k;
       return {};
     }
-    out.reserve(base + 1 + k.size());
-    out.append(path_.data(), base);
+    const size_t n = k.empty() ? base : base + 1 + k.size();
+    char* d = static_cast<char*>(arena.allocate(n, 1));
+    std::memcpy(d, path_.data(), base);
     if (!k.empty()) {
-      out.push_back('.');
-      out.append(k.data(), k.size());
+      d[base] = '.';
+      std::memcpy(d + base + 1, k.data(), k.size());
     }
+    *out = std::string_view(d, n);
     return {};
   }
   void append_key(uint32_t key, KeyKind key_kind) {
