@@ -240,7 +240,76 @@ Bytes lazy_gets_pickle(bool memoize, bool long_keys) {
   return p.b;
 }
 
+// Runs with lazy values, then memo entries the runs read or wrote overwritten (BINPUT of
+// a key in use: torch never does it), then gets of every lazy value. A lazy value is made
+// by reading its run again, so the entries it read must still be what the run read: the
+// VM makes every lazy value before the first overwrite (`overwrite`: which entries, by
+// their place in the RunKeys of the second run; `early`: a get of one lazy value before
+// the overwrite too).
+Bytes overwrite_pickle(bool memoize, const std::vector<uint32_t RunKeys::*>& overwrite, bool early) {
+  Pickle p;
+  Memo m;
+  m.memoize = memoize;
+  p.op(0x80).op(memoize ? 4 : 2).op('}');
+  m.put(p);
+  p.op('(');
+  p.str("a");
+  m.put(p);
+  const RunKeys k0 = tensor(p, m, {}, nullptr);
+  p.str("b");
+  m.put(p);
+  TensorSpecIn t1;
+  t1.key = "1";
+  t1.requires_grad = true;
+  const RunKeys k1 = tensor(p, m, t1, &k0);
+  p.str("c");
+  m.put(p);
+  TensorSpecIn t2;
+  t2.key = "2";
+  t2.size = {6};
+  t2.stride = {1};
+  const RunKeys k2 = tensor(p, m, t2, &k0);
+  p.str("pad").str(std::string(400, '-'));
+  if (early) p.str("early").get(k2.pid);
+  uint32_t n = 0;
+  for (uint32_t RunKeys::*which : overwrite) {
+    p.str("o" + std::to_string(n)).str("overwritten" + std::to_string(n));
+    p.put(k1.*which);  // an explicit key, also in protocol 4
+    ++n;
+  }
+  for (const RunKeys& k : {k1, k2}) {
+    for (uint32_t key : {k.pid, k.size, k.stride, k.hooks, k.args, k.key, k.location, k.tensor}) {
+      p.str("m" + std::to_string(key));
+      p.get(key);
+    }
+  }
+  p.op('u').op('.');
+  return p.b;
+}
+
 }  // namespace
+
+TEST_CASE("tensor runs: memo entries overwritten after a run: its lazy values read what the run read", "[runs]") {
+  using W = std::vector<uint32_t RunKeys::*>;
+  // The entries the runs got (tag, class, location, hooks class), the run's own texts and
+  // lazy values, and several at once.
+  const W cases[] = {{&RunKeys::location}, {&RunKeys::storage}, {&RunKeys::cls}, {&RunKeys::od},
+                     {&RunKeys::key},      {&RunKeys::pid},     {&RunKeys::size}, {&RunKeys::args},
+                     {&RunKeys::location, &RunKeys::key, &RunKeys::od, &RunKeys::hooks}};
+  for (bool memoize : {false, true}) {
+    for (bool early : {false, true}) {
+      for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+        INFO("memoize " << memoize << ", early " << early << ", case " << c);
+        const Bytes b = overwrite_pickle(memoize, cases[c], early);
+        size_t taken = 0;
+        const std::string off = run_pickle(b, false), on = run_pickle(b, true, {}, &taken);
+        REQUIRE(off.find("named:") != std::string::npos);  // it reads
+        CHECK(taken == 2);                                 // t1 and t2 as runs
+        CHECK(on == off);
+      }
+    }
+  }
+}
 
 TEST_CASE("tensor runs: every fixture and corpus checkpoint reads the same with runs on and off", "[runs]") {
   std::vector<std::string> files = checkpoint_files(fixture_dir());
