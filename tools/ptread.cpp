@@ -390,11 +390,8 @@ bool plain_ascii(std::string_view s) {
 
 size_t decimal_len(uint64_t v) {
   size_t n = 1;
-  while (v >= 10) {
-    v /= 10;
-    ++n;
-  }
-  return n;
+  for (; v >= 10000; v /= 10000) n += 4;  // (compares, not a division per digit, for the usual sizes)
+  return n + (v >= 10) + (v >= 100) + (v >= 1000);
 }
 size_t decimal_len(int64_t v) {
   return v < 0 ? 1 + decimal_len(0 - static_cast<uint64_t>(v)) : decimal_len(static_cast<uint64_t>(v));
@@ -499,6 +496,17 @@ int ls_table(const ptread::Checkpoint& ck) {
   size_t w_name = 4, w_dtype = 5, w_shape = 5, w_device = 6, w_bytes = 5;
   uint64_t total = 0;
   std::vector<uint8_t> plain_name(n);
+  // The columns of a device: tensors share a few device texts (the same bytes, usually
+  // one text), so the last one's width is kept.
+  std::string_view last_device;
+  size_t last_device_cols = 0;
+  auto device_cols = [&](std::string_view d) {
+    if (d.data() != last_device.data() || d.size() != last_device.size()) {
+      last_device = d;
+      last_device_cols = plain_ascii(d) ? d.size() : columns(d);
+    }
+    return last_device_cols;
+  };
   for (size_t k = 0; k < n; ++k) {
     const ptread::TensorInfo t = ck.tensor_info(k);
     plain_name[k] = plain_ascii(t.name);
@@ -509,7 +517,7 @@ int ls_table(const ptread::Checkpoint& ck) {
     }
     w_dtype = std::max(w_dtype, dtype_len[static_cast<size_t>(t.dtype)]);
     w_shape = std::max(w_shape, dims_len(t.shape));
-    w_device = std::max(w_device, plain_ascii(t.device) ? t.device.size() : columns(t.device));
+    w_device = std::max(w_device, device_cols(t.device));
     w_bytes = std::max(w_bytes, decimal_len(t.nbytes));
     total += t.nbytes;
   }
@@ -567,7 +575,7 @@ int ls_table(const ptread::Checkpoint& ck) {
     w.dims(t.shape);
     w.pad(static_cast<size_t>(w.pos() - shape_at), w_shape + 2);
     w.text(t.device);
-    w.pad(plain_ascii(t.device) ? t.device.size() : columns(t.device), w_device + 2);
+    w.pad(device_cols(t.device), w_device + 2);
     char bytes[24];
     const size_t bytes_len = static_cast<size_t>(std::to_chars(bytes, bytes + sizeof bytes, t.nbytes).ptr - bytes);
     w.pad(bytes_len, w_bytes);
