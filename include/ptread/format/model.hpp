@@ -192,11 +192,14 @@ struct Model {
   // The distinct storages. A graph storage node (a persistent id) holds its index in
   // ref, and in i the dtype it was saved as and the node of its location text.
   std::vector<std::shared_ptr<const Storage>> storage_table;
-  // The tensor list, in file order, as the naming walk leaves it: entry k is named
-  // listed_name(k) and made from spec listed_spec[k]. Its NamedTensor objects are made by
-  // the first call of named(): opening and listing (info()) make none.
-  std::vector<std::string_view> listed_names;  // texts in the graph's arena
-  std::vector<uint32_t> listed_spec;
+  // The tensor list, in file order, as the naming walk leaves it: entry k's name and spec.
+  // Its NamedTensor objects are made by the first call of named(): opening and listing
+  // (info()) make none.
+  struct Listed {
+    std::string_view name;  // in the graph's arena
+    uint32_t spec;
+  };
+  SegmentedVector<Listed> listed{&pool};
   std::vector<UnsupportedEntry> named_unsupported;
   std::vector<NamedQuantized> named_quantized;  // name filled by the naming walk, the tensor after it
   std::vector<NamedSparse> named_sparse;
@@ -209,8 +212,8 @@ struct Model {
   static constexpr uint32_t kUnnamed = 0x80000000u;
   std::vector<uint32_t> tensor_home;
 
-  size_t listed_count() const noexcept { return listed_spec.size(); }
-  std::string_view listed_name(size_t k) const noexcept { return listed_names[k]; }
+  size_t listed_count() const noexcept { return listed.size(); }
+  std::string_view listed_name(size_t k) const noexcept { return listed[k].name; }
   // Entry k of the tensor list, its metadata (k < listed_count()).
   TensorInfo info(size_t k) const;
 
@@ -223,8 +226,9 @@ struct Model {
       for (size_t k = 0; k < listed_count(); ++k) {
         named_.emplace_back();
         NamedTensor& nt = named_.back();
-        nt.name.assign(listed_name(k));
-        make_tensor(listed_spec[k], &nt.tensor);
+        const Listed& e = listed[k];
+        nt.name.assign(e.name);
+        make_tensor(e.spec, &nt.tensor);
       }
     });
     return named_;
@@ -313,9 +317,10 @@ struct TensorAccess {
 inline void Model::make_tensor(uint32_t k, Tensor* t) const { TensorAccess::assign(t, *this, specs[k]); }
 
 inline TensorInfo Model::info(size_t k) const {
-  const TensorSpec& s = specs[listed_spec[k]];
+  const Listed& e = listed[k];
+  const TensorSpec& s = specs[e.spec];
   TensorInfo t;
-  t.name = listed_name(k);
+  t.name = e.name;
   t.dtype = s.dtype;
   t.shape = Dims(s.dims, s.rank);
   t.strides = Dims(s.dims + s.rank, s.rank);

@@ -32,8 +32,6 @@ class Namer {
   Status run() {
     on_path_.assign(g_.nodes.size(), 0);
     m_.tensor_home.assign(m_.specs.size(), kNoNode);
-    m_.listed_names.reserve(m_.specs.size());
-    m_.listed_spec.reserve(m_.specs.size());
     max_steps_ = uint64_t{16} * g_.nodes.size() + (uint64_t{1} << 20);
     PTREAD_CHECK(visit(m_.root, 0, kKeyNone, 0));
     while (!frames_.empty()) {
@@ -111,8 +109,7 @@ class Namer {
         // Listed by name and spec; the Tensor objects are made later (Model::named).
         std::string_view name;
         PTREAD_CHECK(leaf_name(&name, key, key_kind, depth));
-        m_.listed_names.push_back(name);
-        m_.listed_spec.push_back(n.ref);
+        m_.listed.push_back({name, n.ref});
         uint32_t& home = m_.tensor_home[n.ref];
         if (home == kNoNode && pos < Model::kUnnamed) home = static_cast<uint32_t>(pos);
         return {};
