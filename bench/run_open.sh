@@ -10,14 +10,16 @@ data=${2:-/tmp/ptread-bench}
 py=${PTREAD_TORCH_PYTHON:-/usr/bin/python3}
 "$py" "$root/bench/make_inputs.py" "$data" >/dev/null
 
-ms_of_command() {  # median wall ms of a command over N runs (process start included)
+ms_of_command() {  # median wall ms of a command over N runs (its process start included)
+  # Bash's own clock ($EPOCHREALTIME, bash 5): timing with $(date) would add the start of a
+  # date process (1-3 ms) to every run.
   local n=$1; shift
   local ts=()
   for ((i = 0; i < n; i++)); do
-    local t0=$(date +%s%N)
+    local t0=${EPOCHREALTIME/[.,]/}
     "$@" >/dev/null
-    local t1=$(date +%s%N)
-    ts+=($(( (t1 - t0) / 1000 )))
+    local t1=${EPOCHREALTIME/[.,]/}
+    ts+=($(( t1 - t0 )))
   done
   printf '%s\n' "${ts[@]}" | sort -n | awk '{a[NR]=$1} END {printf "%.3f", a[int((NR+1)/2)]/1000}'
 }
@@ -32,7 +34,7 @@ for f in big.pt many.pt; do
   cat "$data/$f" >/dev/null  # warm page cache for both readers
   read -r _ _ open_ms _ count < <("$build/bench/open_bench" "$data/$f" 20 1)
   read -r _ _ open2_ms _ _ < <("$build/bench/open_bench" "$data/$f" 20 2)
-  ls_ms=$(ms_of_command 10 "$build/ptread" ls "$data/$f")
+  ls_ms=$(ms_of_command 20 "$build/ptread" ls "$data/$f")
   read -r _ _ torch_ms _ < <("$py" "$root/bench/torch_load.py" "$data/$f" 3)
   x() { awk -v a="$torch_ms" -v b="$1" 'BEGIN{printf "%.0fx", a/b}'; }
   printf '%-10s %10s %10s %10s %14s %10s %10s %10s\n' "$f" "$open_ms" "$open2_ms" "$ls_ms" "$torch_ms" \
