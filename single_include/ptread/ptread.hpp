@@ -1390,8 +1390,14 @@ inline const uint8_t* nn_row_ahead(const uint8_t* base, size_t row_bytes, const 
 
 // The bag kernels reduce a bag this many bytes of F32 sums at a time: one pass over the bag's
 // indices per 256 output bytes (8 AVX2 registers of sums, 4 AVX-512). With AVX2 on a
-// 512-byte row, 8 registers a pass (two passes) were no slower than 4 (four passes); 16 (one
-// pass) was 18-20% slower: 16 sums and the factor do not fit in the 16 registers.
+// 512-byte row, 8 registers a pass (two passes) were no slower than 4 (four passes).
+// Sums without a factor (no per_sample_weights) of F32 rows add each row from memory and
+// hold nothing but the sums: with AVX2 they take 16 registers (V::BAG_ADD, one pass over a
+// D=128 bag, as caffe2's kernel for torch's sum does), 7-8% faster at D=128 than two passes
+// of 8 (fair A/B, 150 rounds). A first try at 16 was 18-29% slower only because GCC kept the
+// 16 column offsets of the pass on the stack (the loads now take fixed offsets from one row
+// address: that alone made max 9% faster at D=128). Max with 16 stays slower (11%: its loads
+// need a register of their own, 17 in all).
 constexpr size_t kNnBagPassBytes = 256;
 
 // ---- generic kernels -------------------------------------------------------------------
@@ -1575,7 +1581,8 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
   }                                                                                                     \
   /* bag() on NV vectors from element q, the rows read through the indices in one pass (as      */ \
   /* fbgemm does): the loads of the next rows issue while this one is summed. OP: 0 max, 1 fused  */ \
-  /* sum, 2 unfused sum: each its own loop, which tests no mode per row.                       */ \
+  /* sum, 2 unfused sum, 3 sum without weights (acc + row: what both sums give with a factor of   */ \
+  /* 1): each its own loop, which tests no mode per row.                                         */ \
   /* Each row added asks for the same columns of the row kNnBagPrefetchDistance entries ahead.   */ \
   template <int NV, int OP, DType DT, class Index>                                                      \
   TARGET inline size_t bag_chunk(float* out, const uint8_t* base, size_t row_bytes, const Index* idx,     \
@@ -1591,8 +1598,8 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
         for (int v = 0; v < NV; ++v) V::store(out + q + static_cast<size_t>(v) * V::L, V::zero());       \
         return 0;                                                                                       \
       }                                                                                                 \
-      const uint8_t* row = base + static_cast<size_t>(idx[i]) * row_bytes;                               \
-      for (int v = 0; v < NV; ++v) acc[v] = load<DT>(row, q + static_cast<size_t>(v) * V::L);            \
+      const uint8_t* row = base + static_cast<size_t>(idx[i]) * row_bytes + col;                         \
+      for (int v = 0; v < NV; ++v) acc[v] = load<DT>(row, static_cast<size_t>(v) * V::L);                \
       skipped = i++;                                                                                    \
     } else {                                                                                            \
       for (int v = 0; v < NV; ++v) acc[v] = V::zero();                                                  \
@@ -1604,13 +1611,16 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
         ++skipped;                                                                                      \
         continue;                                                                                       \
       }                                                                                                 \
-      const uint8_t* row = base + static_cast<size_t>(r) * row_bytes;                                   \
+      /* (the pass's columns of the row: fixed offsets from one address) */                            \
+      const uint8_t* row = base + static_cast<size_t>(r) * row_bytes + col;                             \
       if constexpr (OP == 0) {                                                                          \
-        for (int v = 0; v < NV; ++v) acc[v] = V::max(load<DT>(row, q + static_cast<size_t>(v) * V::L), acc[v]); \
+        for (int v = 0; v < NV; ++v) acc[v] = V::max(load<DT>(row, static_cast<size_t>(v) * V::L), acc[v]); \
+      } else if constexpr (OP == 3) {                                                                   \
+        for (int v = 0; v < NV; ++v) acc[v] = V::add(load<DT>(row, static_cast<size_t>(v) * V::L), acc[v]); \
       } else {                                                                                          \
         const typename V::R a = V::set1(psw ? psw[i] : 1.0f);                                           \
         for (int v = 0; v < NV; ++v) {                                                                  \
-          const typename V::R x = load<DT>(row, q + static_cast<size_t>(v) * V::L);                      \
+          const typename V::R x = load<DT>(row, static_cast<size_t>(v) * V::L);                          \
           acc[v] = OP == 1 ? V::fma(a, x, acc[v]) : V::mul_add(a, x, acc[v]);                            \
         }                                                                                               \
       }                                                                                                 \
@@ -1622,6 +1632,10 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
   TARGET size_t bag_op(float* out, const uint8_t* base, size_t row_bytes, const Index* idx, size_t count, \
                        size_t ahead, const float* psw, int64_t padding, size_t n) noexcept {            \
     size_t kept = 0, q = 0;                                                                             \
+    constexpr int kAdd = OP == 3 && DT == DType::F32 ? V::BAG_ADD : V::BAG; /* no factor to hold */      \
+    if constexpr (kAdd > V::BAG) {                                                                      \
+      for (; q + kAdd * V::L <= n; q += kAdd * V::L) kept = bag_chunk<kAdd, OP, DT>(out, base, row_bytes, idx, count, ahead, psw, padding, q); \
+    }                                                                                                   \
     for (; q + V::BAG * V::L <= n; q += V::BAG * V::L) kept = bag_chunk<V::BAG, OP, DT>(out, base, row_bytes, idx, count, ahead, psw, padding, q); \
     for (; q + 4 * V::L <= n; q += 4 * V::L) kept = bag_chunk<4, OP, DT>(out, base, row_bytes, idx, count, ahead, psw, padding, q); \
     switch ((n - q) / V::L) {                                                                           \
@@ -1639,6 +1653,8 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
         const float v = nn_load1<DT>(base + static_cast<size_t>(r) * row_bytes, q);                     \
         if constexpr (OP == 0) {                                                                        \
           s = kept == 0 || v > s ? v : s;                                                               \
+        } else if constexpr (OP == 3) {                                                                 \
+          s = v + s;                                                                                    \
         } else {                                                                                        \
           s = nn_madd(OP == 1, psw ? psw[i] : 1.0f, v, s); /* as the vectors */                          \
         }                                                                                               \
@@ -1653,6 +1669,7 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
                     size_t ahead, const float* psw, int64_t padding, size_t n, bool max_op) noexcept {  \
     const auto* base = static_cast<const uint8_t*>(base_);                                              \
     if (max_op) return bag_op<0, DT>(out, base, row_bytes, idx, count, ahead, psw, padding, n);         \
+    if (psw == nullptr) return bag_op<3, DT>(out, base, row_bytes, idx, count, ahead, psw, padding, n); \
     if (padding < 0) return bag_op<1, DT>(out, base, row_bytes, idx, count, ahead, psw, padding, n);    \
     return bag_op<2, DT>(out, base, row_bytes, idx, count, ahead, psw, padding, n);                     \
   }                                                                                                     \
@@ -1679,6 +1696,7 @@ struct V {
   static constexpr size_t L = 8;
   static constexpr int MB = 2;  // 16 ymm registers: 2 x 4 accumulators, 4 weights, 1 input
   static constexpr int BAG = static_cast<int>(kNnBagPassBytes / (L * sizeof(float)));  // 8 accumulators
+  static constexpr int BAG_ADD = 16;  // sums without a factor, F32 rows: 16 accumulators, rows added from memory
   PTREAD_NN_TARGET_AVX2 static R zero() noexcept { return _mm256_setzero_ps(); }
   PTREAD_NN_TARGET_AVX2 static R set1(float a) noexcept { return _mm256_set1_ps(a); }
   PTREAD_NN_TARGET_AVX2 static R loadf(const float* p) noexcept { return _mm256_loadu_ps(p); }
@@ -1722,6 +1740,7 @@ struct V {
   static constexpr size_t L = 16;
   static constexpr int MB = 4;  // 32 zmm registers: 4 x 4 accumulators, 4 weights, 1 input
   static constexpr int BAG = static_cast<int>(kNnBagPassBytes / (L * sizeof(float)));  // 4 accumulators
+  static constexpr int BAG_ADD = BAG;  // (not measured on an AVX-512 machine yet)
   PTREAD_NN_TARGET_AVX512 static R zero() noexcept { return _mm512_setzero_ps(); }
   PTREAD_NN_TARGET_AVX512 static R set1(float a) noexcept { return _mm512_set1_ps(a); }
   PTREAD_NN_TARGET_AVX512 static R loadf(const float* p) noexcept { return _mm512_loadu_ps(p); }

@@ -133,7 +133,12 @@ TEST_CASE("bag equals axpy and vmax row by row, bit for bit", "[nn]") {
     state ^= state << 17;
     return state;
   };
-  constexpr size_t kRows = 40, kMaxDim = 80;
+  // Every width to 80, then widths around the 16-register passes of F32 sums without weights
+  // (AVX2: 128 floats a pass) and what follows them.
+  constexpr size_t kRows = 40, kMaxDim = 264;
+  std::vector<size_t> dims;
+  for (size_t d = 1; d <= 80; ++d) dims.push_back(d);
+  for (size_t d : {127, 128, 129, 136, 159, 191, 200, 256, 264}) dims.push_back(d);
   std::vector<float> f32(kRows * kMaxDim);
   std::vector<uint16_t> half(kRows * kMaxDim);
   for (size_t i = 0; i < f32.size(); ++i) {
@@ -151,7 +156,7 @@ TEST_CASE("bag equals axpy and vmax row by row, bit for bit", "[nn]") {
       const ptread::detail::NnKernels k = ptread::detail::nn_kernels(dt);
       const size_t esize = dt == DType::F32 ? 4 : 2;
       const auto* base = dt == DType::F32 ? static_cast<const void*>(f32.data()) : static_cast<const void*>(half.data());
-      for (size_t dim = 1; dim <= kMaxDim; ++dim) {
+      for (size_t dim : dims) {
         const size_t row_bytes = dim * esize;
         for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t{33}}) {
           // The bag's indices, then the next bags' (which the kernels only prefetch).
