@@ -91,11 +91,14 @@ class Checkpoint {
   // the reason: listed, never dropped.
   const std::vector<UnsupportedEntry>& unsupported() const noexcept { return model_->named_unsupported; }
 
-  // The tensor with this name, or nullptr. (The first call indexes the names.)
+  // The tensor with this name in tensors(), or nullptr. (The first call indexes the names
+  // and makes the list.)
   const Tensor* find(std::string_view name) const { return model_ ? model_->find(name) : nullptr; }
-  // The tensor with this name, or a not_found error naming it.
+  // The tensor with this name (a copy of the one find() gives), or a not_found error naming
+  // it. Made on its own: getting a few tensors of a large checkpoint does not make the list.
   Result<Tensor> get(std::string_view name) const {
-    if (const Tensor* t = find(name)) return *t;
+    const uint32_t k = model_ ? model_->find_listed(name) : detail::StringIndex::npos;
+    if (k != detail::StringIndex::npos) return model_->spec_tensor(model_->listed[k].spec);
     return make_error(ErrorCode::not_found, "no tensor named '" + std::string(name) + "' in '" + path_ + "'");
   }
 

@@ -5268,14 +5268,19 @@ struct Model {
     return named_;
   }
 
-  // The first tensor named `name`, or nullptr. Its index is built by the first call
-  // (opening and listing need none); safe to call from several threads.
-  const Tensor* find(std::string_view name) const {
+  // The position in the tensor list of the first entry named `name`, or StringIndex::npos.
+  // Its index is built by the first call (opening and listing need none); safe to call
+  // from several threads.
+  uint32_t find_listed(std::string_view name) const {
     std::call_once(name_index_once_, [this] {
       const size_t count = listed_count() < StringIndex::npos ? listed_count() : StringIndex::npos;
       name_index_.insert_all(static_cast<uint32_t>(count), [this](uint32_t i) { return listed_name(i); });  // first name wins
     });
-    const uint32_t k = name_index_.find(name, [this](uint32_t i) { return listed_name(i); });
+    return name_index_.find(name, [this](uint32_t i) { return listed_name(i); });
+  }
+  // The first tensor named `name` in the tensor list (which this makes), or nullptr.
+  const Tensor* find(std::string_view name) const {
+    const uint32_t k = find_listed(name);
     return k == StringIndex::npos ? nullptr : &named()[k].tensor;
   }
 
@@ -8679,11 +8684,14 @@ class Checkpoint {
   // the reason: listed, never dropped.
   const std::vector<UnsupportedEntry>& unsupported() const noexcept { return model_->named_unsupported; }
 
-  // The tensor with this name, or nullptr. (The first call indexes the names.)
+  // The tensor with this name in tensors(), or nullptr. (The first call indexes the names
+  // and makes the list.)
   const Tensor* find(std::string_view name) const { return model_ ? model_->find(name) : nullptr; }
-  // The tensor with this name, or a not_found error naming it.
+  // The tensor with this name (a copy of the one find() gives), or a not_found error naming
+  // it. Made on its own: getting a few tensors of a large checkpoint does not make the list.
   Result<Tensor> get(std::string_view name) const {
-    if (const Tensor* t = find(name)) return *t;
+    const uint32_t k = model_ ? model_->find_listed(name) : detail::StringIndex::npos;
+    if (k != detail::StringIndex::npos) return model_->spec_tensor(model_->listed[k].spec);
     return make_error(ErrorCode::not_found, "no tensor named '" + std::string(name) + "' in '" + path_ + "'");
   }
 
@@ -10826,7 +10834,7 @@ class Linear {
       l.w_.tensor = std::move(c);
     }
     const std::string bname = detail::param_name(prefix, "bias");
-    if (const Tensor* b = ck.find(bname)) {
+    if (const auto b = ck.get(bname)) {  // (get, not find: no tensor list made for one tensor)
       if (b->dim() != 1 || static_cast<size_t>(b->shape()[0]) != l.w_.rows) {
         return make_error(ErrorCode::invalid_argument,
                           "Linear: '" + bname + "' has shape " + shape_string(b->shape()) + "; [" +

@@ -114,6 +114,31 @@ void check_file(const std::string& file, const Json& exp, ptread::LoadMode mode)
     }
     CHECK(next == tensors.size());
   }
+  // get(name) before the list exists: each tensor (the first of its name) as torch has it,
+  // then the same Storage as find() gives; a missing name is not_found.
+  {
+    std::map<std::string, size_t> first;
+    for (size_t k = 0; k < tensors.size(); ++k) first.emplace(tensors[k]["name"].as_string(), k);
+    std::vector<std::pair<std::string, ptread::Tensor>> got;
+    for (const auto& f : first) {
+      auto t = ck->get(f.first);
+      INFO("get('" << f.first << "')");
+      REQUIRE(t.ok());
+      const Json& e = tensors[f.second];
+      CHECK(std::string(ptread::dtype_name(t->dtype())) == e["dtype"].as_string());
+      CHECK(shape_str(t->shape()) == shape_str(e["shape"]));
+      CHECK(tensor_sha256(*t) == e["sha256"].as_string());
+      got.emplace_back(f.first, *t);
+    }
+    for (const auto& g : got) {
+      const ptread::Tensor* t = ck->find(g.first);
+      REQUIRE(t != nullptr);
+      CHECK(t->storage() == g.second.storage());
+    }
+    auto missing = ck->get("no such tensor");
+    REQUIRE(!missing.ok());
+    CHECK(missing.error().code() == ptread::ErrorCode::not_found);
+  }
   // The listed tensors, in order. Without zlib a TorchScript archive's code/ (deflated by
   // torch) cannot be read, so which attributes are parameters and buffers is unknown and
   // plain tensor attributes are listed too (README: Formats): there the state_dict()

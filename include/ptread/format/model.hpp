@@ -234,14 +234,19 @@ struct Model {
     return named_;
   }
 
-  // The first tensor named `name`, or nullptr. Its index is built by the first call
-  // (opening and listing need none); safe to call from several threads.
-  const Tensor* find(std::string_view name) const {
+  // The position in the tensor list of the first entry named `name`, or StringIndex::npos.
+  // Its index is built by the first call (opening and listing need none); safe to call
+  // from several threads.
+  uint32_t find_listed(std::string_view name) const {
     std::call_once(name_index_once_, [this] {
       const size_t count = listed_count() < StringIndex::npos ? listed_count() : StringIndex::npos;
       name_index_.insert_all(static_cast<uint32_t>(count), [this](uint32_t i) { return listed_name(i); });  // first name wins
     });
-    const uint32_t k = name_index_.find(name, [this](uint32_t i) { return listed_name(i); });
+    return name_index_.find(name, [this](uint32_t i) { return listed_name(i); });
+  }
+  // The first tensor named `name` in the tensor list (which this makes), or nullptr.
+  const Tensor* find(std::string_view name) const {
+    const uint32_t k = find_listed(name);
     return k == StringIndex::npos ? nullptr : &named()[k].tensor;
   }
 

@@ -109,7 +109,7 @@ class Linear {
       l.w_.tensor = std::move(c);
     }
     const std::string bname = detail::param_name(prefix, "bias");
-    if (const Tensor* b = ck.find(bname)) {
+    if (const auto b = ck.get(bname)) {  // (get, not find: no tensor list made for one tensor)
       if (b->dim() != 1 || static_cast<size_t>(b->shape()[0]) != l.w_.rows) {
         return make_error(ErrorCode::invalid_argument,
                           "Linear: '" + bname + "' has shape " + shape_string(b->shape()) + "; [" +
