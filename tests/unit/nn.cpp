@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -138,7 +139,7 @@ TEST_CASE("bag equals axpy and vmax row by row, bit for bit", "[nn]") {
   constexpr size_t kRows = 40, kMaxDim = 264;
   std::vector<size_t> dims;
   for (size_t d = 1; d <= 80; ++d) dims.push_back(d);
-  for (size_t d : {127, 128, 129, 136, 159, 191, 200, 256, 264}) dims.push_back(d);
+  for (size_t d : std::initializer_list<size_t>{127, 128, 129, 136, 159, 191, 200, 256, 264}) dims.push_back(d);
   std::vector<float> f32(kRows * kMaxDim);
   std::vector<uint16_t> half(kRows * kMaxDim);
   for (size_t i = 0; i < f32.size(); ++i) {
