@@ -197,9 +197,9 @@ std::string run_pickle(const Bytes& b, bool runs, const ptread::Limits& limits =
 // {'a': t0, 'b': t1, 'c': t2, 'pad': text, then every value of t1's and t2's runs by its
 // memo key, twice}: the gets that make lazy values. (A run is read in one go only with
 // PickleVM::kSlack bytes of pickle after it: the text is that room.)
-Bytes lazy_gets_pickle(bool memoize, bool long_keys) {
-  Pickle p;
-  Memo m;
+// Protocol 2 (BINPUT) or 4 (MEMOIZE), a dict, MARK, 'a': the first tensor (which names the
+// globals, opcode by opcode), and the key 'b'; returns the first tensor's memo keys.
+RunKeys dict_with_first_tensor(Pickle& p, Memo& m, bool memoize, bool long_keys) {
   m.memoize = memoize;
   p.op(0x80).op(memoize ? 4 : 2).op('}');
   m.put(p);
@@ -210,6 +210,13 @@ Bytes lazy_gets_pickle(bool memoize, bool long_keys) {
   const RunKeys k0 = tensor(p, m, {}, nullptr);
   p.str("b");
   m.put(p);
+  return k0;
+}
+
+Bytes lazy_gets_pickle(bool memoize, bool long_keys) {
+  Pickle p;
+  Memo m;
+  const RunKeys k0 = dict_with_first_tensor(p, m, memoize, long_keys);
   TensorSpecIn t1;
   t1.key = "1";
   t1.size = {4, 1, 1, 2};  // MARK ... TUPLE
@@ -249,15 +256,7 @@ Bytes lazy_gets_pickle(bool memoize, bool long_keys) {
 Bytes overwrite_pickle(bool memoize, const std::vector<uint32_t RunKeys::*>& overwrite, bool early) {
   Pickle p;
   Memo m;
-  m.memoize = memoize;
-  p.op(0x80).op(memoize ? 4 : 2).op('}');
-  m.put(p);
-  p.op('(');
-  p.str("a");
-  m.put(p);
-  const RunKeys k0 = tensor(p, m, {}, nullptr);
-  p.str("b");
-  m.put(p);
+  const RunKeys k0 = dict_with_first_tensor(p, m, memoize, false);
   TensorSpecIn t1;
   t1.key = "1";
   t1.requires_grad = true;
