@@ -1618,7 +1618,7 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
       } else if constexpr (OP == 3) {                                                                   \
         for (int v = 0; v < NV; ++v) acc[v] = V::add(load<DT>(row, static_cast<size_t>(v) * V::L), acc[v]); \
       } else {                                                                                          \
-        const typename V::R a = V::set1(psw ? psw[i] : 1.0f);                                           \
+        const typename V::R a = V::set1(psw[i]); /* OP 1, 2: weights given (else OP 3) */              \
         for (int v = 0; v < NV; ++v) {                                                                  \
           const typename V::R x = load<DT>(row, static_cast<size_t>(v) * V::L);                          \
           acc[v] = OP == 1 ? V::fma(a, x, acc[v]) : V::mul_add(a, x, acc[v]);                            \
@@ -1656,7 +1656,7 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
         } else if constexpr (OP == 3) {                                                                 \
           s = v + s;                                                                                    \
         } else {                                                                                        \
-          s = nn_madd(OP == 1, psw ? psw[i] : 1.0f, v, s); /* as the vectors */                          \
+          s = nn_madd(OP == 1, psw[i], v, s); /* as the vectors */                                       \
         }                                                                                               \
         ++kept;                                                                                         \
       }                                                                                                 \
@@ -5176,6 +5176,12 @@ struct TensorSpec {
   bool requires_grad = false;
   bool conj = false;
   bool neg = false;
+
+  int64_t numel() const noexcept {  // no overflow: check_view passed
+    int64_t n = 1;
+    for (uint32_t d = 0; d < rank; ++d) n *= dims[d];
+    return n;
+  }
 };
 
 // A quantized tensor: its integer representation and parameters (tensor specs by index).
@@ -5340,9 +5346,7 @@ struct TensorAccess {
     t->dtype_ = s.dtype;
     t->set_dims(s.dims, s.dims + s.rank, s.rank);
     t->offset_ = s.offset;
-    int64_t numel = 1;  // no overflow: checked
-    for (uint32_t d = 0; d < s.rank; ++d) numel *= s.dims[d];
-    t->numel_ = numel;
+    t->numel_ = s.numel();
     if (s.location != kNoNode) {  // else the default, "cpu"
       const std::string_view device = m.graph.text(s.location);
       if (!equals(device, "cpu")) t->device_.assign(device.data(), device.size());
@@ -5365,9 +5369,7 @@ inline TensorInfo Model::info(size_t k) const {
   t.strides = Dims(s.dims + s.rank, s.rank);
   t.storage_offset = s.offset;
   t.device = s.location == kNoNode ? std::string_view("cpu") : graph.text(s.location);
-  uint64_t numel = 1;  // no overflow: checked
-  for (uint32_t d = 0; d < s.rank; ++d) numel *= static_cast<uint64_t>(s.dims[d]);
-  t.nbytes = numel * dtype_size(s.dtype);
+  t.nbytes = static_cast<uint64_t>(s.numel()) * dtype_size(s.dtype);
   t.requires_grad = s.requires_grad;
   t.conj = s.conj;
   t.neg = s.neg;
@@ -10203,8 +10205,14 @@ Status check_indices(const Index* indices, size_t n, size_t num_embeddings, cons
   return {};
 }
 
-// Why offsets[b] (cur; prev is offsets[b - 1]) breaks EmbeddingBag's rules, or ok: offsets[0]
-// is 0, offsets never decrease nor pass n, and with include_last_offset offsets[num_bags] is n.
+// Whether offsets[b] (cur; prev is offsets[b - 1]) keeps the order: offsets[0] is 0, later
+// offsets never decrease nor pass n. (The check of every offset; offset_status words a break.)
+inline bool offset_in_order(size_t b, int64_t prev, int64_t cur, size_t n) noexcept {
+  return b == 0 ? cur == 0 : cur >= prev && static_cast<uint64_t>(cur) <= n;
+}
+
+// Why offsets[b] (cur; prev is offsets[b - 1]) breaks EmbeddingBag's rules, or ok: those of
+// offset_in_order, and with include_last_offset offsets[num_bags] is n.
 inline Status offset_status(size_t b, int64_t prev, int64_t cur, size_t n, size_t num_bags, bool include_last_offset) {
   if (b == 0 && cur != 0) {
     return make_error(ErrorCode::invalid_argument, "EmbeddingBag: offsets[0] is " + std::to_string(cur) +
@@ -10402,8 +10410,7 @@ class EmbeddingBag {
     int64_t prev = 0;
     for (size_t b = 0; b < count; ++b) {
       const auto cur = static_cast<int64_t>(offsets[b]);
-      const bool fine = b == 0 ? cur == 0 : cur >= prev && static_cast<uint64_t>(cur) <= n;
-      if (!fine || b == num_bags) {  // the message, or the last offset's own rule
+      if (!detail::offset_in_order(b, prev, cur, n) || b == num_bags) {  // the message, or the last offset's own rule
         PTREAD_CHECK(detail::offset_status(b, prev, cur, n, num_bags, include_last_offset_));
       }
       prev = cur;

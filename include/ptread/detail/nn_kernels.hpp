@@ -369,7 +369,7 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
       } else if constexpr (OP == 3) {                                                                   \
         for (int v = 0; v < NV; ++v) acc[v] = V::add(load<DT>(row, static_cast<size_t>(v) * V::L), acc[v]); \
       } else {                                                                                          \
-        const typename V::R a = V::set1(psw ? psw[i] : 1.0f);                                           \
+        const typename V::R a = V::set1(psw[i]); /* OP 1, 2: weights given (else OP 3) */              \
         for (int v = 0; v < NV; ++v) {                                                                  \
           const typename V::R x = load<DT>(row, static_cast<size_t>(v) * V::L);                          \
           acc[v] = OP == 1 ? V::fma(a, x, acc[v]) : V::mul_add(a, x, acc[v]);                            \
@@ -407,7 +407,7 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
         } else if constexpr (OP == 3) {                                                                 \
           s = v + s;                                                                                    \
         } else {                                                                                        \
-          s = nn_madd(OP == 1, psw ? psw[i] : 1.0f, v, s); /* as the vectors */                          \
+          s = nn_madd(OP == 1, psw[i], v, s); /* as the vectors */                                       \
         }                                                                                               \
         ++kept;                                                                                         \
       }                                                                                                 \

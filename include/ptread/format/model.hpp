@@ -142,6 +142,12 @@ struct TensorSpec {
   bool requires_grad = false;
   bool conj = false;
   bool neg = false;
+
+  int64_t numel() const noexcept {  // no overflow: check_view passed
+    int64_t n = 1;
+    for (uint32_t d = 0; d < rank; ++d) n *= dims[d];
+    return n;
+  }
 };
 
 // A quantized tensor: its integer representation and parameters (tensor specs by index).
@@ -306,9 +312,7 @@ struct TensorAccess {
     t->dtype_ = s.dtype;
     t->set_dims(s.dims, s.dims + s.rank, s.rank);
     t->offset_ = s.offset;
-    int64_t numel = 1;  // no overflow: checked
-    for (uint32_t d = 0; d < s.rank; ++d) numel *= s.dims[d];
-    t->numel_ = numel;
+    t->numel_ = s.numel();
     if (s.location != kNoNode) {  // else the default, "cpu"
       const std::string_view device = m.graph.text(s.location);
       if (!equals(device, "cpu")) t->device_.assign(device.data(), device.size());
@@ -331,9 +335,7 @@ inline TensorInfo Model::info(size_t k) const {
   t.strides = Dims(s.dims + s.rank, s.rank);
   t.storage_offset = s.offset;
   t.device = s.location == kNoNode ? std::string_view("cpu") : graph.text(s.location);
-  uint64_t numel = 1;  // no overflow: checked
-  for (uint32_t d = 0; d < s.rank; ++d) numel *= static_cast<uint64_t>(s.dims[d]);
-  t.nbytes = numel * dtype_size(s.dtype);
+  t.nbytes = static_cast<uint64_t>(s.numel()) * dtype_size(s.dtype);
   t.requires_grad = s.requires_grad;
   t.conj = s.conj;
   t.neg = s.neg;

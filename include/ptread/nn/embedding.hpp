@@ -57,8 +57,14 @@ Status check_indices(const Index* indices, size_t n, size_t num_embeddings, cons
   return {};
 }
 
-// Why offsets[b] (cur; prev is offsets[b - 1]) breaks EmbeddingBag's rules, or ok: offsets[0]
-// is 0, offsets never decrease nor pass n, and with include_last_offset offsets[num_bags] is n.
+// Whether offsets[b] (cur; prev is offsets[b - 1]) keeps the order: offsets[0] is 0, later
+// offsets never decrease nor pass n. (The check of every offset; offset_status words a break.)
+inline bool offset_in_order(size_t b, int64_t prev, int64_t cur, size_t n) noexcept {
+  return b == 0 ? cur == 0 : cur >= prev && static_cast<uint64_t>(cur) <= n;
+}
+
+// Why offsets[b] (cur; prev is offsets[b - 1]) breaks EmbeddingBag's rules, or ok: those of
+// offset_in_order, and with include_last_offset offsets[num_bags] is n.
 inline Status offset_status(size_t b, int64_t prev, int64_t cur, size_t n, size_t num_bags, bool include_last_offset) {
   if (b == 0 && cur != 0) {
     return make_error(ErrorCode::invalid_argument, "EmbeddingBag: offsets[0] is " + std::to_string(cur) +
@@ -256,8 +262,7 @@ class EmbeddingBag {
     int64_t prev = 0;
     for (size_t b = 0; b < count; ++b) {
       const auto cur = static_cast<int64_t>(offsets[b]);
-      const bool fine = b == 0 ? cur == 0 : cur >= prev && static_cast<uint64_t>(cur) <= n;
-      if (!fine || b == num_bags) {  // the message, or the last offset's own rule
+      if (!detail::offset_in_order(b, prev, cur, n) || b == num_bags) {  // the message, or the last offset's own rule
         PTREAD_CHECK(detail::offset_status(b, prev, cur, n, num_bags, include_last_offset_));
       }
       prev = cur;
