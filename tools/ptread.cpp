@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -487,6 +488,51 @@ class TableWriter {
   bool ok_ = true;
 };
 
+// The part of an ls row after the name (dtype, shape, device and bytes, padded, and the
+// newline) follows from the dtype, shape and device alone. Checkpoints with many tensors
+// repeat a few of those (a layer's tensors, layer after layer), so each is measured and
+// formatted once and copied after that: a direct-mapped cache, where a miss (a slot
+// another tail took, or a shape of more than kRank dimensions) measures or formats anew.
+class RowTails {
+ public:
+  static constexpr uint32_t kRank = 8;
+  struct Tail {
+    bool used = false;
+    ptread::DType dtype = ptread::DType::F32;
+    uint32_t rank = 0;
+    int64_t dims[kRank] = {};
+    std::string_view device;
+    size_t shape_len = 0;  // dims_len(shape)
+    std::string text;      // the formatted tail, once the widths are known ("" before)
+  };
+  // The slot holding this tensor's tail (filled in when it held another: *fresh is then
+  // true), or nullptr when its shape has too many dimensions to be kept.
+  Tail* find(const ptread::TensorInfo& t, bool* fresh) {
+    const size_t rank = t.shape.size();
+    if (rank > kRank) return nullptr;
+    uint64_t h = static_cast<uint64_t>(t.dtype) * 0x100000001b3u + rank + t.device.size();
+    for (size_t d = 0; d < rank; ++d) h = (h ^ static_cast<uint64_t>(t.shape[d])) * 0x9e3779b97f4a7c15u;
+    Tail& e = slots_[(h >> 56) % kSlots];
+    // (Tensors share their device text: the same bytes, usually; else the same text.)
+    const bool same_device = (e.device.data() == t.device.data() && e.device.size() == t.device.size()) || e.device == t.device;
+    *fresh = !e.used || e.dtype != t.dtype || e.rank != rank || !same_device || !std::equal(t.shape.begin(), t.shape.end(), e.dims);
+    if (*fresh) {
+      e.used = true;
+      e.dtype = t.dtype;
+      e.rank = static_cast<uint32_t>(rank);
+      std::copy(t.shape.begin(), t.shape.end(), e.dims);
+      e.device = t.device;
+      e.shape_len = dims_len(t.shape);
+      e.text.clear();
+    }
+    return &e;
+  }
+
+ private:
+  static constexpr size_t kSlots = 256;
+  Tail slots_[kSlots];
+};
+
 // Prints the table on stdout; returns the exit status.
 int ls_table(const ptread::Checkpoint& ck) {
   const size_t n = ck.tensor_count();  // metadata only: no Tensor is made
@@ -507,6 +553,7 @@ int ls_table(const ptread::Checkpoint& ck) {
     }
     return last_device_cols;
   };
+  auto tails = std::make_unique<RowTails>();
   for (size_t k = 0; k < n; ++k) {
     const ptread::TensorInfo t = ck.tensor_info(k);
     plain_name[k] = plain_ascii(t.name);
@@ -515,10 +562,14 @@ int ls_table(const ptread::Checkpoint& ck) {
     } else {
       w_name = std::max(w_name, columns(display(t.name)));
     }
-    w_dtype = std::max(w_dtype, dtype_len[static_cast<size_t>(t.dtype)]);
-    w_shape = std::max(w_shape, dims_len(t.shape));
-    w_device = std::max(w_device, device_cols(t.device));
-    w_bytes = std::max(w_bytes, decimal_len(t.nbytes));
+    bool fresh = false;
+    const RowTails::Tail* tail = tails->find(t, &fresh);
+    if (tail == nullptr || fresh) {  // (a tail seen before has its widths counted)
+      w_dtype = std::max(w_dtype, dtype_len[static_cast<size_t>(t.dtype)]);
+      w_shape = std::max(w_shape, tail ? tail->shape_len : dims_len(t.shape));
+      w_device = std::max(w_device, device_cols(t.device));
+      w_bytes = std::max(w_bytes, decimal_len(t.nbytes));
+    }
     total += t.nbytes;
   }
   for (const auto& q : ck.quantized()) {  // their rows follow the tensors'
@@ -568,6 +619,13 @@ int ls_table(const ptread::Checkpoint& ck) {
       w.text(shown);
       w.pad(columns(shown), w_name + 2);
     }
+    bool fresh = false;
+    RowTails::Tail* tail = tails->find(t, &fresh);
+    if (tail != nullptr && !tail->text.empty()) {
+      w.text(tail->text);
+      continue;
+    }
+    char* const tail_at = w.pos();
     const size_t dl = dtype_len[static_cast<size_t>(t.dtype)];
     w.text(ptread::dtype_name(t.dtype), dl);
     w.pad(dl, w_dtype + 2);
@@ -581,6 +639,7 @@ int ls_table(const ptread::Checkpoint& ck) {
     w.pad(bytes_len, w_bytes);
     w.text(bytes, bytes_len);
     w.text("\n", 1);
+    if (tail != nullptr) tail->text.assign(tail_at, w.pos());
   }
   for (const auto& q : ck.quantized()) {  // dtype, logical shape, device, bytes of int_repr()
     const std::string name = display(q.name);

@@ -98,8 +98,25 @@ with tempfile.TemporaryDirectory() as tmp:
             elsize = {"C64": 8, "C128": 16}.get(x["dtype"], SIZES.get(x["dtype"], 0))
             if g["nbytes"] != numel * elsize:
                 fail(name, g["name"], "nbytes", g["nbytes"])
-        if run("ls", path).returncode != 0 or run("tree", path).returncode != 0:
+        r = run("ls", path)
+        if r.returncode != 0 or run("tree", path).returncode != 0:
             fail(name, "ls/tree exit status")
+        elif [t["name"] for t in got] == [t["name"] for t in e["tensors"]] and \
+                all(t["name"].isascii() and t["name"].isprintable() and t["name"] for t in got):
+            # The table's rows, column by column (the header's offsets), are what torch sees.
+            lines = r.stdout.decode().split("\n")
+            head = lines[0]
+            cols = [head.index(c) for c in ("DTYPE", "SHAPE", "DEVICE")] + [len(head)]
+            for line, x in zip(lines[1:], e["tensors"]):
+                numel = 1
+                for d in x["shape"]:
+                    numel *= d
+                nbytes = numel * {"C64": 8, "C128": 16}.get(x["dtype"], SIZES.get(x["dtype"], 0))
+                want = [x["name"], x["dtype"], "[" + ", ".join(map(str, x["shape"])) + "]", x["device"], str(nbytes)]
+                fields = [line[:cols[0]], line[cols[0]:cols[1]], line[cols[1]:cols[2]], line[cols[2]:cols[3]], line[cols[3]:]]
+                seen = [f.strip() for f in fields[:3]] + fields[3].split()
+                if seen != want or len(line) != len(head) or not all(f.endswith("  ") for f in fields[:3]):
+                    fail(name, "ls row", repr(line), "!=", want)
         out = os.path.join(tmp, name + ".safetensors")
         r = run("export", path, out)
         if r.returncode != 0:

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""`ptread ls` rows against torch.load, on a checkpoint torch writes here (real torch).
+
+  check_ls_torch.py PTREAD_BINARY WORK_DIR
+
+The tool formats each distinct (dtype, shape, device) once and copies it to the rows that
+repeat it, from a cache of 256 slots: this file has more distinct ones than that (slots
+are shared, so a row whose slot holds another tail must be formatted anew), each twice and
+far apart, shapes of up to 10 dimensions (more than the cache keeps), dtypes that share a
+shape, and storages tagged "mps" and "cuda:1" right after a "cpu" one of the same dtype
+and shape. Every row, column by column, must be what torch.load gives: name, dtype, shape,
+the location the storage was saved with, and numel * element size. (Mutations that drop
+the dtype, the shape or the device from the cache's comparison each fail here.)
+"""
+import os
+import subprocess
+import sys
+
+import torch
+import torch.serialization as serialization
+
+ptread, work = sys.argv[1:3]
+os.makedirs(work, exist_ok=True)
+NAMES = {torch.bool: "BOOL", torch.uint8: "U8", torch.int8: "I8", torch.int16: "I16", torch.int32: "I32",
+         torch.int64: "I64", torch.float16: "F16", torch.bfloat16: "BF16", torch.float32: "F32",
+         torch.float64: "F64", torch.complex64: "C64"}
+dtypes = list(NAMES)
+
+torch.manual_seed(7)
+sd = {}
+for i in range(700):
+    k = i % 350  # each (dtype, shape) twice, 350 entries apart
+    if k % 50 == 49:
+        shape = [1] * 8 + [k % 3 + 1, 2]  # rank 10
+    elif k % 2:
+        shape = [k % 17 + 1, k % 5 + 1]
+    else:
+        shape = [k + 1]
+    dtype = dtypes[k % len(dtypes)]
+    sd[f"t{i:03d}_{'x' * (i % 7)}"] = torch.zeros(shape).to(dtype)
+# The same dtype and shape as t000 and t350, saved with other locations ("mps": as long
+# as "cpu").
+LOCATIONS = ["mps", "cuda:1"]
+sd["cpu_twin"] = torch.zeros(sd["t000_"].shape).to(sd["t000_"].dtype)  # the row before gpu0
+for i in range(4):
+    sd[f"gpu{i}"] = torch.zeros(sd["t000_"].shape).to(sd["t000_"].dtype)
+location = {sd[f"gpu{i}"].storage().data_ptr(): LOCATIONS[i % 2] for i in range(4)}
+
+path = os.path.join(work, "ls_rows.pt")
+tag = serialization.location_tag
+serialization.location_tag = lambda storage: location.get(storage.data_ptr()) or tag(storage)
+try:
+    torch.save(sd, path)
+finally:
+    serialization.location_tag = tag
+
+loaded = torch.load(path, map_location="cpu")
+want = []
+for name, t in loaded.items():
+    device = LOCATIONS[int(name[3:]) % 2] if name.startswith("gpu") else "cpu"
+    want.append([name, NAMES[t.dtype], "[" + ", ".join(str(d) for d in t.shape) + "]", device,
+                 str(t.numel() * t.element_size())])
+
+r = subprocess.run([ptread, "ls", path], capture_output=True)
+failures = 0
+if r.returncode != 0:
+    print("FAIL ls exit", r.returncode, r.stderr.decode()[:300])
+    sys.exit(1)
+lines = r.stdout.decode().split("\n")
+head = lines[0]
+cols = [head.index(c) for c in ("DTYPE", "SHAPE", "DEVICE")]
+rows = lines[1:1 + len(want)]
+if len(rows) != len(want) or not lines[1 + len(want)].startswith(f"{len(want)} tensors"):
+    print("FAIL row count", len(rows), "!=", len(want))
+    failures += 1
+for line, w in zip(rows, want):
+    # Name, dtype and shape padded to their columns; device, then bytes right-aligned.
+    fields = [line[:cols[0]], line[cols[0]:cols[1]], line[cols[1]:cols[2]], line[cols[2]:]]
+    seen = [f.strip() for f in fields[:3]] + fields[3].split()
+    if seen != w or len(line) != len(head) or not all(f.endswith("  ") for f in fields[:3]):
+        print("FAIL row", repr(line), "!=", w)
+        failures += 1
+print(f"ls rows against torch.load: {len(want)} rows, {failures} failures")
+sys.exit(1 if failures else 0)
