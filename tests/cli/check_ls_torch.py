@@ -28,23 +28,24 @@ dtypes = list(NAMES)
 
 torch.manual_seed(7)
 sd = {}
-for i in range(700):
-    k = i % 350  # each (dtype, shape) twice, 350 entries apart
+for i in range(1400):
+    k = i % 700  # each (dtype, shape) twice, 700 entries apart
     if k % 50 == 49:
         shape = [1] * 8 + [k % 3 + 1, 2]  # rank 10
     elif k % 2:
         shape = [k % 17 + 1, k % 5 + 1]
     else:
-        shape = [k + 1]
+        shape = [k % 700 + 1]
     dtype = dtypes[k % len(dtypes)]
-    sd[f"t{i:03d}_{'x' * (i % 7)}"] = torch.zeros(shape).to(dtype)
-# The same dtype and shape as t000 and t350, saved with other locations ("mps": as long
+    sd[f"t{i:04d}_{'x' * (i % 7)}"] = torch.zeros(shape).to(dtype)
+# The same dtype and shape as t0000 and t0700, saved with other locations ("mps": as long
 # as "cpu").
 LOCATIONS = ["mps", "cuda:1"]
-sd["cpu_twin"] = torch.zeros(sd["t000_"].shape).to(sd["t000_"].dtype)  # the row before gpu0
+sd["cpu_twin"] = torch.zeros(sd["t0000_"].shape).to(sd["t0000_"].dtype)  # the row before gpu0
 for i in range(4):
-    sd[f"gpu{i}"] = torch.zeros(sd["t000_"].shape).to(sd["t000_"].dtype)
+    sd[f"gpu{i}"] = torch.zeros(sd["t0000_"].shape).to(sd["t0000_"].dtype)
 location = {sd[f"gpu{i}"].storage().data_ptr(): LOCATIONS[i % 2] for i in range(4)}
+sd["last_" + "z" * 40] = torch.zeros(3, 1, 2)  # the widest name: every row is padded to it
 
 path = os.path.join(work, "ls_rows.pt")
 tag = serialization.location_tag
@@ -70,8 +71,9 @@ lines = r.stdout.decode().split("\n")
 head = lines[0]
 cols = [head.index(c) for c in ("DTYPE", "SHAPE", "DEVICE")]
 rows = lines[1:1 + len(want)]
-if len(rows) != len(want) or not lines[1 + len(want)].startswith(f"{len(want)} tensors"):
-    print("FAIL row count", len(rows), "!=", len(want))
+total = sum(int(w[4]) for w in want)
+if len(rows) != len(want) or not lines[1 + len(want)].startswith(f"{len(want)} tensors, {total} bytes"):
+    print("FAIL row count or total", len(rows), "!=", len(want), repr(lines[1 + len(want)][:60]))
     failures += 1
 for line, w in zip(rows, want):
     # Name, dtype and shape padded to their columns; device, then bytes right-aligned.
