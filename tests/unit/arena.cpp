@@ -125,3 +125,36 @@ TEST_CASE("BlockPool: containers sharing a pool grow together and read back", "[
   moved.push_back(5);
   CHECK(moved[200000] == 5);
 }
+
+TEST_CASE("HugePagePolicy: after a slow first huge-page fault, the next 8 large blocks take small pages", "[arena]") {
+  using ptread::detail::HugePagePolicy;
+  using std::chrono::microseconds;
+  HugePagePolicy::small_blocks_left().store(0);  // whatever blocks mapped before left
+  CHECK(HugePagePolicy::want_huge());
+  CHECK(HugePagePolicy::huge_now());
+  HugePagePolicy::first_fault(microseconds(400));  // 2 MiB cleared at 5 GB/s: keep asking
+  CHECK(HugePagePolicy::huge_now());
+  CHECK(HugePagePolicy::want_huge());
+  HugePagePolicy::first_fault(microseconds(6000));  // cleared at 0.35 GB/s: small pages for a while
+  CHECK_FALSE(HugePagePolicy::huge_now());
+  for (unsigned k = 0; k < HugePagePolicy::kSmallPageBlocks; ++k) {
+    INFO("block " << k);
+    CHECK_FALSE(HugePagePolicy::want_huge());
+  }
+  CHECK(HugePagePolicy::huge_now());
+  CHECK(HugePagePolicy::want_huge());  // then huge pages are tried again
+
+  // Blocks mapped either way hold what is written into them.
+  for (int slow = 0; slow < 2; ++slow) {
+    HugePagePolicy::small_blocks_left().store(slow ? HugePagePolicy::kSmallPageBlocks : 0);
+    const size_t n = 2 * kHugePage + 100;
+    auto* b = static_cast<uint8_t*>(ptread::detail::block_alloc(n));
+    for (size_t i = 0; i < n; i += 4093) b[i] = static_cast<uint8_t>(i * 7 + 1);
+    bool same = true;
+    for (size_t i = 0; i < n; i += 4093) same = same && b[i] == static_cast<uint8_t>(i * 7 + 1);
+    CHECK(same);
+    CHECK(b[n - 1] == 0);  // fresh memory, never written (only its first byte was touched)
+    ptread::detail::block_free(b, n);
+  }
+  HugePagePolicy::small_blocks_left().store(0);
+}

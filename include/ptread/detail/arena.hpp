@@ -10,6 +10,8 @@
 
 #include "../config.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -62,6 +64,38 @@ inline constexpr size_t kHugePage = size_t{1} << 21;
 #define PTREAD_ASAN 0
 #endif
 
+// Whether the next large block asks for huge pages. One fault per 2 MiB instead of 512 is
+// the faster way where huge pages are cleared at memory speed. On VMs whose host takes freed
+// memory back (virtio-balloon free page reporting), a huge page the guest takes from such
+// memory is cleared at a tenth of that speed or less (bench/README.md, "Cold memory"), while
+// small pages come from memory the guest kept. So each huge block's first fault is timed
+// (the block is touched as it is mapped): after one over kSlowHugeFault, the next
+// kSmallPageBlocks blocks take small pages, then one tries huge pages again. A timing that
+// noise makes wrong costs speed, never correctness.
+struct HugePagePolicy {
+  static constexpr std::chrono::microseconds kSlowHugeFault{1500};  // 2 MiB cleared at under 1.4 GB/s
+  static constexpr unsigned kSmallPageBlocks = 8;
+  static std::atomic<unsigned>& small_blocks_left() noexcept {
+    static std::atomic<unsigned> left{0};
+    return left;
+  }
+  // For a block about to be mapped: true to ask for huge pages.
+  static bool want_huge() noexcept {
+    auto& left = small_blocks_left();
+    unsigned v = left.load(std::memory_order_relaxed);
+    while (v != 0 && !left.compare_exchange_weak(v, v - 1, std::memory_order_relaxed)) {
+    }
+    return v == 0;
+  }
+  // After a huge-page block's first fault took `took`.
+  static void first_fault(std::chrono::steady_clock::duration took) noexcept {
+    if (took > kSlowHugeFault) small_blocks_left().store(kSmallPageBlocks, std::memory_order_relaxed);
+  }
+  // Whether vectors reserved now ask for huge pages (advise_huge): not while small pages
+  // are preferred.
+  static bool huge_now() noexcept { return small_blocks_left().load(std::memory_order_relaxed) == 0; }
+};
+
 // n bytes (n > 0) for a block, aligned to 16; never null.
 inline void* block_alloc(size_t n) {
 #if PTREAD_POSIX && defined(MADV_HUGEPAGE)
@@ -75,7 +109,12 @@ inline void* block_alloc(size_t n) {
       const uintptr_t end = start + len + kHugePage;
       if (aligned > start) ::munmap(p, aligned - start);
       if (end > aligned + len) ::munmap(reinterpret_cast<void*>(aligned + len), end - (aligned + len));
-      ::madvise(reinterpret_cast<void*>(aligned), len, MADV_HUGEPAGE);  // a hint: failure is fine
+      if (HugePagePolicy::want_huge()) {
+        ::madvise(reinterpret_cast<void*>(aligned), len, MADV_HUGEPAGE);  // a hint: failure is fine
+        const auto t0 = std::chrono::steady_clock::now();
+        *reinterpret_cast<volatile char*>(aligned) = 0;  // the first fault, timed
+        HugePagePolicy::first_fault(std::chrono::steady_clock::now() - t0);
+      }
       return reinterpret_cast<void*>(aligned);
     }
     out_of_memory();
@@ -104,7 +143,7 @@ inline void advise_huge(const void* p, size_t n) noexcept {
 #if PTREAD_POSIX && defined(MADV_HUGEPAGE)
   const uintptr_t start = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) & ~uintptr_t{kHugePage - 1};
   const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) & ~uintptr_t{kHugePage - 1};
-  if (end > start) ::madvise(reinterpret_cast<void*>(start), end - start, MADV_HUGEPAGE);
+  if (end > start && HugePagePolicy::huge_now()) ::madvise(reinterpret_cast<void*>(start), end - start, MADV_HUGEPAGE);
 #else
   (void)p;
   (void)n;
