@@ -101,9 +101,10 @@ with tempfile.TemporaryDirectory() as tmp:
         r = run("ls", path)
         if r.returncode != 0 or run("tree", path).returncode != 0:
             fail(name, "ls/tree exit status")
-        elif [t["name"] for t in got] == [t["name"] for t in e["tensors"]] and \
+        elif [t["name"] for t in listing["tensors"]] == [t["name"] for t in e["tensors"]] and \
                 all(t["name"].isascii() and t["name"].isprintable() and t["name"] for t in got):
-            # The table's rows, column by column (the header's offsets), are what torch sees.
+            # The table's rows, column by column (the header's offsets), are what torch sees
+            # (when the tool lists just torch's tensors: not TorchScript without zlib).
             lines = r.stdout.decode().split("\n")
             head = lines[0]
             cols = [head.index(c) for c in ("DTYPE", "SHAPE", "DEVICE")] + [len(head)]
