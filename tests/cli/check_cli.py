@@ -21,6 +21,8 @@ import sys
 import tempfile
 import zipfile
 
+from ls_table import ls_row
+
 ptread, fixtures = sys.argv[1], sys.argv[2]
 SIZES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "I16": 2, "U16": 2,
          "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8, "C64": 8}
@@ -28,6 +30,14 @@ CODES = {"empty_file": 101, "git_lfs_pointer": 102, "html_page": 103, "safetenso
          "unknown_format": 105, "truncated": 106, "no_data_pkl": 204, "record_missing": 205,
          "unknown_storage_class": 400, "unknown_dtype": 401, "view_out_of_bounds": 403}
 failures = []
+
+
+def nbytes_of(x):
+    """numel * element size of a tensor in expected.json."""
+    numel = 1
+    for d in x["shape"]:
+        numel *= d
+    return numel * {"C64": 8, "C128": 16}.get(x["dtype"], SIZES.get(x["dtype"], 0))
 
 
 def fail(*what):
@@ -92,11 +102,7 @@ with tempfile.TemporaryDirectory() as tmp:
             for key in ("dtype", "shape", "strides", "device"):
                 if g[key] != x[key]:
                     fail(name, g["name"], key, g[key], "!=", x[key])
-            numel = 1
-            for d in x["shape"]:
-                numel *= d
-            elsize = {"C64": 8, "C128": 16}.get(x["dtype"], SIZES.get(x["dtype"], 0))
-            if g["nbytes"] != numel * elsize:
+            if g["nbytes"] != nbytes_of(x):
                 fail(name, g["name"], "nbytes", g["nbytes"])
         r = run("ls", path)
         if r.returncode != 0 or run("tree", path).returncode != 0:
@@ -106,17 +112,9 @@ with tempfile.TemporaryDirectory() as tmp:
             # The table's rows, column by column (the header's offsets), are what torch sees
             # (when the tool lists just torch's tensors: not TorchScript without zlib).
             lines = r.stdout.decode().split("\n")
-            head = lines[0]
-            cols = [head.index(c) for c in ("DTYPE", "SHAPE", "DEVICE")] + [len(head)]
             for line, x in zip(lines[1:], e["tensors"]):
-                numel = 1
-                for d in x["shape"]:
-                    numel *= d
-                nbytes = numel * {"C64": 8, "C128": 16}.get(x["dtype"], SIZES.get(x["dtype"], 0))
-                want = [x["name"], x["dtype"], "[" + ", ".join(map(str, x["shape"])) + "]", x["device"], str(nbytes)]
-                fields = [line[:cols[0]], line[cols[0]:cols[1]], line[cols[1]:cols[2]], line[cols[2]:cols[3]], line[cols[3]:]]
-                seen = [f.strip() for f in fields[:3]] + fields[3].split()
-                if seen != want or len(line) != len(head) or not all(f.endswith("  ") for f in fields[:3]):
+                want = [x["name"], x["dtype"], "[" + ", ".join(map(str, x["shape"])) + "]", x["device"], str(nbytes_of(x))]
+                if ls_row(lines[0], line) != want:
                     fail(name, "ls row", repr(line), "!=", want)
         out = os.path.join(tmp, name + ".safetensors")
         r = run("export", path, out)

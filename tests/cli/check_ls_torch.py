@@ -19,6 +19,8 @@ import sys
 import torch
 import torch.serialization as serialization
 
+from ls_table import ls_row
+
 ptread, work = sys.argv[1:3]
 os.makedirs(work, exist_ok=True)
 NAMES = {torch.bool: "BOOL", torch.uint8: "U8", torch.int8: "I8", torch.int16: "I16", torch.int32: "I32",
@@ -68,18 +70,13 @@ if r.returncode != 0:
     print("FAIL ls exit", r.returncode, r.stderr.decode()[:300])
     sys.exit(1)
 lines = r.stdout.decode().split("\n")
-head = lines[0]
-cols = [head.index(c) for c in ("DTYPE", "SHAPE", "DEVICE")]
 rows = lines[1:1 + len(want)]
 total = sum(int(w[4]) for w in want)
 if len(rows) != len(want) or not lines[1 + len(want)].startswith(f"{len(want)} tensors, {total} bytes"):
     print("FAIL row count or total", len(rows), "!=", len(want), repr(lines[1 + len(want)][:60]))
     failures += 1
 for line, w in zip(rows, want):
-    # Name, dtype and shape padded to their columns; device, then bytes right-aligned.
-    fields = [line[:cols[0]], line[cols[0]:cols[1]], line[cols[1]:cols[2]], line[cols[2]:]]
-    seen = [f.strip() for f in fields[:3]] + fields[3].split()
-    if seen != w or len(line) != len(head) or not all(f.endswith("  ") for f in fields[:3]):
+    if ls_row(lines[0], line) != w:
         print("FAIL row", repr(line), "!=", w)
         failures += 1
 print(f"ls rows against torch.load: {len(want)} rows, {failures} failures")
