@@ -5202,6 +5202,147 @@ inline void byteswap_elements(uint8_t* p, size_t nbytes, size_t unit) {
   for (size_t k = 0; k + unit <= nbytes; k += unit) std::reverse(p + k, p + k + unit);
 }
 
+// Storages that are views of one source, made in blocks: each Storage object lives in a
+// block that the storages in it share through aliasing shared_ptrs (one allocation and one
+// reference count per block, not per storage); the block keeps the source.
+class StorageViews {
+ public:
+  StorageViews(std::shared_ptr<const void> owner, size_t block_size)
+      : owner_(std::move(owner)), block_size_(std::max<size_t>(block_size, 1)) {}
+  std::shared_ptr<const Storage> make(const uint8_t* p, uint64_t size) {
+    if (!block_ || block_->size == block_->capacity) block_ = std::make_shared<Block>(owner_, block_size_);
+    // No owner of its own: the aliasing pointer keeps the block, and the block the source.
+    Storage* st = ::new (static_cast<void*>(block_->storages + block_->size)) Storage(p, static_cast<size_t>(size), nullptr);
+    ++block_->size;
+    return std::shared_ptr<const Storage>(block_, st);
+  }
+  // Points storage s, made by make(nullptr, size) and not yet in any tensor, at p.
+  static void rebind(const std::shared_ptr<const Storage>& s, const uint8_t* p, uint64_t size) {
+    Storage* st = const_cast<Storage*>(s.get());
+    st->~Storage();
+    ::new (static_cast<void*>(st)) Storage(p, static_cast<size_t>(size), nullptr);
+  }
+
+ private:
+  struct Block {
+    std::shared_ptr<const void> owner;
+    Storage* storages = nullptr;  // capacity Storage objects, size of them made
+    size_t size = 0;
+    size_t capacity = 0;
+    Block(std::shared_ptr<const void> o, size_t cap)
+        : owner(std::move(o)), storages(static_cast<Storage*>(block_alloc(cap * sizeof(Storage)))), capacity(cap) {}
+    Block(const Block&) = delete;
+    Block& operator=(const Block&) = delete;
+    ~Block() {
+      for (size_t k = 0; k < size; ++k) storages[k].~Storage();
+      block_free(storages, capacity * sizeof(Storage));
+    }
+  };
+  std::shared_ptr<const void> owner_;
+  size_t block_size_;
+  std::shared_ptr<Block> block_;
+};
+
+// The distinct storages of a model, by index (TensorSpec::storage). Each is its bytes and
+// size, and the Storage object its tensors share, made only when a Tensor is made: opening
+// and listing keep 16 bytes a storage, not a Storage object and a pointer to it as well
+// (48 bytes, and most of the work of adding one).
+// Two kinds: views of the model's source (add_view: their Storage objects are made all at
+// once, by the first Tensor made after the model is read, in blocks that keep the source)
+// and storages with an owner of their own (add: a copy, a view of another storage ...).
+// A model gains storages only while it is read, on one thread; shared() is safe to call
+// from several threads after that.
+class StorageTable {
+ public:
+  explicit StorageTable(BlockPool* pool) : entries_(pool) {}
+  StorageTable(const StorageTable&) = delete;
+  StorageTable& operator=(const StorageTable&) = delete;
+
+  // What keeps the bytes of view storages alive (the mapped or in-memory source).
+  void set_source(std::shared_ptr<const void> source) { source_ = std::move(source); }
+
+  size_t size() const noexcept { return entries_.size(); }
+  const uint8_t* data(size_t k) const noexcept { return entries_[k].data; }
+  uint64_t nbytes(size_t k) const noexcept { return entries_[k].nbytes; }
+
+  // A storage of n bytes at p in the source (p: nullptr while its bytes are not known yet,
+  // see rebind); its index.
+  PTREAD_ALWAYS_INLINE uint32_t add_view(const uint8_t* p, uint64_t n) {
+    entries_.push_back(Entry{p, n});
+    low_bits_ |= reinterpret_cast<uintptr_t>(p);
+    if (PTREAD_UNLIKELY(made_)) owned_.push_back(std::make_shared<const Storage>(p, static_cast<size_t>(n), source_));
+    return static_cast<uint32_t>(entries_.size() - 1);
+  }
+  // A storage that keeps its own bytes alive; its index.
+  uint32_t add(std::shared_ptr<const Storage> s) {
+    entries_.push_back(Entry{s->data(), s->nbytes()});
+    low_bits_ |= reinterpret_cast<uintptr_t>(s->data());
+    if (owned_.size() + 1 < entries_.size()) owned_.resize(entries_.size() - 1);
+    owned_.push_back(std::move(s));
+    return static_cast<uint32_t>(entries_.size() - 1);
+  }
+  // Storage k becomes s.
+  void set(size_t k, std::shared_ptr<const Storage> s) {
+    entries_[k] = Entry{s->data(), s->nbytes()};
+    low_bits_ |= reinterpret_cast<uintptr_t>(s->data());
+    if (owned_.size() <= k) owned_.resize(k + 1);
+    owned_[k] = std::move(s);
+  }
+  // View storage k becomes the n bytes at p in the source.
+  PTREAD_ALWAYS_INLINE void rebind(size_t k, const uint8_t* p, uint64_t n) {
+    entries_[k] = Entry{p, n};
+    low_bits_ |= reinterpret_cast<uintptr_t>(p);
+    if (PTREAD_UNLIKELY(k < owned_.size()) && owned_[k]) {
+      owned_[k] = std::make_shared<const Storage>(p, static_cast<size_t>(n), source_);
+    }
+  }
+  // Storage k becomes n bytes at byte off of storage root (off + n within it).
+  void set_slice(size_t k, size_t root, uint64_t off, uint64_t n) {
+    const uint8_t* p = entries_[root].data + off;
+    if (root < owned_.size() && owned_[root]) {
+      set(k, std::make_shared<const Storage>(p, static_cast<size_t>(n), owned_[root]));
+    } else {
+      rebind(k, p, n);
+    }
+  }
+
+  // Whether every storage's bytes start at a multiple of 8 (all that any dtype needs; a
+  // storage set anew after another may make this false though its bytes are aligned).
+  bool aligned8() const noexcept { return (low_bits_ & 7) == 0; }
+
+  // The Storage object of storage k, which the tensors of that storage share.
+  const std::shared_ptr<const Storage>& shared(size_t k) const {
+    std::call_once(made_once_, [this] { make_views(); });
+    return owned_[k];
+  }
+
+ private:
+  struct Entry {
+    const uint8_t* data;
+    uint64_t nbytes;
+  };
+  // Storage objects for the views that have none yet, in one block.
+  void make_views() const {
+    owned_.resize(entries_.size());
+    size_t missing = 0;
+    for (size_t k = 0; k < owned_.size(); ++k) missing += !owned_[k];
+    if (missing != 0) {
+      StorageViews views(source_, missing);
+      for (size_t k = 0; k < owned_.size(); ++k) {
+        if (!owned_[k]) owned_[k] = views.make(entries_[k].data, entries_[k].nbytes);
+      }
+    }
+    made_ = true;
+  }
+
+  SegmentedVector<Entry> entries_;
+  std::shared_ptr<const void> source_;
+  uintptr_t low_bits_ = 0;  // every address the table was given, or-ed
+  mutable std::vector<std::shared_ptr<const Storage>> owned_;  // per storage, up to the last owned one, or all once made
+  mutable std::once_flag made_once_;
+  mutable bool made_ = false;  // (read and written only while the model is read, or under made_once_)
+};
+
 // A tensor as the pickle describes it, already checked against its storage. Tensor
 // objects are made from these when names are known (name_tensors), each in its place in
 // the tensor list, once.
@@ -5270,7 +5411,7 @@ struct Model {
   std::vector<SparseSpec> sparse_specs; // graph sparse nodes index this
   // The distinct storages. A graph storage node (a persistent id) holds its index in
   // ref, and in i the dtype it was saved as and the node of its location text.
-  std::vector<std::shared_ptr<const Storage>> storage_table;
+  StorageTable storage_table{&pool};
   // The tensor list, in file order, as the naming walk leaves it: entry k's name and spec.
   // Its NamedTensor objects are made by the first call of named(): opening and listing
   // (info()) make none.
@@ -5381,7 +5522,7 @@ struct Model {
 struct TensorAccess {
   // The spec was checked against its storage (check_view) when it was made.
   static void assign(Tensor* t, const Model& m, const TensorSpec& s) {
-    t->storage_ = m.storage_table[s.storage];
+    t->storage_ = m.storage_table.shared(s.storage);
     t->dtype_ = s.dtype;
     t->set_dims(s.dims, s.dims + s.rank, s.rank);
     t->offset_ = s.offset;
@@ -5420,15 +5561,17 @@ inline TensorInfo Model::info(size_t k) const {
 // 64-byte padding, a legacy storage shared under a wider dtype. Those are copied into an
 // aligned buffer (shared by all their tensors, as before).
 inline Status realign_storages(Model& m) {
+  if (m.storage_table.aligned8()) return {};
   for (size_t k = 0; k < m.specs.size(); ++k) {
     const TensorSpec& t = m.specs[k];
-    const Storage& st = *m.storage_table[t.storage];
+    const uint8_t* data = m.storage_table.data(t.storage);
     const size_t align = std::min<size_t>(dtype_size(t.dtype), 8);
-    if (align <= 1 || st.data() == nullptr || reinterpret_cast<uintptr_t>(st.data()) % align == 0) continue;
-    PTREAD_TRY(auto buf, allocate_aligned(st.nbytes()));
-    if (st.nbytes()) std::memcpy(buf.get(), st.data(), st.nbytes());
+    if (align <= 1 || data == nullptr || reinterpret_cast<uintptr_t>(data) % align == 0) continue;
+    const size_t nbytes = static_cast<size_t>(m.storage_table.nbytes(t.storage));
+    PTREAD_TRY(auto buf, allocate_aligned(nbytes));
+    if (nbytes) std::memcpy(buf.get(), data, nbytes);
     const uint8_t* p = buf.get();
-    m.storage_table[t.storage] = std::make_shared<const Storage>(p, st.nbytes(), std::move(buf));
+    m.storage_table.set(t.storage, std::make_shared<const Storage>(p, nbytes, std::move(buf)));
   }
   return {};
 }
@@ -6135,47 +6278,6 @@ namespace detail {
 // Loads the bytes of storage `key` holding at least `nbytes` bytes.
 using StorageLoader = std::function<Result<std::shared_ptr<const Storage>>(std::string_view key, uint64_t nbytes, DType dtype)>;
 
-// Storages that are views of one source, made in blocks: each Storage object lives in a
-// block that the storages in it share through aliasing shared_ptrs (one allocation and one
-// reference count per block, not per storage); the block keeps the source.
-class StorageViews {
- public:
-  StorageViews(std::shared_ptr<const void> owner, size_t block_size)
-      : owner_(std::move(owner)), block_size_(std::max<size_t>(block_size, 1)) {}
-  std::shared_ptr<const Storage> make(const uint8_t* p, uint64_t size) {
-    if (!block_ || block_->size == block_->capacity) block_ = std::make_shared<Block>(owner_, block_size_);
-    // No owner of its own: the aliasing pointer keeps the block, and the block the source.
-    Storage* st = ::new (static_cast<void*>(block_->storages + block_->size)) Storage(p, static_cast<size_t>(size), nullptr);
-    ++block_->size;
-    return std::shared_ptr<const Storage>(block_, st);
-  }
-  // Points storage s, made by make(nullptr, size) and not yet in any tensor, at p.
-  static void rebind(const std::shared_ptr<const Storage>& s, const uint8_t* p, uint64_t size) {
-    Storage* st = const_cast<Storage*>(s.get());
-    st->~Storage();
-    ::new (static_cast<void*>(st)) Storage(p, static_cast<size_t>(size), nullptr);
-  }
-
- private:
-  struct Block {
-    std::shared_ptr<const void> owner;
-    Storage* storages = nullptr;  // capacity Storage objects, size of them made
-    size_t size = 0;
-    size_t capacity = 0;
-    Block(std::shared_ptr<const void> o, size_t cap)
-        : owner(std::move(o)), storages(static_cast<Storage*>(block_alloc(cap * sizeof(Storage)))), capacity(cap) {}
-    Block(const Block&) = delete;
-    Block& operator=(const Block&) = delete;
-    ~Block() {
-      for (size_t k = 0; k < size; ++k) storages[k].~Storage();
-      block_free(storages, capacity * sizeof(Storage));
-    }
-  };
-  std::shared_ptr<const void> owner_;
-  size_t block_size_;
-  std::shared_ptr<Block> block_;
-};
-
 // The stored record that storage key "<n>" names, as a reader found it: its bytes when they
 // are in memory as they are (else data is nullptr), its size, and the reader's own index
 // of it (StringIndex::npos: none).
@@ -6217,58 +6319,59 @@ class TorchHooks : public PickleHooks {
   TorchHooks(Model& m, StorageLoader loader, const Limits& limits)
       : m_(m), loader_(std::move(loader)), limits_(limits) {}
 
-  // Numbered storage keys whose record is in memory and large enough become views made by
-  // `views`, without a call to the loader: every such storage but those of multi-byte
-  // dtypes in a big-endian file (swapped: the loader converts them). Not for read mode,
-  // whose storages are copies.
-  void set_stored_records(const SegmentedVector<StoredRecord>* records, StorageViews* views, bool big_endian) {
+  // Numbered storage keys whose record is in memory and large enough become views of the
+  // source (StorageTable::add_view; the table's source must be set), without a call to the
+  // loader: every such storage but those of multi-byte dtypes in a big-endian file
+  // (swapped: the loader converts them). Not for read mode, whose storages are copies.
+  void set_stored_records(const SegmentedVector<StoredRecord>* records, bool big_endian) {
     records_ = records;
-    record_views_ = views;
     records_big_endian_ = big_endian;
   }
 
   // Storages made before their records are known (read_zip_overlapped): each key becomes a
-  // placeholder view of no bytes and the size the pickle first declares for it, made by
-  // `views`, which every check during the pickle then holds the tensors to. Legacy view
-  // metadata fails the pickle. bind_placeholders() points them at their records.
-  void set_placeholders(StorageViews* views) { placeholder_views_ = views; }
+  // placeholder view of no bytes and the size the pickle first declares for it, which every
+  // check during the pickle then holds the tensors to. Legacy view metadata fails the
+  // pickle. bind_placeholders() points them at their records (the table's source must be set).
+  void set_placeholders() { placeholders_ = true; }
 
   // After the pickle, each placeholder gets its record's bytes, as find_or_load and the
   // loader would have given them: numbered keys from `records` (the walk's table), the
   // others (and numbers too far apart for it) through by_name(key, &size), which returns
   // the bytes of that stored record in memory as the loader would view them, or nullptr.
   // True when every placeholder's record is there, holds at least the bytes the pickle
-  // first declared, and needs no byte swap; else false, with the storages left as they are
-  // (the file is then read without placeholders). The placeholders are all the storages
-  // made from a key: the others (numpy arrays' copies) are made as without placeholders.
+  // first declared, and needs no byte swap; else false, with some storages bound and some
+  // not: the model is then dropped (the file is read again without placeholders). The
+  // placeholders are all the storages made from a key: the others (numpy arrays' copies)
+  // are made as without placeholders.
   template <class ByName>
   bool bind_placeholders(const SegmentedVector<StoredRecord>& records, bool big_endian, ByName&& by_name) {
     auto fits = [&](uint32_t k, const uint8_t* data, uint64_t size) {
-      return data != nullptr && size >= m_.storage_table[k]->nbytes() &&
+      return data != nullptr && size >= m_.storage_table.nbytes(k) &&
              !(big_endian && dtype_swap_unit(static_cast<DType>(table_dtype_[k])) > 1);
     };
-    for (size_t n = 0; n < storage_by_number_.size(); ++n) {
-      const uint32_t k = storage_by_number_[n];
-      if (k != StringIndex::npos && (n >= records.size() || !fits(k, records[n].data, records[n].size))) return false;
-    }
-    std::vector<std::pair<const uint8_t*, uint64_t>> named(hashed_keys_.size());
-    for (size_t j = 0; j < hashed_keys_.size(); ++j) {
-      named[j].first = by_name(hashed_keys_[j].first, &named[j].second);
-      if (!fits(hashed_keys_[j].second, named[j].first, named[j].second)) return false;
+    if (storage_by_number_.size() > records.size()) {  // (only npos past the records)
+      for (size_t n = records.size(); n < storage_by_number_.size(); ++n) {
+        if (storage_by_number_[n] != StringIndex::npos) return false;
+      }
     }
     for (size_t n = 0; n < storage_by_number_.size(); ++n) {
       const uint32_t k = storage_by_number_[n];
-      if (k != StringIndex::npos) StorageViews::rebind(m_.storage_table[k], records[n].data, records[n].size);
+      if (k == StringIndex::npos) continue;
+      const StoredRecord& r = records[n];
+      if (!fits(k, r.data, r.size)) return false;
+      m_.storage_table.rebind(k, r.data, r.size);
     }
-    for (size_t j = 0; j < hashed_keys_.size(); ++j) {
-      StorageViews::rebind(m_.storage_table[hashed_keys_[j].second], named[j].first, named[j].second);
+    for (const auto& hk : hashed_keys_) {
+      uint64_t size = 0;
+      const uint8_t* data = by_name(hk.first, &size);
+      if (!fits(hk.second, data, size)) return false;
+      m_.storage_table.rebind(hk.second, data, size);
     }
     return true;
   }
 
   // Room for n storages (a hint: a zip archive's count of data records).
   void expect_storages(size_t n) {
-    reserve_huge(m_.storage_table, n);
     reserve_huge(table_dtype_, n);
     reserve_huge(storage_by_number_, n + n / 2 + 2);  // keys "0" to n - 1, as torch numbers them
   }
@@ -6335,13 +6438,11 @@ class TorchHooks : public PickleHooks {
   // every storage the pickle references has its bytes.
   Status finish() {
     for (const View& v : views_) {
-      const std::shared_ptr<const Storage>& root = m_.storage_table[v.root];
-      if (root->data() == nullptr && root->nbytes() > 0) break;  // reported below
-      m_.storage_table[v.view] = std::make_shared<const Storage>(root->data() + v.offset, v.nbytes, root);
+      if (m_.storage_table.data(v.root) == nullptr && m_.storage_table.nbytes(v.root) > 0) break;  // reported below
+      m_.storage_table.set_slice(v.view, v.root, v.offset, v.nbytes);
     }
     for (size_t k = 0; k < m_.storage_table.size(); ++k) {
-      const Storage& st = *m_.storage_table[k];
-      if (st.data() == nullptr && st.nbytes() > 0) {
+      if (m_.storage_table.data(k) == nullptr && m_.storage_table.nbytes(k) > 0) {
         std::string key = "#" + std::to_string(k);
         for (const auto& hk : hashed_keys_) {
           if (hk.second == k) key = std::string(hk.first);
@@ -6405,7 +6506,7 @@ class TorchHooks : public PickleHooks {
     }
     PTREAD_TRY(uint32_t index, find_or_load(g, key, key.data() != digits, static_cast<uint64_t>(g.at(it[4]).i), dtype));
     if (it.size() == 6 && g.kind(it[5]) != ValueKind::none) {
-      if (placeholder_views_ != nullptr) {
+      if (placeholders_) {
         return make_error(ErrorCode::unsupported_format, "storage view metadata with placeholder storages");
       }
       PTREAD_TRY(index, storage_view(g, it[5], index, dtype));
@@ -6424,24 +6525,24 @@ class TorchHooks : public PickleHooks {
     const bool numbered = decimal_key(key, &number);
     uint32_t index = find_storage(key, numbered, number);
     if (index != StringIndex::npos) {
-      const Storage& st = *m_.storage_table[index];
-      if (st.nbytes() < nbytes) {
+      const uint64_t first = m_.storage_table.nbytes(index);
+      if (first < nbytes) {
         return make_error(ErrorCode::storage_too_small,
                           "storage '" + std::string(key) + "' is referenced with " + std::to_string(nbytes) +
-                              " bytes but was first referenced with " + std::to_string(st.nbytes()));
+                              " bytes but was first referenced with " + std::to_string(first));
       }
     } else {
-      std::shared_ptr<const Storage> st;
       const StoredRecord* r = numbered && records_ != nullptr && number < records_->size() ? &(*records_)[number] : nullptr;
-      if (placeholder_views_ != nullptr) {
-        st = placeholder_views_->make(nullptr, nbytes);
+      if (placeholders_) {
+        m_.storage_table.add_view(nullptr, nbytes);
       } else if (r != nullptr && r->data != nullptr && r->size >= nbytes && !(records_big_endian_ && dtype_swap_unit(dtype) > 1)) {
-        st = record_views_->make(r->data, r->size);
+        m_.storage_table.add_view(r->data, r->size);
       } else {
-        PTREAD_TRY(st, loader_(key, nbytes, dtype));
+        PTREAD_TRY(auto st, loader_(key, nbytes, dtype));
+        m_.storage_table.add(std::move(st));
       }
       if (!held) key = g.intern(key);  // the index keeps views
-      index = add_storage(key, numbered, number, std::move(st), dtype);
+      index = add_storage(key, numbered, number, dtype);
     }
     return index;
   }
@@ -6570,9 +6671,9 @@ class TorchHooks : public PickleHooks {
     const uint32_t k = storage_index_.find(key, [this](uint32_t j) { return hashed_keys_[j].first; });
     return k == StringIndex::npos ? k : hashed_keys_[k].second;
   }
-  uint32_t add_storage(std::string_view key, bool numbered, uint32_t n, std::shared_ptr<const Storage> st, DType dtype) {
-    const uint32_t index = static_cast<uint32_t>(m_.storage_table.size());
-    m_.storage_table.push_back(std::move(st));
+  // Indexes the storage just added to the table under key.
+  uint32_t add_storage(std::string_view key, bool numbered, uint32_t n, DType dtype) {
+    const uint32_t index = static_cast<uint32_t>(m_.storage_table.size() - 1);
     if (table_dtype_.size() == index) {
       table_dtype_.push_back(static_cast<uint8_t>(dtype));
     } else {
@@ -6613,7 +6714,7 @@ class TorchHooks : public PickleHooks {
     const uint32_t found = find_storage(key, numbered, number);
     if (found != StringIndex::npos) return found;
     const int64_t offset = g.at(vi[1]).i, size = g.at(vi[2]).i;
-    const uint64_t unit = dtype_size(dtype), root_bytes = m_.storage_table[root]->nbytes();
+    const uint64_t unit = dtype_size(dtype), root_bytes = m_.storage_table.nbytes(root);
     uint64_t off_bytes = 0, size_bytes = 0;
     if (offset < 0 || size < 0 || mul_overflow(static_cast<uint64_t>(offset), unit, &off_bytes) ||
         mul_overflow(static_cast<uint64_t>(size), unit, &size_bytes) || off_bytes > root_bytes ||
@@ -6624,8 +6725,8 @@ class TorchHooks : public PickleHooks {
                             std::to_string(root_bytes) + " bytes");
     }
     if (key.data() == digits) key = g.intern(key);
-    const uint32_t index = add_storage(key, numbered, number,
-                                       std::make_shared<const Storage>(nullptr, static_cast<size_t>(size_bytes), nullptr), dtype);
+    m_.storage_table.add_view(nullptr, size_bytes);  // its bytes: finish()
+    const uint32_t index = add_storage(key, numbered, number, dtype);
     views_.push_back(View{index, root, static_cast<size_t>(off_bytes), static_cast<size_t>(size_bytes)});
     return index;
   }
@@ -6831,7 +6932,7 @@ class TorchHooks : public PickleHooks {
   Result<uint32_t> add_tensor(Graph& g, const TensorSpec& t, size_t stride_rank) {
     int64_t numel = 0;
     PTREAD_CHECK(check_view(t.dims, t.rank, t.dims + t.rank, stride_rank, t.offset, t.dtype,
-                            m_.storage_table[t.storage]->nbytes(), &numel));
+                            m_.storage_table.nbytes(t.storage), &numel));
     m_.specs.push_back(t);
     return g.emit_int(ValueKind::tensor, static_cast<uint32_t>(m_.specs.size() - 1), 0);
   }
@@ -6859,9 +6960,8 @@ class TorchHooks : public PickleHooks {
   Model& m_;
   StorageLoader loader_;
   const SegmentedVector<StoredRecord>* records_ = nullptr;  // set_stored_records
-  StorageViews* record_views_ = nullptr;
   bool records_big_endian_ = false;
-  StorageViews* placeholder_views_ = nullptr;  // set_placeholders
+  bool placeholders_ = false;  // set_placeholders
   const Limits& limits_;
   std::vector<uint32_t> storage_by_number_;  // decimal keys: storage_by_number_[n], or npos
   std::vector<std::pair<std::string_view, uint32_t>> hashed_keys_;  // the other keys (views held by the graph), their storage
@@ -6972,8 +7072,7 @@ inline Status TorchHooks::numpy_array(Graph& g, uint32_t obj, uint32_t state) {
   spec.dims = dims;
   spec.rank = static_cast<uint32_t>(rank);
   spec.dtype = nt.dtype;
-  spec.storage = static_cast<uint32_t>(m_.storage_table.size());
-  m_.storage_table.push_back(std::move(storage));  // found by no key
+  spec.storage = m_.storage_table.add(std::move(storage));  // found by no key
   m_.specs.push_back(spec);
   g.set_leaf(obj, ValueKind::tensor, static_cast<uint32_t>(m_.specs.size() - 1));
   return {};
@@ -7110,11 +7209,11 @@ inline Result<uint32_t> TorchHooks::packed_qtensor(Graph& g, const Items& a, Qua
   const uint64_t per_byte = spec->dtype == DType::QUINT4X2 ? 2 : 4;
   const uint64_t nbytes = (numel + per_byte - 1) / per_byte;
   const uint32_t storage = sn.ref;
-  if (m_.storage_table[storage]->nbytes() < nbytes) {
+  if (m_.storage_table.nbytes(storage) < nbytes) {
     return make_error(ErrorCode::view_out_of_bounds, "_rebuild_qtensor: " + std::to_string(numel) + " packed elements of " +
                                                          dtype_name(spec->dtype) + " need " + std::to_string(nbytes) +
                                                          " bytes; the storage holds " +
-                                                         std::to_string(m_.storage_table[storage]->nbytes()));
+                                                         std::to_string(m_.storage_table.nbytes(storage)));
   }
   spec->shape = dims;
   spec->rank = static_cast<uint32_t>(rank);
@@ -7342,7 +7441,7 @@ class LegacyReader {
       filled[index] = 1;
       const DType dtype = hooks_->storage_dtype(index);
       const uint64_t unit = dtype_size(dtype);
-      const uint64_t nbytes = model_->storage_table[index]->nbytes();
+      const uint64_t nbytes = model_->storage_table.nbytes(index);
       const uint64_t expected = nbytes / unit;
       uint8_t head[8];
       if (!range_inside(pos, 8, src_->size())) {
@@ -7358,7 +7457,7 @@ class LegacyReader {
         }
       }
       PTREAD_TRY(auto st, storage_from_source(*src_, owner, pos + 8, nbytes, dtype, copy, false, fill));
-      model_->storage_table[index] = std::move(st);
+      model_->storage_table.set(index, std::move(st));
       pos += 8 + nbytes;
     }
     return {};
@@ -7657,21 +7756,24 @@ class TarReader {
       const uint32_t root = r->second;
       const DType dtype = dtypes_[root];
       const int64_t offset = g.at(vn.items[2]).i, numel = g.at(vn.items[3]).i;
-      const std::shared_ptr<const Storage>& rs = model_->storage_table[root];
+      const uint64_t root_bytes = model_->storage_table.nbytes(root);
       uint64_t ob = 0, nb = 0;
       if (offset < 0 || numel < 0 || mul_overflow(static_cast<uint64_t>(offset), dtype_size(dtype), &ob) ||
-          mul_overflow(static_cast<uint64_t>(numel), dtype_size(dtype), &nb) || ob > rs->nbytes() || nb > rs->nbytes() - ob) {
+          mul_overflow(static_cast<uint64_t>(numel), dtype_size(dtype), &nb) || ob > root_bytes || nb > root_bytes - ob) {
         return make_error(ErrorCode::view_out_of_bounds, "tar: storage view " + std::to_string(target) + " reaches past storage " +
                                                              std::to_string(root_key));
       }
-      add_storage(target, std::make_shared<const Storage>(rs->data() + ob, static_cast<size_t>(nb), rs), dtype, locations_[root]);
+      const uint32_t index = model_->storage_table.add_view(nullptr, 0);
+      model_->storage_table.set_slice(index, root, ob, nb);
+      index_storage(target, index, dtype, locations_[root]);
     }
     return {};
   }
 
   void add_storage(int64_t key, std::shared_ptr<const Storage> st, DType dtype, uint32_t location) {
-    const uint32_t index = static_cast<uint32_t>(model_->storage_table.size());
-    model_->storage_table.push_back(std::move(st));
+    index_storage(key, model_->storage_table.add(std::move(st)), dtype, location);
+  }
+  void index_storage(int64_t key, uint32_t index, DType dtype, uint32_t location) {
     dtypes_.push_back(dtype);
     locations_.push_back(location);
     hooks_->storages[key] = index;
@@ -7718,7 +7820,7 @@ class TarReader {
       spec.location = locations_[s->second];
       int64_t numel = 0;
       PTREAD_CHECK(check_view(dims, spec.rank, dims + spec.rank, spec.rank, spec.offset, spec.dtype,
-                              model_->storage_table[spec.storage]->nbytes(), &numel));
+                              model_->storage_table.nbytes(spec.storage), &numel));
       hooks_->tensors[key] = hooks_->add_tensor_spec(spec);
     }
     return {};
@@ -8530,15 +8632,18 @@ inline Status read_zip_pickles(const std::shared_ptr<const Source>& src, const R
   apply_plan(plan, m);
   PTREAD_TRY(Bytes pickle, zip.read(*plan.pkl));
   const bool copy_storages = opt.mode == LoadMode::read;
-  // Storages that are views of the source share blocks of Storage objects (StorageViews).
-  // Storages that own their bytes (read mode, byte-swapped, inflated) are allocated one by
-  // one, so each buffer is freed as soon as its last tensor is.
+  // Storages that are views of the source: entries of the table whose Storage objects are
+  // made only with the first Tensor (StorageTable), or, those the loader makes (keys that
+  // are not numbers, constants/), blocks of Storage objects (StorageViews). Storages that
+  // own their bytes (read mode, byte-swapped, inflated) are allocated one by one, so each
+  // buffer is freed as soon as its last tensor is.
   StorageViews views(src, static_cast<size_t>(std::max<uint64_t>(zip.record_count(), 1)));
   ZipStorages storages(zip, w, plan.prefix, views, copy_storages, m.big_endian, fill);
   // Usually one tensor per storage record: room for that many.
   TorchHooks hooks(m, storages.loader(), opt.limits);
   hooks.expect_storages(w.data_records);
-  if (!copy_storages) hooks.set_stored_records(&w.data_by_number, &views, m.big_endian);  // views without the loader
+  m.storage_table.set_source(src);
+  if (!copy_storages) hooks.set_stored_records(&w.data_by_number, m.big_endian);  // views without the loader
   PickleVM vm(m.graph, hooks, opt.limits, std::string(plan.pkl->name));
   vm.set_tensor_runs(opt.tensor_runs);
   PTREAD_TRY(m.root, vm.run(pickle.data, pickle.size));
@@ -8574,7 +8679,8 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
   };
   TorchHooks hooks(m, std::move(none), opt.limits);
   hooks.expect_storages(static_cast<size_t>(zip.record_count()));
-  hooks.set_placeholders(&views);
+  m.storage_table.set_source(src);
+  hooks.set_placeholders();
   Status walked, parsed;
 #if PTREAD_EXCEPTIONS
   std::exception_ptr thrown[2];

@@ -36,11 +36,12 @@ class ModelDump {
     if (m_.constants_root != ptread::detail::kNoNode) s += "\nconstants: " + tree(m_.constants_root);
     out_.clear();
     out_ += "\nstorages:";
-    for (const auto& st : m_.storage_table) {
-      out_ += " " + std::to_string(st->nbytes());
+    for (size_t k = 0; k < m_.storage_table.size(); ++k) {
+      const uint8_t* data = m_.storage_table.data(k);
+      out_ += " " + std::to_string(m_.storage_table.nbytes(k));
       // Where its bytes are: at which byte of the source, when the dump was given it.
-      const uintptr_t p = reinterpret_cast<uintptr_t>(st->data()), b = reinterpret_cast<uintptr_t>(base_);
-      if (base_ != nullptr && st->data() != nullptr && p >= b && p - b < base_size_) out_ += "@" + std::to_string(p - b);
+      const uintptr_t p = reinterpret_cast<uintptr_t>(data), b = reinterpret_cast<uintptr_t>(base_);
+      if (base_ != nullptr && data != nullptr && p >= b && p - b < base_size_) out_ += "@" + std::to_string(p - b);
     }
     out_ += "\nnamed:";
     for (const auto& nt : m_.named()) {

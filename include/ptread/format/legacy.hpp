@@ -173,7 +173,7 @@ class LegacyReader {
       filled[index] = 1;
       const DType dtype = hooks_->storage_dtype(index);
       const uint64_t unit = dtype_size(dtype);
-      const uint64_t nbytes = model_->storage_table[index]->nbytes();
+      const uint64_t nbytes = model_->storage_table.nbytes(index);
       const uint64_t expected = nbytes / unit;
       uint8_t head[8];
       if (!range_inside(pos, 8, src_->size())) {
@@ -189,7 +189,7 @@ class LegacyReader {
         }
       }
       PTREAD_TRY(auto st, storage_from_source(*src_, owner, pos + 8, nbytes, dtype, copy, false, fill));
-      model_->storage_table[index] = std::move(st);
+      model_->storage_table.set(index, std::move(st));
       pos += 8 + nbytes;
     }
     return {};

@@ -129,6 +129,147 @@ inline void byteswap_elements(uint8_t* p, size_t nbytes, size_t unit) {
   for (size_t k = 0; k + unit <= nbytes; k += unit) std::reverse(p + k, p + k + unit);
 }
 
+// Storages that are views of one source, made in blocks: each Storage object lives in a
+// block that the storages in it share through aliasing shared_ptrs (one allocation and one
+// reference count per block, not per storage); the block keeps the source.
+class StorageViews {
+ public:
+  StorageViews(std::shared_ptr<const void> owner, size_t block_size)
+      : owner_(std::move(owner)), block_size_(std::max<size_t>(block_size, 1)) {}
+  std::shared_ptr<const Storage> make(const uint8_t* p, uint64_t size) {
+    if (!block_ || block_->size == block_->capacity) block_ = std::make_shared<Block>(owner_, block_size_);
+    // No owner of its own: the aliasing pointer keeps the block, and the block the source.
+    Storage* st = ::new (static_cast<void*>(block_->storages + block_->size)) Storage(p, static_cast<size_t>(size), nullptr);
+    ++block_->size;
+    return std::shared_ptr<const Storage>(block_, st);
+  }
+  // Points storage s, made by make(nullptr, size) and not yet in any tensor, at p.
+  static void rebind(const std::shared_ptr<const Storage>& s, const uint8_t* p, uint64_t size) {
+    Storage* st = const_cast<Storage*>(s.get());
+    st->~Storage();
+    ::new (static_cast<void*>(st)) Storage(p, static_cast<size_t>(size), nullptr);
+  }
+
+ private:
+  struct Block {
+    std::shared_ptr<const void> owner;
+    Storage* storages = nullptr;  // capacity Storage objects, size of them made
+    size_t size = 0;
+    size_t capacity = 0;
+    Block(std::shared_ptr<const void> o, size_t cap)
+        : owner(std::move(o)), storages(static_cast<Storage*>(block_alloc(cap * sizeof(Storage)))), capacity(cap) {}
+    Block(const Block&) = delete;
+    Block& operator=(const Block&) = delete;
+    ~Block() {
+      for (size_t k = 0; k < size; ++k) storages[k].~Storage();
+      block_free(storages, capacity * sizeof(Storage));
+    }
+  };
+  std::shared_ptr<const void> owner_;
+  size_t block_size_;
+  std::shared_ptr<Block> block_;
+};
+
+// The distinct storages of a model, by index (TensorSpec::storage). Each is its bytes and
+// size, and the Storage object its tensors share, made only when a Tensor is made: opening
+// and listing keep 16 bytes a storage, not a Storage object and a pointer to it as well
+// (48 bytes, and most of the work of adding one).
+// Two kinds: views of the model's source (add_view: their Storage objects are made all at
+// once, by the first Tensor made after the model is read, in blocks that keep the source)
+// and storages with an owner of their own (add: a copy, a view of another storage ...).
+// A model gains storages only while it is read, on one thread; shared() is safe to call
+// from several threads after that.
+class StorageTable {
+ public:
+  explicit StorageTable(BlockPool* pool) : entries_(pool) {}
+  StorageTable(const StorageTable&) = delete;
+  StorageTable& operator=(const StorageTable&) = delete;
+
+  // What keeps the bytes of view storages alive (the mapped or in-memory source).
+  void set_source(std::shared_ptr<const void> source) { source_ = std::move(source); }
+
+  size_t size() const noexcept { return entries_.size(); }
+  const uint8_t* data(size_t k) const noexcept { return entries_[k].data; }
+  uint64_t nbytes(size_t k) const noexcept { return entries_[k].nbytes; }
+
+  // A storage of n bytes at p in the source (p: nullptr while its bytes are not known yet,
+  // see rebind); its index.
+  PTREAD_ALWAYS_INLINE uint32_t add_view(const uint8_t* p, uint64_t n) {
+    entries_.push_back(Entry{p, n});
+    low_bits_ |= reinterpret_cast<uintptr_t>(p);
+    if (PTREAD_UNLIKELY(made_)) owned_.push_back(std::make_shared<const Storage>(p, static_cast<size_t>(n), source_));
+    return static_cast<uint32_t>(entries_.size() - 1);
+  }
+  // A storage that keeps its own bytes alive; its index.
+  uint32_t add(std::shared_ptr<const Storage> s) {
+    entries_.push_back(Entry{s->data(), s->nbytes()});
+    low_bits_ |= reinterpret_cast<uintptr_t>(s->data());
+    if (owned_.size() + 1 < entries_.size()) owned_.resize(entries_.size() - 1);
+    owned_.push_back(std::move(s));
+    return static_cast<uint32_t>(entries_.size() - 1);
+  }
+  // Storage k becomes s.
+  void set(size_t k, std::shared_ptr<const Storage> s) {
+    entries_[k] = Entry{s->data(), s->nbytes()};
+    low_bits_ |= reinterpret_cast<uintptr_t>(s->data());
+    if (owned_.size() <= k) owned_.resize(k + 1);
+    owned_[k] = std::move(s);
+  }
+  // View storage k becomes the n bytes at p in the source.
+  PTREAD_ALWAYS_INLINE void rebind(size_t k, const uint8_t* p, uint64_t n) {
+    entries_[k] = Entry{p, n};
+    low_bits_ |= reinterpret_cast<uintptr_t>(p);
+    if (PTREAD_UNLIKELY(k < owned_.size()) && owned_[k]) {
+      owned_[k] = std::make_shared<const Storage>(p, static_cast<size_t>(n), source_);
+    }
+  }
+  // Storage k becomes n bytes at byte off of storage root (off + n within it).
+  void set_slice(size_t k, size_t root, uint64_t off, uint64_t n) {
+    const uint8_t* p = entries_[root].data + off;
+    if (root < owned_.size() && owned_[root]) {
+      set(k, std::make_shared<const Storage>(p, static_cast<size_t>(n), owned_[root]));
+    } else {
+      rebind(k, p, n);
+    }
+  }
+
+  // Whether every storage's bytes start at a multiple of 8 (all that any dtype needs; a
+  // storage set anew after another may make this false though its bytes are aligned).
+  bool aligned8() const noexcept { return (low_bits_ & 7) == 0; }
+
+  // The Storage object of storage k, which the tensors of that storage share.
+  const std::shared_ptr<const Storage>& shared(size_t k) const {
+    std::call_once(made_once_, [this] { make_views(); });
+    return owned_[k];
+  }
+
+ private:
+  struct Entry {
+    const uint8_t* data;
+    uint64_t nbytes;
+  };
+  // Storage objects for the views that have none yet, in one block.
+  void make_views() const {
+    owned_.resize(entries_.size());
+    size_t missing = 0;
+    for (size_t k = 0; k < owned_.size(); ++k) missing += !owned_[k];
+    if (missing != 0) {
+      StorageViews views(source_, missing);
+      for (size_t k = 0; k < owned_.size(); ++k) {
+        if (!owned_[k]) owned_[k] = views.make(entries_[k].data, entries_[k].nbytes);
+      }
+    }
+    made_ = true;
+  }
+
+  SegmentedVector<Entry> entries_;
+  std::shared_ptr<const void> source_;
+  uintptr_t low_bits_ = 0;  // every address the table was given, or-ed
+  mutable std::vector<std::shared_ptr<const Storage>> owned_;  // per storage, up to the last owned one, or all once made
+  mutable std::once_flag made_once_;
+  mutable bool made_ = false;  // (read and written only while the model is read, or under made_once_)
+};
+
 // A tensor as the pickle describes it, already checked against its storage. Tensor
 // objects are made from these when names are known (name_tensors), each in its place in
 // the tensor list, once.
@@ -197,7 +338,7 @@ struct Model {
   std::vector<SparseSpec> sparse_specs; // graph sparse nodes index this
   // The distinct storages. A graph storage node (a persistent id) holds its index in
   // ref, and in i the dtype it was saved as and the node of its location text.
-  std::vector<std::shared_ptr<const Storage>> storage_table;
+  StorageTable storage_table{&pool};
   // The tensor list, in file order, as the naming walk leaves it: entry k's name and spec.
   // Its NamedTensor objects are made by the first call of named(): opening and listing
   // (info()) make none.
@@ -308,7 +449,7 @@ struct Model {
 struct TensorAccess {
   // The spec was checked against its storage (check_view) when it was made.
   static void assign(Tensor* t, const Model& m, const TensorSpec& s) {
-    t->storage_ = m.storage_table[s.storage];
+    t->storage_ = m.storage_table.shared(s.storage);
     t->dtype_ = s.dtype;
     t->set_dims(s.dims, s.dims + s.rank, s.rank);
     t->offset_ = s.offset;
@@ -347,15 +488,17 @@ inline TensorInfo Model::info(size_t k) const {
 // 64-byte padding, a legacy storage shared under a wider dtype. Those are copied into an
 // aligned buffer (shared by all their tensors, as before).
 inline Status realign_storages(Model& m) {
+  if (m.storage_table.aligned8()) return {};
   for (size_t k = 0; k < m.specs.size(); ++k) {
     const TensorSpec& t = m.specs[k];
-    const Storage& st = *m.storage_table[t.storage];
+    const uint8_t* data = m.storage_table.data(t.storage);
     const size_t align = std::min<size_t>(dtype_size(t.dtype), 8);
-    if (align <= 1 || st.data() == nullptr || reinterpret_cast<uintptr_t>(st.data()) % align == 0) continue;
-    PTREAD_TRY(auto buf, allocate_aligned(st.nbytes()));
-    if (st.nbytes()) std::memcpy(buf.get(), st.data(), st.nbytes());
+    if (align <= 1 || data == nullptr || reinterpret_cast<uintptr_t>(data) % align == 0) continue;
+    const size_t nbytes = static_cast<size_t>(m.storage_table.nbytes(t.storage));
+    PTREAD_TRY(auto buf, allocate_aligned(nbytes));
+    if (nbytes) std::memcpy(buf.get(), data, nbytes);
     const uint8_t* p = buf.get();
-    m.storage_table[t.storage] = std::make_shared<const Storage>(p, st.nbytes(), std::move(buf));
+    m.storage_table.set(t.storage, std::make_shared<const Storage>(p, nbytes, std::move(buf)));
   }
   return {};
 }

@@ -277,21 +277,24 @@ class TarReader {
       const uint32_t root = r->second;
       const DType dtype = dtypes_[root];
       const int64_t offset = g.at(vn.items[2]).i, numel = g.at(vn.items[3]).i;
-      const std::shared_ptr<const Storage>& rs = model_->storage_table[root];
+      const uint64_t root_bytes = model_->storage_table.nbytes(root);
       uint64_t ob = 0, nb = 0;
       if (offset < 0 || numel < 0 || mul_overflow(static_cast<uint64_t>(offset), dtype_size(dtype), &ob) ||
-          mul_overflow(static_cast<uint64_t>(numel), dtype_size(dtype), &nb) || ob > rs->nbytes() || nb > rs->nbytes() - ob) {
+          mul_overflow(static_cast<uint64_t>(numel), dtype_size(dtype), &nb) || ob > root_bytes || nb > root_bytes - ob) {
         return make_error(ErrorCode::view_out_of_bounds, "tar: storage view " + std::to_string(target) + " reaches past storage " +
                                                              std::to_string(root_key));
       }
-      add_storage(target, std::make_shared<const Storage>(rs->data() + ob, static_cast<size_t>(nb), rs), dtype, locations_[root]);
+      const uint32_t index = model_->storage_table.add_view(nullptr, 0);
+      model_->storage_table.set_slice(index, root, ob, nb);
+      index_storage(target, index, dtype, locations_[root]);
     }
     return {};
   }
 
   void add_storage(int64_t key, std::shared_ptr<const Storage> st, DType dtype, uint32_t location) {
-    const uint32_t index = static_cast<uint32_t>(model_->storage_table.size());
-    model_->storage_table.push_back(std::move(st));
+    index_storage(key, model_->storage_table.add(std::move(st)), dtype, location);
+  }
+  void index_storage(int64_t key, uint32_t index, DType dtype, uint32_t location) {
     dtypes_.push_back(dtype);
     locations_.push_back(location);
     hooks_->storages[key] = index;
@@ -338,7 +341,7 @@ class TarReader {
       spec.location = locations_[s->second];
       int64_t numel = 0;
       PTREAD_CHECK(check_view(dims, spec.rank, dims + spec.rank, spec.rank, spec.offset, spec.dtype,
-                              model_->storage_table[spec.storage]->nbytes(), &numel));
+                              model_->storage_table.nbytes(spec.storage), &numel));
       hooks_->tensors[key] = hooks_->add_tensor_spec(spec);
     }
     return {};

@@ -93,8 +93,7 @@ inline Status TorchHooks::numpy_array(Graph& g, uint32_t obj, uint32_t state) {
   spec.dims = dims;
   spec.rank = static_cast<uint32_t>(rank);
   spec.dtype = nt.dtype;
-  spec.storage = static_cast<uint32_t>(m_.storage_table.size());
-  m_.storage_table.push_back(std::move(storage));  // found by no key
+  spec.storage = m_.storage_table.add(std::move(storage));  // found by no key
   m_.specs.push_back(spec);
   g.set_leaf(obj, ValueKind::tensor, static_cast<uint32_t>(m_.specs.size() - 1));
   return {};

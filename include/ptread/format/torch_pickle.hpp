@@ -36,47 +36,6 @@ namespace detail {
 // Loads the bytes of storage `key` holding at least `nbytes` bytes.
 using StorageLoader = std::function<Result<std::shared_ptr<const Storage>>(std::string_view key, uint64_t nbytes, DType dtype)>;
 
-// Storages that are views of one source, made in blocks: each Storage object lives in a
-// block that the storages in it share through aliasing shared_ptrs (one allocation and one
-// reference count per block, not per storage); the block keeps the source.
-class StorageViews {
- public:
-  StorageViews(std::shared_ptr<const void> owner, size_t block_size)
-      : owner_(std::move(owner)), block_size_(std::max<size_t>(block_size, 1)) {}
-  std::shared_ptr<const Storage> make(const uint8_t* p, uint64_t size) {
-    if (!block_ || block_->size == block_->capacity) block_ = std::make_shared<Block>(owner_, block_size_);
-    // No owner of its own: the aliasing pointer keeps the block, and the block the source.
-    Storage* st = ::new (static_cast<void*>(block_->storages + block_->size)) Storage(p, static_cast<size_t>(size), nullptr);
-    ++block_->size;
-    return std::shared_ptr<const Storage>(block_, st);
-  }
-  // Points storage s, made by make(nullptr, size) and not yet in any tensor, at p.
-  static void rebind(const std::shared_ptr<const Storage>& s, const uint8_t* p, uint64_t size) {
-    Storage* st = const_cast<Storage*>(s.get());
-    st->~Storage();
-    ::new (static_cast<void*>(st)) Storage(p, static_cast<size_t>(size), nullptr);
-  }
-
- private:
-  struct Block {
-    std::shared_ptr<const void> owner;
-    Storage* storages = nullptr;  // capacity Storage objects, size of them made
-    size_t size = 0;
-    size_t capacity = 0;
-    Block(std::shared_ptr<const void> o, size_t cap)
-        : owner(std::move(o)), storages(static_cast<Storage*>(block_alloc(cap * sizeof(Storage)))), capacity(cap) {}
-    Block(const Block&) = delete;
-    Block& operator=(const Block&) = delete;
-    ~Block() {
-      for (size_t k = 0; k < size; ++k) storages[k].~Storage();
-      block_free(storages, capacity * sizeof(Storage));
-    }
-  };
-  std::shared_ptr<const void> owner_;
-  size_t block_size_;
-  std::shared_ptr<Block> block_;
-};
-
 // The stored record that storage key "<n>" names, as a reader found it: its bytes when they
 // are in memory as they are (else data is nullptr), its size, and the reader's own index
 // of it (StringIndex::npos: none).
@@ -118,58 +77,59 @@ class TorchHooks : public PickleHooks {
   TorchHooks(Model& m, StorageLoader loader, const Limits& limits)
       : m_(m), loader_(std::move(loader)), limits_(limits) {}
 
-  // Numbered storage keys whose record is in memory and large enough become views made by
-  // `views`, without a call to the loader: every such storage but those of multi-byte
-  // dtypes in a big-endian file (swapped: the loader converts them). Not for read mode,
-  // whose storages are copies.
-  void set_stored_records(const SegmentedVector<StoredRecord>* records, StorageViews* views, bool big_endian) {
+  // Numbered storage keys whose record is in memory and large enough become views of the
+  // source (StorageTable::add_view; the table's source must be set), without a call to the
+  // loader: every such storage but those of multi-byte dtypes in a big-endian file
+  // (swapped: the loader converts them). Not for read mode, whose storages are copies.
+  void set_stored_records(const SegmentedVector<StoredRecord>* records, bool big_endian) {
     records_ = records;
-    record_views_ = views;
     records_big_endian_ = big_endian;
   }
 
   // Storages made before their records are known (read_zip_overlapped): each key becomes a
-  // placeholder view of no bytes and the size the pickle first declares for it, made by
-  // `views`, which every check during the pickle then holds the tensors to. Legacy view
-  // metadata fails the pickle. bind_placeholders() points them at their records.
-  void set_placeholders(StorageViews* views) { placeholder_views_ = views; }
+  // placeholder view of no bytes and the size the pickle first declares for it, which every
+  // check during the pickle then holds the tensors to. Legacy view metadata fails the
+  // pickle. bind_placeholders() points them at their records (the table's source must be set).
+  void set_placeholders() { placeholders_ = true; }
 
   // After the pickle, each placeholder gets its record's bytes, as find_or_load and the
   // loader would have given them: numbered keys from `records` (the walk's table), the
   // others (and numbers too far apart for it) through by_name(key, &size), which returns
   // the bytes of that stored record in memory as the loader would view them, or nullptr.
   // True when every placeholder's record is there, holds at least the bytes the pickle
-  // first declared, and needs no byte swap; else false, with the storages left as they are
-  // (the file is then read without placeholders). The placeholders are all the storages
-  // made from a key: the others (numpy arrays' copies) are made as without placeholders.
+  // first declared, and needs no byte swap; else false, with some storages bound and some
+  // not: the model is then dropped (the file is read again without placeholders). The
+  // placeholders are all the storages made from a key: the others (numpy arrays' copies)
+  // are made as without placeholders.
   template <class ByName>
   bool bind_placeholders(const SegmentedVector<StoredRecord>& records, bool big_endian, ByName&& by_name) {
     auto fits = [&](uint32_t k, const uint8_t* data, uint64_t size) {
-      return data != nullptr && size >= m_.storage_table[k]->nbytes() &&
+      return data != nullptr && size >= m_.storage_table.nbytes(k) &&
              !(big_endian && dtype_swap_unit(static_cast<DType>(table_dtype_[k])) > 1);
     };
-    for (size_t n = 0; n < storage_by_number_.size(); ++n) {
-      const uint32_t k = storage_by_number_[n];
-      if (k != StringIndex::npos && (n >= records.size() || !fits(k, records[n].data, records[n].size))) return false;
-    }
-    std::vector<std::pair<const uint8_t*, uint64_t>> named(hashed_keys_.size());
-    for (size_t j = 0; j < hashed_keys_.size(); ++j) {
-      named[j].first = by_name(hashed_keys_[j].first, &named[j].second);
-      if (!fits(hashed_keys_[j].second, named[j].first, named[j].second)) return false;
+    if (storage_by_number_.size() > records.size()) {  // (only npos past the records)
+      for (size_t n = records.size(); n < storage_by_number_.size(); ++n) {
+        if (storage_by_number_[n] != StringIndex::npos) return false;
+      }
     }
     for (size_t n = 0; n < storage_by_number_.size(); ++n) {
       const uint32_t k = storage_by_number_[n];
-      if (k != StringIndex::npos) StorageViews::rebind(m_.storage_table[k], records[n].data, records[n].size);
+      if (k == StringIndex::npos) continue;
+      const StoredRecord& r = records[n];
+      if (!fits(k, r.data, r.size)) return false;
+      m_.storage_table.rebind(k, r.data, r.size);
     }
-    for (size_t j = 0; j < hashed_keys_.size(); ++j) {
-      StorageViews::rebind(m_.storage_table[hashed_keys_[j].second], named[j].first, named[j].second);
+    for (const auto& hk : hashed_keys_) {
+      uint64_t size = 0;
+      const uint8_t* data = by_name(hk.first, &size);
+      if (!fits(hk.second, data, size)) return false;
+      m_.storage_table.rebind(hk.second, data, size);
     }
     return true;
   }
 
   // Room for n storages (a hint: a zip archive's count of data records).
   void expect_storages(size_t n) {
-    reserve_huge(m_.storage_table, n);
     reserve_huge(table_dtype_, n);
     reserve_huge(storage_by_number_, n + n / 2 + 2);  // keys "0" to n - 1, as torch numbers them
   }
@@ -236,13 +196,11 @@ class TorchHooks : public PickleHooks {
   // every storage the pickle references has its bytes.
   Status finish() {
     for (const View& v : views_) {
-      const std::shared_ptr<const Storage>& root = m_.storage_table[v.root];
-      if (root->data() == nullptr && root->nbytes() > 0) break;  // reported below
-      m_.storage_table[v.view] = std::make_shared<const Storage>(root->data() + v.offset, v.nbytes, root);
+      if (m_.storage_table.data(v.root) == nullptr && m_.storage_table.nbytes(v.root) > 0) break;  // reported below
+      m_.storage_table.set_slice(v.view, v.root, v.offset, v.nbytes);
     }
     for (size_t k = 0; k < m_.storage_table.size(); ++k) {
-      const Storage& st = *m_.storage_table[k];
-      if (st.data() == nullptr && st.nbytes() > 0) {
+      if (m_.storage_table.data(k) == nullptr && m_.storage_table.nbytes(k) > 0) {
         std::string key = "#" + std::to_string(k);
         for (const auto& hk : hashed_keys_) {
           if (hk.second == k) key = std::string(hk.first);
@@ -306,7 +264,7 @@ class TorchHooks : public PickleHooks {
     }
     PTREAD_TRY(uint32_t index, find_or_load(g, key, key.data() != digits, static_cast<uint64_t>(g.at(it[4]).i), dtype));
     if (it.size() == 6 && g.kind(it[5]) != ValueKind::none) {
-      if (placeholder_views_ != nullptr) {
+      if (placeholders_) {
         return make_error(ErrorCode::unsupported_format, "storage view metadata with placeholder storages");
       }
       PTREAD_TRY(index, storage_view(g, it[5], index, dtype));
@@ -325,24 +283,24 @@ class TorchHooks : public PickleHooks {
     const bool numbered = decimal_key(key, &number);
     uint32_t index = find_storage(key, numbered, number);
     if (index != StringIndex::npos) {
-      const Storage& st = *m_.storage_table[index];
-      if (st.nbytes() < nbytes) {
+      const uint64_t first = m_.storage_table.nbytes(index);
+      if (first < nbytes) {
         return make_error(ErrorCode::storage_too_small,
                           "storage '" + std::string(key) + "' is referenced with " + std::to_string(nbytes) +
-                              " bytes but was first referenced with " + std::to_string(st.nbytes()));
+                              " bytes but was first referenced with " + std::to_string(first));
       }
     } else {
-      std::shared_ptr<const Storage> st;
       const StoredRecord* r = numbered && records_ != nullptr && number < records_->size() ? &(*records_)[number] : nullptr;
-      if (placeholder_views_ != nullptr) {
-        st = placeholder_views_->make(nullptr, nbytes);
+      if (placeholders_) {
+        m_.storage_table.add_view(nullptr, nbytes);
       } else if (r != nullptr && r->data != nullptr && r->size >= nbytes && !(records_big_endian_ && dtype_swap_unit(dtype) > 1)) {
-        st = record_views_->make(r->data, r->size);
+        m_.storage_table.add_view(r->data, r->size);
       } else {
-        PTREAD_TRY(st, loader_(key, nbytes, dtype));
+        PTREAD_TRY(auto st, loader_(key, nbytes, dtype));
+        m_.storage_table.add(std::move(st));
       }
       if (!held) key = g.intern(key);  // the index keeps views
-      index = add_storage(key, numbered, number, std::move(st), dtype);
+      index = add_storage(key, numbered, number, dtype);
     }
     return index;
   }
@@ -471,9 +429,9 @@ class TorchHooks : public PickleHooks {
     const uint32_t k = storage_index_.find(key, [this](uint32_t j) { return hashed_keys_[j].first; });
     return k == StringIndex::npos ? k : hashed_keys_[k].second;
   }
-  uint32_t add_storage(std::string_view key, bool numbered, uint32_t n, std::shared_ptr<const Storage> st, DType dtype) {
-    const uint32_t index = static_cast<uint32_t>(m_.storage_table.size());
-    m_.storage_table.push_back(std::move(st));
+  // Indexes the storage just added to the table under key.
+  uint32_t add_storage(std::string_view key, bool numbered, uint32_t n, DType dtype) {
+    const uint32_t index = static_cast<uint32_t>(m_.storage_table.size() - 1);
     if (table_dtype_.size() == index) {
       table_dtype_.push_back(static_cast<uint8_t>(dtype));
     } else {
@@ -514,7 +472,7 @@ class TorchHooks : public PickleHooks {
     const uint32_t found = find_storage(key, numbered, number);
     if (found != StringIndex::npos) return found;
     const int64_t offset = g.at(vi[1]).i, size = g.at(vi[2]).i;
-    const uint64_t unit = dtype_size(dtype), root_bytes = m_.storage_table[root]->nbytes();
+    const uint64_t unit = dtype_size(dtype), root_bytes = m_.storage_table.nbytes(root);
     uint64_t off_bytes = 0, size_bytes = 0;
     if (offset < 0 || size < 0 || mul_overflow(static_cast<uint64_t>(offset), unit, &off_bytes) ||
         mul_overflow(static_cast<uint64_t>(size), unit, &size_bytes) || off_bytes > root_bytes ||
@@ -525,8 +483,8 @@ class TorchHooks : public PickleHooks {
                             std::to_string(root_bytes) + " bytes");
     }
     if (key.data() == digits) key = g.intern(key);
-    const uint32_t index = add_storage(key, numbered, number,
-                                       std::make_shared<const Storage>(nullptr, static_cast<size_t>(size_bytes), nullptr), dtype);
+    m_.storage_table.add_view(nullptr, size_bytes);  // its bytes: finish()
+    const uint32_t index = add_storage(key, numbered, number, dtype);
     views_.push_back(View{index, root, static_cast<size_t>(off_bytes), static_cast<size_t>(size_bytes)});
     return index;
   }
@@ -732,7 +690,7 @@ class TorchHooks : public PickleHooks {
   Result<uint32_t> add_tensor(Graph& g, const TensorSpec& t, size_t stride_rank) {
     int64_t numel = 0;
     PTREAD_CHECK(check_view(t.dims, t.rank, t.dims + t.rank, stride_rank, t.offset, t.dtype,
-                            m_.storage_table[t.storage]->nbytes(), &numel));
+                            m_.storage_table.nbytes(t.storage), &numel));
     m_.specs.push_back(t);
     return g.emit_int(ValueKind::tensor, static_cast<uint32_t>(m_.specs.size() - 1), 0);
   }
@@ -760,9 +718,8 @@ class TorchHooks : public PickleHooks {
   Model& m_;
   StorageLoader loader_;
   const SegmentedVector<StoredRecord>* records_ = nullptr;  // set_stored_records
-  StorageViews* record_views_ = nullptr;
   bool records_big_endian_ = false;
-  StorageViews* placeholder_views_ = nullptr;  // set_placeholders
+  bool placeholders_ = false;  // set_placeholders
   const Limits& limits_;
   std::vector<uint32_t> storage_by_number_;  // decimal keys: storage_by_number_[n], or npos
   std::vector<std::pair<std::string_view, uint32_t>> hashed_keys_;  // the other keys (views held by the graph), their storage

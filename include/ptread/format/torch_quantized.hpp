@@ -106,11 +106,11 @@ inline Result<uint32_t> TorchHooks::packed_qtensor(Graph& g, const Items& a, Qua
   const uint64_t per_byte = spec->dtype == DType::QUINT4X2 ? 2 : 4;
   const uint64_t nbytes = (numel + per_byte - 1) / per_byte;
   const uint32_t storage = sn.ref;
-  if (m_.storage_table[storage]->nbytes() < nbytes) {
+  if (m_.storage_table.nbytes(storage) < nbytes) {
     return make_error(ErrorCode::view_out_of_bounds, "_rebuild_qtensor: " + std::to_string(numel) + " packed elements of " +
                                                          dtype_name(spec->dtype) + " need " + std::to_string(nbytes) +
                                                          " bytes; the storage holds " +
-                                                         std::to_string(m_.storage_table[storage]->nbytes()));
+                                                         std::to_string(m_.storage_table.nbytes(storage)));
   }
   spec->shape = dims;
   spec->rank = static_cast<uint32_t>(rank);

@@ -368,15 +368,18 @@ inline Status read_zip_pickles(const std::shared_ptr<const Source>& src, const R
   apply_plan(plan, m);
   PTREAD_TRY(Bytes pickle, zip.read(*plan.pkl));
   const bool copy_storages = opt.mode == LoadMode::read;
-  // Storages that are views of the source share blocks of Storage objects (StorageViews).
-  // Storages that own their bytes (read mode, byte-swapped, inflated) are allocated one by
-  // one, so each buffer is freed as soon as its last tensor is.
+  // Storages that are views of the source: entries of the table whose Storage objects are
+  // made only with the first Tensor (StorageTable), or, those the loader makes (keys that
+  // are not numbers, constants/), blocks of Storage objects (StorageViews). Storages that
+  // own their bytes (read mode, byte-swapped, inflated) are allocated one by one, so each
+  // buffer is freed as soon as its last tensor is.
   StorageViews views(src, static_cast<size_t>(std::max<uint64_t>(zip.record_count(), 1)));
   ZipStorages storages(zip, w, plan.prefix, views, copy_storages, m.big_endian, fill);
   // Usually one tensor per storage record: room for that many.
   TorchHooks hooks(m, storages.loader(), opt.limits);
   hooks.expect_storages(w.data_records);
-  if (!copy_storages) hooks.set_stored_records(&w.data_by_number, &views, m.big_endian);  // views without the loader
+  m.storage_table.set_source(src);
+  if (!copy_storages) hooks.set_stored_records(&w.data_by_number, m.big_endian);  // views without the loader
   PickleVM vm(m.graph, hooks, opt.limits, std::string(plan.pkl->name));
   vm.set_tensor_runs(opt.tensor_runs);
   PTREAD_TRY(m.root, vm.run(pickle.data, pickle.size));
@@ -412,7 +415,8 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
   };
   TorchHooks hooks(m, std::move(none), opt.limits);
   hooks.expect_storages(static_cast<size_t>(zip.record_count()));
-  hooks.set_placeholders(&views);
+  m.storage_table.set_source(src);
+  hooks.set_placeholders();
   Status walked, parsed;
 #if PTREAD_EXCEPTIONS
   std::exception_ptr thrown[2];
