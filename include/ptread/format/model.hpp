@@ -342,10 +342,13 @@ struct Model {
   // The tensor list, in file order, as the naming walk leaves it: entry k's name and spec.
   // Its NamedTensor objects are made by the first call of named(): opening and listing
   // (info()) make none.
-  struct Listed {
-    std::string_view name;  // in the graph's arena
+  struct Listed {  // 16 bytes
+    const char* name;  // in the graph's arena
+    uint32_t name_size;
     uint32_t spec;
+    std::string_view name_view() const noexcept { return std::string_view(name, name_size); }
   };
+  static_assert(sizeof(Listed) <= 16, "a listed entry is two words");
   SegmentedVector<Listed> listed{&pool};
   std::vector<UnsupportedEntry> named_unsupported;
   std::vector<NamedQuantized> named_quantized;  // name filled by the naming walk, the tensor after it
@@ -360,7 +363,7 @@ struct Model {
   std::vector<uint32_t> tensor_home;
 
   size_t listed_count() const noexcept { return listed.size(); }
-  std::string_view listed_name(size_t k) const noexcept { return listed[k].name; }
+  std::string_view listed_name(size_t k) const noexcept { return listed[k].name_view(); }
   // Entry k of the tensor list, its metadata (k < listed_count()).
   TensorInfo info(size_t k) const;
 
@@ -374,7 +377,7 @@ struct Model {
         named_.emplace_back();
         NamedTensor& nt = named_.back();
         const Listed& e = listed[k];
-        nt.name.assign(e.name);
+        nt.name.assign(e.name, e.name_size);
         make_tensor(e.spec, &nt.tensor);
       }
     });
@@ -470,7 +473,7 @@ inline TensorInfo Model::info(size_t k) const {
   const Listed& e = listed[k];
   const TensorSpec& s = specs[e.spec];
   TensorInfo t;
-  t.name = e.name;
+  t.name = e.name_view();
   t.dtype = s.dtype;
   t.shape = Dims(s.dims, s.rank);
   t.strides = Dims(s.dims + s.rank, s.rank);

@@ -109,7 +109,10 @@ class Namer {
         // Listed by name and spec; the Tensor objects are made later (Model::named).
         std::string_view name;
         PTREAD_CHECK(leaf_name(&name, key, key_kind, depth));
-        m_.listed.push_back({name, n.ref});
+        if (name.size() > UINT32_MAX) {
+          return make_error(ErrorCode::limit_exceeded, "a tensor name of " + std::to_string(name.size()) + " bytes (4 GiB at most)");
+        }
+        m_.listed.push_back({name.data(), static_cast<uint32_t>(name.size()), n.ref});
         uint32_t& home = m_.tensor_home[n.ref];
         if (home == kNoNode && pos < Model::kUnnamed) home = static_cast<uint32_t>(pos);
         return {};
