@@ -50,6 +50,10 @@ namespace detail {
 struct TensorRun {
   static constexpr uint32_t kRunRank = 8;
   uint32_t fn = 0, tag = 0, cls = 0, key = 0, location = 0, hooks_cls = 0;  // nodes
+  // A key read as text, by this run or by the run whose key the memo gave (key is then
+  // kNoNode): its text, in the pickle, and the lazy memo value that makes its node.
+  std::string_view key_text;
+  uint32_t key_lazy = 0;
   int64_t numel = 0, offset = 0;
   int64_t* dims = nullptr;   // rank sizes, then rank strides: in the graph's arena
   uint32_t rank = 0;
@@ -505,7 +509,7 @@ class PickleVM {
   // below kLazyBit (memo_put_top refuses more), kNoNode is no lazy entry.
   static constexpr uint32_t kLazyBit = 0x80000000u;
   static constexpr size_t kMaxLazy = (size_t{1} << 28) - 1;
-  enum RunValue : uint8_t { kRunPid = 1, kRunSize, kRunStride, kRunHooks, kRunArgs };
+  enum RunValue : uint8_t { kRunPid = 1, kRunSize, kRunStride, kRunHooks, kRunArgs, kRunKey };
   // Where a run with lazy entries was read. Its lazy entries are made as the opcodes would
   // have made them by reading the run again (read_run with RunReader<true>), with the memo
   // as the run left it: before any memo entry is overwritten (which torch never does),
@@ -656,6 +660,53 @@ class PickleVM {
       *node = Replay && !no_put() ? stored() : g.add_text(ValueKind::string, text);
       return put(*node);
     }
+    // The storage key: a memo get of a node (r->key), of another run's key (its lazy value:
+    // key_text from that run, read by key_of), or BINUNICODE / SHORT_BINUNICODE text (as
+    // get_or_text) that stays in the pickle: its node is made only if something gets it
+    // (kRunKey). Then its put.
+    template <class KeyOf>
+    PTREAD_ALWAYS_INLINE bool key(TensorRun* r, KeyOf&& key_of) {
+      if (*q == 'h' || *q == 'j') {
+        uint64_t k;
+        if (*q == 'h') {
+          k = q[1];
+          q += 2;
+        } else {
+          k = load_u32(q + 1);
+          q += 5;
+        }
+        if (k >= before) return false;
+        const uint32_t v = memo[static_cast<size_t>(k)];
+        if (v < kLazyBit) {
+          r->key = v;
+        } else if (v != kNoNode && (v & 7) == kRunKey) {
+          r->key = kNoNode;
+          r->key_lazy = v;
+          r->key_text = key_of(v);
+        } else {
+          return false;
+        }
+        return put(v);
+      }
+      size_t len;
+      if (*q == 0x8c) {
+        len = q[1];
+        q += 2;
+      } else if (*q == 'X') {
+        len = load_u32(q + 1);
+        q += 5;
+      } else {
+        return false;
+      }
+      if (static_cast<size_t>(end - q) < len || static_cast<size_t>(end - q) - len < kSlack || !pickle_text_ok(q, len, end)) {
+        return false;
+      }
+      r->key = kNoNode;
+      r->key_lazy = lazy | kRunKey;
+      r->key_text = std::string_view(reinterpret_cast<const char*>(q), len);
+      q += len;
+      return put_lazy(kRunKey);
+    }
     // Size (k = 0) or stride (k = 1): EMPTY_TUPLE, ints TUPLE1-3, or MARK ints TUPLE; then
     // its put (the empty tuple is one node, given as empty).
     PTREAD_ALWAYS_INLINE bool tuple(int k, uint32_t empty) {
@@ -720,7 +771,8 @@ class PickleVM {
   template <bool Replay>
   PTREAD_ALWAYS_INLINE bool read_run(RunReader<Replay>& in, TensorRun* r) {
     const uint32_t empty = g_.add_container(ValueKind::tuple);
-    bool ok = in.get(&r->tag) && in.put(r->tag) && in.get(&r->cls) && in.put(r->cls) && in.get_or_text(g_, &r->key) &&
+    auto key_of = [this](uint32_t v) { return run_key_text(v); };
+    bool ok = in.get(&r->tag) && in.put(r->tag) && in.get(&r->cls) && in.put(r->cls) && in.key(r, key_of) &&
               in.get_or_text(g_, &r->location) && in.integer(&r->numel);
     if (ok && in.is('N')) {
       r->pid_none = true;
@@ -736,6 +788,17 @@ class PickleVM {
     }
     r->rank = in.ranks[0];
     return ok;
+  }
+
+  // The key text of the run of lazy value v (kRunKey), which that run read and checked.
+  std::string_view run_key_text(uint32_t v) const {
+    const uint8_t* q = lazy_[(v & ~kLazyBit) >> 3].at;
+    for (int k = 0; k < 2; ++k) {  // the tag and the class: memo gets, each perhaps put
+      q += *q == 'h' ? 2 : 5;
+      q += *q == 'q' ? 2 : *q == 'r' ? 5 : *q == 0x94 ? 1 : 0;
+    }
+    if (*q == 0x8c) return std::string_view(reinterpret_cast<const char*>(q + 2), q[1]);
+    return std::string_view(reinterpret_cast<const char*>(q + 5), load_u32(q + 1));
   }
 
   // Before a memo entry is overwritten: every lazy entry not made yet is made, while the
@@ -757,15 +820,21 @@ class PickleVM {
       *out = found->second;
       return true;
     }
-    const LazyRun lr = lazy_[(v & ~kLazyBit) >> 3];
-    RunReader<true> in(lr.at, end_, memo_, memo_count_, limits_.max_memo_entries, 0, lr.before);
+    const uint32_t run = (v & ~kLazyBit) >> 3;
+    const LazyRun lr = lazy_[run];
+    RunReader<true> in(lr.at, end_, memo_, memo_count_, limits_.max_memo_entries, run, lr.before);
     TensorRun r;
     if (!read_run(in, &r)) return fail(ErrorCode::pickle_malformed, "internal: a lazy memo entry's run reads differently");
     const uint32_t base = v & ~uint32_t{7};
     uint32_t node = 0;
     switch (static_cast<RunValue>(v & 7)) {
+      case kRunKey:
+        node = g_.add_text(ValueKind::string, r.key_text);
+        break;
       case kRunPid: {
-        const uint32_t items[6] = {r.tag, r.cls, r.key, r.location, g_.add_int(r.numel), kNoneNode};
+        uint32_t key = r.key;
+        if (key == kNoNode && !materialize(r.key_lazy, &key)) return false;
+        const uint32_t items[6] = {r.tag, r.cls, key, r.location, g_.add_int(r.numel), kNoneNode};
         node = g_.add_container(ValueKind::tuple, items, r.pid_none ? 6 : 5);
         break;
       }

@@ -3130,6 +3130,10 @@ namespace detail {
 struct TensorRun {
   static constexpr uint32_t kRunRank = 8;
   uint32_t fn = 0, tag = 0, cls = 0, key = 0, location = 0, hooks_cls = 0;  // nodes
+  // A key read as text, by this run or by the run whose key the memo gave (key is then
+  // kNoNode): its text, in the pickle, and the lazy memo value that makes its node.
+  std::string_view key_text;
+  uint32_t key_lazy = 0;
   int64_t numel = 0, offset = 0;
   int64_t* dims = nullptr;   // rank sizes, then rank strides: in the graph's arena
   uint32_t rank = 0;
@@ -3585,7 +3589,7 @@ class PickleVM {
   // below kLazyBit (memo_put_top refuses more), kNoNode is no lazy entry.
   static constexpr uint32_t kLazyBit = 0x80000000u;
   static constexpr size_t kMaxLazy = (size_t{1} << 28) - 1;
-  enum RunValue : uint8_t { kRunPid = 1, kRunSize, kRunStride, kRunHooks, kRunArgs };
+  enum RunValue : uint8_t { kRunPid = 1, kRunSize, kRunStride, kRunHooks, kRunArgs, kRunKey };
   // Where a run with lazy entries was read. Its lazy entries are made as the opcodes would
   // have made them by reading the run again (read_run with RunReader<true>), with the memo
   // as the run left it: before any memo entry is overwritten (which torch never does),
@@ -3736,6 +3740,53 @@ class PickleVM {
       *node = Replay && !no_put() ? stored() : g.add_text(ValueKind::string, text);
       return put(*node);
     }
+    // The storage key: a memo get of a node (r->key), of another run's key (its lazy value:
+    // key_text from that run, read by key_of), or BINUNICODE / SHORT_BINUNICODE text (as
+    // get_or_text) that stays in the pickle: its node is made only if something gets it
+    // (kRunKey). Then its put.
+    template <class KeyOf>
+    PTREAD_ALWAYS_INLINE bool key(TensorRun* r, KeyOf&& key_of) {
+      if (*q == 'h' || *q == 'j') {
+        uint64_t k;
+        if (*q == 'h') {
+          k = q[1];
+          q += 2;
+        } else {
+          k = load_u32(q + 1);
+          q += 5;
+        }
+        if (k >= before) return false;
+        const uint32_t v = memo[static_cast<size_t>(k)];
+        if (v < kLazyBit) {
+          r->key = v;
+        } else if (v != kNoNode && (v & 7) == kRunKey) {
+          r->key = kNoNode;
+          r->key_lazy = v;
+          r->key_text = key_of(v);
+        } else {
+          return false;
+        }
+        return put(v);
+      }
+      size_t len;
+      if (*q == 0x8c) {
+        len = q[1];
+        q += 2;
+      } else if (*q == 'X') {
+        len = load_u32(q + 1);
+        q += 5;
+      } else {
+        return false;
+      }
+      if (static_cast<size_t>(end - q) < len || static_cast<size_t>(end - q) - len < kSlack || !pickle_text_ok(q, len, end)) {
+        return false;
+      }
+      r->key = kNoNode;
+      r->key_lazy = lazy | kRunKey;
+      r->key_text = std::string_view(reinterpret_cast<const char*>(q), len);
+      q += len;
+      return put_lazy(kRunKey);
+    }
     // Size (k = 0) or stride (k = 1): EMPTY_TUPLE, ints TUPLE1-3, or MARK ints TUPLE; then
     // its put (the empty tuple is one node, given as empty).
     PTREAD_ALWAYS_INLINE bool tuple(int k, uint32_t empty) {
@@ -3800,7 +3851,8 @@ class PickleVM {
   template <bool Replay>
   PTREAD_ALWAYS_INLINE bool read_run(RunReader<Replay>& in, TensorRun* r) {
     const uint32_t empty = g_.add_container(ValueKind::tuple);
-    bool ok = in.get(&r->tag) && in.put(r->tag) && in.get(&r->cls) && in.put(r->cls) && in.get_or_text(g_, &r->key) &&
+    auto key_of = [this](uint32_t v) { return run_key_text(v); };
+    bool ok = in.get(&r->tag) && in.put(r->tag) && in.get(&r->cls) && in.put(r->cls) && in.key(r, key_of) &&
               in.get_or_text(g_, &r->location) && in.integer(&r->numel);
     if (ok && in.is('N')) {
       r->pid_none = true;
@@ -3816,6 +3868,17 @@ class PickleVM {
     }
     r->rank = in.ranks[0];
     return ok;
+  }
+
+  // The key text of the run of lazy value v (kRunKey), which that run read and checked.
+  std::string_view run_key_text(uint32_t v) const {
+    const uint8_t* q = lazy_[(v & ~kLazyBit) >> 3].at;
+    for (int k = 0; k < 2; ++k) {  // the tag and the class: memo gets, each perhaps put
+      q += *q == 'h' ? 2 : 5;
+      q += *q == 'q' ? 2 : *q == 'r' ? 5 : *q == 0x94 ? 1 : 0;
+    }
+    if (*q == 0x8c) return std::string_view(reinterpret_cast<const char*>(q + 2), q[1]);
+    return std::string_view(reinterpret_cast<const char*>(q + 5), load_u32(q + 1));
   }
 
   // Before a memo entry is overwritten: every lazy entry not made yet is made, while the
@@ -3837,15 +3900,21 @@ class PickleVM {
       *out = found->second;
       return true;
     }
-    const LazyRun lr = lazy_[(v & ~kLazyBit) >> 3];
-    RunReader<true> in(lr.at, end_, memo_, memo_count_, limits_.max_memo_entries, 0, lr.before);
+    const uint32_t run = (v & ~kLazyBit) >> 3;
+    const LazyRun lr = lazy_[run];
+    RunReader<true> in(lr.at, end_, memo_, memo_count_, limits_.max_memo_entries, run, lr.before);
     TensorRun r;
     if (!read_run(in, &r)) return fail(ErrorCode::pickle_malformed, "internal: a lazy memo entry's run reads differently");
     const uint32_t base = v & ~uint32_t{7};
     uint32_t node = 0;
     switch (static_cast<RunValue>(v & 7)) {
+      case kRunKey:
+        node = g_.add_text(ValueKind::string, r.key_text);
+        break;
       case kRunPid: {
-        const uint32_t items[6] = {r.tag, r.cls, r.key, r.location, g_.add_int(r.numel), kNoneNode};
+        uint32_t key = r.key;
+        if (key == kNoNode && !materialize(r.key_lazy, &key)) return false;
+        const uint32_t items[6] = {r.tag, r.cls, key, r.location, g_.add_int(r.numel), kNoneNode};
         node = g_.add_container(ValueKind::tuple, items, r.pid_none ? 6 : 5);
         break;
       }
@@ -5415,10 +5484,13 @@ struct Model {
   // The tensor list, in file order, as the naming walk leaves it: entry k's name and spec.
   // Its NamedTensor objects are made by the first call of named(): opening and listing
   // (info()) make none.
-  struct Listed {
-    std::string_view name;  // in the graph's arena
+  struct Listed {  // 16 bytes
+    const char* name;  // in the graph's arena
+    uint32_t name_size;
     uint32_t spec;
+    std::string_view name_view() const noexcept { return std::string_view(name, name_size); }
   };
+  static_assert(sizeof(Listed) <= 16, "a listed entry is two words");
   SegmentedVector<Listed> listed{&pool};
   std::vector<UnsupportedEntry> named_unsupported;
   std::vector<NamedQuantized> named_quantized;  // name filled by the naming walk, the tensor after it
@@ -5433,7 +5505,7 @@ struct Model {
   std::vector<uint32_t> tensor_home;
 
   size_t listed_count() const noexcept { return listed.size(); }
-  std::string_view listed_name(size_t k) const noexcept { return listed[k].name; }
+  std::string_view listed_name(size_t k) const noexcept { return listed[k].name_view(); }
   // Entry k of the tensor list, its metadata (k < listed_count()).
   TensorInfo info(size_t k) const;
 
@@ -5447,7 +5519,7 @@ struct Model {
         named_.emplace_back();
         NamedTensor& nt = named_.back();
         const Listed& e = listed[k];
-        nt.name.assign(e.name);
+        nt.name.assign(e.name, e.name_size);
         make_tensor(e.spec, &nt.tensor);
       }
     });
@@ -5543,7 +5615,7 @@ inline TensorInfo Model::info(size_t k) const {
   const Listed& e = listed[k];
   const TensorSpec& s = specs[e.spec];
   TensorInfo t;
-  t.name = e.name;
+  t.name = e.name_view();
   t.dtype = s.dtype;
   t.shape = Dims(s.dims, s.rank);
   t.strides = Dims(s.dims + s.rank, s.rank);
@@ -5992,7 +6064,10 @@ class Namer {
         // Listed by name and spec; the Tensor objects are made later (Model::named).
         std::string_view name;
         PTREAD_CHECK(leaf_name(&name, key, key_kind, depth));
-        m_.listed.push_back({name, n.ref});
+        if (name.size() > UINT32_MAX) {
+          return make_error(ErrorCode::limit_exceeded, "a tensor name of " + std::to_string(name.size()) + " bytes (4 GiB at most)");
+        }
+        m_.listed.push_back({name.data(), static_cast<uint32_t>(name.size()), n.ref});
         uint32_t& home = m_.tensor_home[n.ref];
         if (home == kNoNode && pos < Model::kUnnamed) home = static_cast<uint32_t>(pos);
         return {};
@@ -6408,8 +6483,9 @@ class TorchHooks : public PickleHooks {
       }
       run_ = RunClasses{r.fn, r.tag, r.cls, r.hooks_cls, dtype};
     }
-    if (!is_text(g, r.key) || !is_text(g, r.location) || r.numel < 0 || r.rank > limits_.max_rank) return kNoNode;
-    const auto storage = find_or_load(g, g.text(r.key), true, static_cast<uint64_t>(r.numel), dtype);
+    const bool key_node = r.key != kNoNode;  // else a text in the pickle (copied where the index keeps it)
+    if ((key_node && !is_text(g, r.key)) || !is_text(g, r.location) || r.numel < 0 || r.rank > limits_.max_rank) return kNoNode;
+    const auto storage = find_or_load(g, key_node ? g.text(r.key) : r.key_text, key_node, static_cast<uint64_t>(r.numel), dtype);
     if (!storage) return kNoNode;
     TensorSpec t;
     t.dims = r.dims;
@@ -6541,8 +6617,7 @@ class TorchHooks : public PickleHooks {
         PTREAD_TRY(auto st, loader_(key, nbytes, dtype));
         m_.storage_table.add(std::move(st));
       }
-      if (!held) key = g.intern(key);  // the index keeps views
-      index = add_storage(key, numbered, number, dtype);
+      index = add_storage(g, key, held, numbered, number, dtype);
     }
     return index;
   }
@@ -6671,8 +6746,9 @@ class TorchHooks : public PickleHooks {
     const uint32_t k = storage_index_.find(key, [this](uint32_t j) { return hashed_keys_[j].first; });
     return k == StringIndex::npos ? k : hashed_keys_[k].second;
   }
-  // Indexes the storage just added to the table under key.
-  uint32_t add_storage(std::string_view key, bool numbered, uint32_t n, DType dtype) {
+  // Indexes the storage just added to the table under key (held: a view of text the graph
+  // keeps; else the hash index, which keeps views, gets a copy).
+  uint32_t add_storage(Graph& g, std::string_view key, bool held, bool numbered, uint32_t n, DType dtype) {
     const uint32_t index = static_cast<uint32_t>(m_.storage_table.size() - 1);
     if (table_dtype_.size() == index) {
       table_dtype_.push_back(static_cast<uint8_t>(dtype));
@@ -6684,6 +6760,7 @@ class TorchHooks : public PickleHooks {
       if (n >= storage_by_number_.size()) storage_by_number_.resize(size_t{n} + 1 + storage_by_number_.size() / 2, StringIndex::npos);
       storage_by_number_[n] = index;
     } else {
+      if (!held) key = g.intern(key);
       hashed_keys_.emplace_back(key, index);
       storage_index_.insert(key, static_cast<uint32_t>(hashed_keys_.size() - 1),
                             [this](uint32_t j) { return hashed_keys_[j].first; });
@@ -6724,9 +6801,8 @@ class TorchHooks : public PickleHooks {
                             std::to_string(size) + ") reaches past its root storage of " +
                             std::to_string(root_bytes) + " bytes");
     }
-    if (key.data() == digits) key = g.intern(key);
     m_.storage_table.add_view(nullptr, size_bytes);  // its bytes: finish()
-    const uint32_t index = add_storage(key, numbered, number, dtype);
+    const uint32_t index = add_storage(g, key, key.data() != digits, numbered, number, dtype);
     views_.push_back(View{index, root, static_cast<size_t>(off_bytes), static_cast<size_t>(size_bytes)});
     return index;
   }

@@ -166,8 +166,9 @@ class TorchHooks : public PickleHooks {
       }
       run_ = RunClasses{r.fn, r.tag, r.cls, r.hooks_cls, dtype};
     }
-    if (!is_text(g, r.key) || !is_text(g, r.location) || r.numel < 0 || r.rank > limits_.max_rank) return kNoNode;
-    const auto storage = find_or_load(g, g.text(r.key), true, static_cast<uint64_t>(r.numel), dtype);
+    const bool key_node = r.key != kNoNode;  // else a text in the pickle (copied where the index keeps it)
+    if ((key_node && !is_text(g, r.key)) || !is_text(g, r.location) || r.numel < 0 || r.rank > limits_.max_rank) return kNoNode;
+    const auto storage = find_or_load(g, key_node ? g.text(r.key) : r.key_text, key_node, static_cast<uint64_t>(r.numel), dtype);
     if (!storage) return kNoNode;
     TensorSpec t;
     t.dims = r.dims;
@@ -299,8 +300,7 @@ class TorchHooks : public PickleHooks {
         PTREAD_TRY(auto st, loader_(key, nbytes, dtype));
         m_.storage_table.add(std::move(st));
       }
-      if (!held) key = g.intern(key);  // the index keeps views
-      index = add_storage(key, numbered, number, dtype);
+      index = add_storage(g, key, held, numbered, number, dtype);
     }
     return index;
   }
@@ -429,8 +429,9 @@ class TorchHooks : public PickleHooks {
     const uint32_t k = storage_index_.find(key, [this](uint32_t j) { return hashed_keys_[j].first; });
     return k == StringIndex::npos ? k : hashed_keys_[k].second;
   }
-  // Indexes the storage just added to the table under key.
-  uint32_t add_storage(std::string_view key, bool numbered, uint32_t n, DType dtype) {
+  // Indexes the storage just added to the table under key (held: a view of text the graph
+  // keeps; else the hash index, which keeps views, gets a copy).
+  uint32_t add_storage(Graph& g, std::string_view key, bool held, bool numbered, uint32_t n, DType dtype) {
     const uint32_t index = static_cast<uint32_t>(m_.storage_table.size() - 1);
     if (table_dtype_.size() == index) {
       table_dtype_.push_back(static_cast<uint8_t>(dtype));
@@ -442,6 +443,7 @@ class TorchHooks : public PickleHooks {
       if (n >= storage_by_number_.size()) storage_by_number_.resize(size_t{n} + 1 + storage_by_number_.size() / 2, StringIndex::npos);
       storage_by_number_[n] = index;
     } else {
+      if (!held) key = g.intern(key);
       hashed_keys_.emplace_back(key, index);
       storage_index_.insert(key, static_cast<uint32_t>(hashed_keys_.size() - 1),
                             [this](uint32_t j) { return hashed_keys_[j].first; });
@@ -482,9 +484,8 @@ class TorchHooks : public PickleHooks {
                             std::to_string(size) + ") reaches past its root storage of " +
                             std::to_string(root_bytes) + " bytes");
     }
-    if (key.data() == digits) key = g.intern(key);
     m_.storage_table.add_view(nullptr, size_bytes);  // its bytes: finish()
-    const uint32_t index = add_storage(key, numbered, number, dtype);
+    const uint32_t index = add_storage(g, key, key.data() != digits, numbered, number, dtype);
     views_.push_back(View{index, root, static_cast<size_t>(off_bytes), static_cast<size_t>(size_bytes)});
     return index;
   }
