@@ -555,8 +555,8 @@ class PickleVM {
       ++q;
       return true;
     }
-    // A memo get of a value made before the run.
-    PTREAD_ALWAYS_INLINE bool get(uint32_t* out) {
+    // A memo get of an entry made before the run: its value (a node, or a lazy value).
+    PTREAD_ALWAYS_INLINE bool get_entry(uint32_t* out) {
       uint64_t key;
       if (*q == 'h') {
         key = q[1];
@@ -569,7 +569,28 @@ class PickleVM {
       }
       if (key >= before) return false;
       *out = memo[static_cast<size_t>(key)];
-      return *out < kLazyBit;
+      return true;
+    }
+    // A memo get of a value made before the run.
+    PTREAD_ALWAYS_INLINE bool get(uint32_t* out) { return get_entry(out) && *out < kLazyBit; }
+    // BINUNICODE / SHORT_BINUNICODE text: valid UTF-8, with kSlack bytes after it.
+    PTREAD_ALWAYS_INLINE bool text(std::string_view* out) {
+      size_t len;
+      if (*q == 0x8c) {
+        len = q[1];
+        q += 2;
+      } else if (*q == 'X') {
+        len = load_u32(q + 1);
+        q += 5;
+      } else {
+        return false;
+      }
+      if (static_cast<size_t>(end - q) < len || static_cast<size_t>(end - q) - len < kSlack || !pickle_text_ok(q, len, end)) {
+        return false;
+      }
+      *out = std::string_view(reinterpret_cast<const char*>(q), len);
+      q += len;
+      return true;
     }
     // An optional memo put of the value just read: appended (v), else the run is refused.
     PTREAD_ALWAYS_INLINE bool put(uint32_t v) {
@@ -642,22 +663,9 @@ class PickleVM {
     // it) made into a node of g; then its put.
     PTREAD_ALWAYS_INLINE bool get_or_text(Graph& g, uint32_t* node) {
       if (*q == 'h' || *q == 'j') return get(node) && put(*node);
-      size_t len;
-      if (*q == 0x8c) {
-        len = q[1];
-        q += 2;
-      } else if (*q == 'X') {
-        len = load_u32(q + 1);
-        q += 5;
-      } else {
-        return false;
-      }
-      if (static_cast<size_t>(end - q) < len || static_cast<size_t>(end - q) - len < kSlack || !pickle_text_ok(q, len, end)) {
-        return false;
-      }
-      const std::string_view text(reinterpret_cast<const char*>(q), len);
-      q += len;
-      *node = Replay && !no_put() ? stored() : g.add_text(ValueKind::string, text);
+      std::string_view t;
+      if (!text(&t)) return false;
+      *node = Replay && !no_put() ? stored() : g.add_text(ValueKind::string, t);
       return put(*node);
     }
     // The storage key: a memo get of a node (r->key), of another run's key (its lazy value:
@@ -667,16 +675,8 @@ class PickleVM {
     template <class KeyOf>
     PTREAD_ALWAYS_INLINE bool key(TensorRun* r, KeyOf&& key_of) {
       if (*q == 'h' || *q == 'j') {
-        uint64_t k;
-        if (*q == 'h') {
-          k = q[1];
-          q += 2;
-        } else {
-          k = load_u32(q + 1);
-          q += 5;
-        }
-        if (k >= before) return false;
-        const uint32_t v = memo[static_cast<size_t>(k)];
+        uint32_t v;
+        if (!get_entry(&v)) return false;
         if (v < kLazyBit) {
           r->key = v;
         } else if (v != kNoNode && (v & 7) == kRunKey) {
@@ -688,23 +688,9 @@ class PickleVM {
         }
         return put(v);
       }
-      size_t len;
-      if (*q == 0x8c) {
-        len = q[1];
-        q += 2;
-      } else if (*q == 'X') {
-        len = load_u32(q + 1);
-        q += 5;
-      } else {
-        return false;
-      }
-      if (static_cast<size_t>(end - q) < len || static_cast<size_t>(end - q) - len < kSlack || !pickle_text_ok(q, len, end)) {
-        return false;
-      }
+      if (!text(&r->key_text)) return false;
       r->key = kNoNode;
       r->key_lazy = lazy | kRunKey;
-      r->key_text = std::string_view(reinterpret_cast<const char*>(q), len);
-      q += len;
       return put_lazy(kRunKey);
     }
     // Size (k = 0) or stride (k = 1): EMPTY_TUPLE, ints TUPLE1-3, or MARK ints TUPLE; then
