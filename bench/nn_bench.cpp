@@ -5,6 +5,9 @@
 // FILE: the checkpoint bench/make_nn_inputs.py writes. Prints "name median_ms" lines (the
 // names bench/nn_torch.py prints for torch); run_nn.sh joins them.
 #include <ptread/ptread.hpp>
+#ifndef PTREAD_BENCH_OPENBLAS  // set to 1 by the build when ptread::openblas is there
+#define PTREAD_BENCH_OPENBLAS 0
+#endif
 #if PTREAD_BENCH_OPENBLAS
 #include <ptread/nn/openblas.hpp>
 #endif

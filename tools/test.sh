@@ -52,10 +52,11 @@ cmake_stage gcc -DCMAKE_CXX_COMPILER=g++ "${unity[@]}" -DCMAKE_CUDA_FLAGS_RELEAS
 [[ ${PTREAD_TEST_QUICK:-0} == 1 ]] && exit 0
 # clang: the tests are built and run by clang in the sanitize stage below; here the
 # tool, benchmarks and examples, warning-free (-Werror). Unoptimized: clang's warnings come
-# from its front end, the same at any -O, and nothing built here runs.
-stage "clang (tool, benchmarks, examples)"
+# from its front end, the same at any -O, and nothing built here runs. Without OpenBLAS
+# (the g++ stage has it): what a user without libopenblas-dev builds.
+stage "clang (tool, benchmarks, examples; no OpenBLAS)"
 cmake -S . -B "$out/clang" -G Ninja -DCMAKE_BUILD_TYPE= -DCMAKE_CXX_COMPILER=clang++ -DPTREAD_BUILD_TESTS=OFF \
-  -DPTREAD_CUDA=OFF >/dev/null
+  -DPTREAD_CUDA=OFF -DPTREAD_OPENBLAS=OFF >/dev/null
 cmake --build "$out/clang" -j "$jobs"
 # The next stages build without optimization: they check other configurations.
 # The noexcept stage's tests include single_include/ptread/ptread.hpp instead of include/ (the
