@@ -67,6 +67,11 @@ PAIR_API void ptread_pair_close(void* handle) { delete static_cast<ptread::Check
 
 PAIR_API const char* ptread_pair_kernels() { return ptread::detail::nn_isa_name(ptread::detail::nn_isa()); }
 
+// Kernel level: 0 generic, 1 AVX2, 2 AVX-512 (never above what the CPU has).
+PAIR_API void ptread_pair_set_isa(int level) {
+  ptread::detail::nn_set_isa(static_cast<ptread::detail::NnIsa>(level));
+}
+
 PAIR_API void* ptread_pair_embedding(void* handle, const char* prefix, unsigned threads) {
   nn::EmbeddingOptions o;
   o.threads = threads;

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """torch and ptread in one process, call by call: the nn layers' ratios on a noisy machine.
 
-Usage: nn_pair.py LIB FILE [PAIRS] [--only PREFIX] [--gap MS]
+Usage: nn_pair.py LIB FILE [PAIRS] [--only PREFIX] [--gap MS] [--isa generic|avx2|avx512]
   LIB   the nn_pair module (BUILD/bench/libnn_pair.so, from bench/nn_pair.cpp)
   FILE  the checkpoint bench/make_nn_inputs.py writes
   PAIRS calls of each side per case (default 101)
+  --isa ptread's kernel level (default: the best the CPU has; never above it), to measure
+        a lower level's kernels on a machine that has a higher one
 
 run_nn.sh times ptread and torch in separate processes, group by group; on a shared or
 virtual machine a process can land in a slow minute and the other in a fast one (the same
@@ -31,7 +33,8 @@ import torch.nn.functional as F  # noqa: E402
 from torch_threads import thread_setter  # noqa: E402
 
 args = sys.argv[1:]
-only, gap_ms = "", 0.0
+only, gap_ms, isa = "", 0.0, None
+ISAS = ("generic", "avx2", "avx512")
 if "--only" in args:
     k = args.index("--only")
     only = args[k + 1]
@@ -39,6 +42,10 @@ if "--only" in args:
 if "--gap" in args:
     k = args.index("--gap")
     gap_ms = float(args[k + 1])
+    del args[k:k + 2]
+if "--isa" in args:
+    k = args.index("--isa")
+    isa = ISAS.index(args[k + 1])
     del args[k:k + 2]
 lib_path, path = args[0], args[1]
 pairs = int(args[2]) if len(args) > 2 else 101
@@ -48,6 +55,9 @@ P, S, I, U = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_uint
 lib.ptread_pair_open.restype = P
 lib.ptread_pair_open.argtypes = [ctypes.c_char_p]
 lib.ptread_pair_kernels.restype = ctypes.c_char_p
+lib.ptread_pair_set_isa.argtypes = [ctypes.c_int]
+if isa is not None:
+    lib.ptread_pair_set_isa(isa)
 for f, extra in (("embedding", []), ("bag", [I]), ("linear", [])):
     getattr(lib, "ptread_pair_" + f).restype = P
     getattr(lib, "ptread_pair_" + f).argtypes = [P, ctypes.c_char_p] + extra + [U]
