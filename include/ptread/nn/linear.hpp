@@ -9,7 +9,7 @@
 // blocked dot-product kernels over W's rows where the checkpoint holds them (no copy: in mmap
 // mode they are read from the mapped file), widened to F32 as they are loaded, compiled for
 // AVX-512, AVX2 and plain C++ and chosen at run time from the CPU; batch 1 streams each row
-// once (a GEMV). From kGemmMinRows (40) rows of x on, on AVX2 and AVX-512, the packed product
+// once (a GEMV, 8 rows of W at once with AVX2, 4 otherwise). From kGemmMinRows (40) rows of x on, on AVX2 and AVX-512, the packed product
 // of detail/nn_gemm.hpp instead: blocks of W and x copied into a buffer of each thread's own
 // (about 570 KiB, kept for the thread's next call) and multiplied there. Threads split the
 // output features (LinearOptions::threads, std::thread).
@@ -73,8 +73,9 @@ inline void linear_block(const WeightMatrix& w, const float* x, size_t m, float*
     const size_t kc = std::min(kc_step, K - k0);
     for (size_t m0 = 0; m0 < m; m0 += mc_step) {
       const size_t mc = std::min(mc_step, m - m0);
-      for (size_t n = n0; n < n1; n += 4) {
-        const size_t nb = std::min<size_t>(4, n1 - n);
+      for (size_t n = n0, nb = 0; n < n1; n += nb) {
+        nb = m == 1 && n1 - n >= static_cast<size_t>(kw.gemv_nb) ? static_cast<size_t>(kw.gemv_nb)
+                                                                   : std::min<size_t>(4, n1 - n);
         const void* wp = static_cast<const uint8_t*>(w.row(n)) + k0 * w.element_size();
         const float* xp = x + m0 * K + k0;
         float* yp = y + m0 * N + n;
