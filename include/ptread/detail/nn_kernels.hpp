@@ -248,7 +248,7 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
       return V::load_bf16(static_cast<const uint16_t*>(base) + k);                                      \
     }                                                                                                   \
   }                                                                                                     \
-  template <int MB, int NB, DType DT>                                                                   \
+  template <int MB, int NB, DType DT, bool PIN = false>                                                 \
   TARGET inline void micro(const float* x, size_t ldx, const void* w, size_t ldw, float* y, size_t ldy, \
                            size_t k) noexcept {                                                         \
     typename V::R acc[MB][NB];                                                                          \
@@ -259,7 +259,10 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
     size_t q = 0;                                                                                       \
     for (; q + V::L <= k; q += V::L) {                                                                  \
       typename V::R wv[NB];                                                                             \
-      for (int j = 0; j < NB; ++j) wv[j] = load<DT>(wr[j], q);                                          \
+      for (int j = 0; j < NB; ++j) {                                                                    \
+        wv[j] = load<DT>(wr[j], q);                                                                     \
+        if constexpr (PIN) V::pin(wv[j]); /* loaded once, used MB times (see V::PIN_FROM) */            \
+      }                                                                                                 \
       for (int i = 0; i < MB; ++i) {                                                                    \
         const typename V::R xv = V::loadf(x + static_cast<size_t>(i) * ldx + q);                        \
         for (int j = 0; j < NB; ++j) acc[i][j] = V::fma(xv, wv[j], acc[i][j]);                          \
@@ -274,7 +277,7 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
       }                                                                                                 \
     }                                                                                                   \
   }                                                                                                     \
-  template <int MB, DType DT>                                                                           \
+  template <int MB, DType DT, bool PIN>                                                                 \
   TARGET inline void tile_m(const float* x, size_t ldx, const void* w, size_t ldw, float* y, size_t ldy,  \
                             int nb, size_t k) noexcept {                                                \
     if constexpr (MB == 1) { /* one row of x: V::GEMV_NB rows of W at once (more streams in flight) */ \
@@ -284,27 +287,38 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
       }                                                                                                 \
     }                                                                                                   \
     switch (nb) {                                                                                       \
-      case 4: micro<MB, 4, DT>(x, ldx, w, ldw, y, ldy, k); break;                                       \
-      case 3: micro<MB, 3, DT>(x, ldx, w, ldw, y, ldy, k); break;                                       \
-      case 2: micro<MB, 2, DT>(x, ldx, w, ldw, y, ldy, k); break;                                       \
-      default: micro<MB, 1, DT>(x, ldx, w, ldw, y, ldy, k); break;                                      \
+      case 4: micro<MB, 4, DT, PIN>(x, ldx, w, ldw, y, ldy, k); break;                                  \
+      case 3: micro<MB, 3, DT, PIN>(x, ldx, w, ldw, y, ldy, k); break;                                  \
+      case 2: micro<MB, 2, DT, PIN>(x, ldx, w, ldw, y, ldy, k); break;                                  \
+      default: micro<MB, 1, DT, PIN>(x, ldx, w, ldw, y, ldy, k); break;                                 \
     }                                                                                                   \
   }                                                                                                     \
-  template <DType DT>                                                                                   \
-  TARGET void tile(const float* x, size_t ldx, const void* w, size_t ldw, float* y, size_t ldy, int mb,  \
-                   int nb, size_t k) noexcept {                                                         \
+  template <DType DT, bool PIN>                                                                         \
+  TARGET inline void tile_rows(const float* x, size_t ldx, const void* w, size_t ldw, float* y,         \
+                              size_t ldy, int mb, int nb, size_t k) noexcept {                          \
     while (mb > 0) {                                                                                    \
       const int step = mb >= V::MB ? V::MB : mb;                                                        \
-      switch (step) {                                                                                   \
-        case 4: tile_m<4, DT>(x, ldx, w, ldw, y, ldy, nb, k); break;                                    \
-        case 3: tile_m<3, DT>(x, ldx, w, ldw, y, ldy, nb, k); break;                                    \
-        case 2: tile_m<2, DT>(x, ldx, w, ldw, y, ldy, nb, k); break;                                    \
-        default: tile_m<1, DT>(x, ldx, w, ldw, y, ldy, nb, k); break;                                   \
+      if constexpr (V::MB >= 4) {                                                                       \
+        if (step == 4) tile_m<4, DT, PIN>(x, ldx, w, ldw, y, ldy, nb, k);                               \
+        if (step == 3) tile_m<3, DT, PIN>(x, ldx, w, ldw, y, ldy, nb, k);                               \
       }                                                                                                 \
+      if (step == 2) tile_m<2, DT, PIN>(x, ldx, w, ldw, y, ldy, nb, k);                                 \
+      if (step == 1) tile_m<1, DT, false>(x, ldx, w, ldw, y, ldy, nb, k); /* nothing to reuse */        \
       x += static_cast<size_t>(step) * ldx;                                                             \
       y += static_cast<size_t>(step) * ldy;                                                             \
       mb -= step;                                                                                       \
     }                                                                                                   \
+  }                                                                                                     \
+  template <DType DT>                                                                                   \
+  TARGET void tile(const float* x, size_t ldx, const void* w, size_t ldw, float* y, size_t ldy, int mb, \
+                   int nb, size_t k) noexcept {                                                         \
+    if constexpr (V::PIN_FROM > 0) {                                                                    \
+      if (mb >= V::PIN_FROM) {                                                                          \
+        tile_rows<DT, true>(x, ldx, w, ldw, y, ldy, mb, nb, k);                                         \
+        return;                                                                                         \
+      }                                                                                                 \
+    }                                                                                                   \
+    tile_rows<DT, false>(x, ldx, w, ldw, y, ldy, mb, nb, k);                                            \
   }                                                                                                     \
   template <DType DT>                                                                                   \
   TARGET void widen(const void* src, float* dst, size_t n) noexcept {                                   \
@@ -456,6 +470,18 @@ struct V {
   // kept more of the weight-streaming bound: 4096 x 4096 F32, one thread, 2.53-2.83 ms
   // against 2.85-3.17 for 4 (a read of W: 2.01-2.41 ms); 12 rows were no faster, 16 slower.
   static constexpr int GEMV_NB = 8;
+  // Up to this many rows of x, F32 rows of W are streamed whole (no K blocks): the K blocks'
+  // 4 KiB pieces of 4 rows at a time, 64 KiB apart at N = 4096, defeat the hardware
+  // prefetcher. 4096 x 4096, one thread: M = 4 5.1-5.2 ms against 7.0, M = 8 7.4-7.5
+  // against 9.4, M = 16 12.3-12.5 against 14.5-14.7; at M = 32 the K blocks were faster.
+  static constexpr int STREAM_M = 16;
+  // From this many rows of x on, a tile keeps each W vector in a register for its MB rows
+  // of x (pin): GCC otherwise reloads it from memory as an FMA operand once a row, 10 loads
+  // a step of 8 FMAs instead of 6. That pays where a tile's rows of W are read many times
+  // from L1 (4096 x 4096, M = 32: 20.3-20.8 ms against 24.7-25.1; 1024 x 1024, M = 16: 0.54
+  // against 0.65) and cost 5-10% at M = 2 to 8, where they come from memory or L2.
+  static constexpr int PIN_FROM = 16;
+  PTREAD_NN_TARGET_AVX2 static void pin(R& r) noexcept { __asm__("" : "+x"(r)); }
   static constexpr int BAG = static_cast<int>(kNnBagPassBytes / (L * sizeof(float)));  // 8 accumulators
   static constexpr int BAG_ADD = 16;  // sums without a factor, F32 rows: 16 accumulators, rows added from memory
   PTREAD_NN_TARGET_AVX2 static R zero() noexcept { return _mm256_setzero_ps(); }
@@ -501,6 +527,9 @@ struct V {
   static constexpr size_t L = 16;
   static constexpr int MB = 4;  // 32 zmm registers: 4 x 4 accumulators, 4 weights, 1 input
   static constexpr int GEMV_NB = 4;  // (8, AVX2's choice, not measured on an AVX-512 machine yet)
+  static constexpr int STREAM_M = MB;  // (AVX2's 16: not measured here yet)
+  static constexpr int PIN_FROM = 0;  // never (AVX2's 16: not measured here yet)
+  PTREAD_NN_TARGET_AVX512 static void pin(R&) noexcept {}
   static constexpr int BAG = static_cast<int>(kNnBagPassBytes / (L * sizeof(float)));  // 4 accumulators
   static constexpr int BAG_ADD = BAG;  // (not measured on an AVX-512 machine yet)
   PTREAD_NN_TARGET_AVX512 static R zero() noexcept { return _mm512_setzero_ps(); }
@@ -621,6 +650,7 @@ struct NnKernels {
                   bool) noexcept;
   int mb;       // rows of x a tile computes at once (a multiple of it keeps the kernel busiest)
   int gemv_nb;  // rows of W a tile takes at once when x has one row (4 or 8; otherwise at most 4)
+  int stream_m;  // up to this many rows of x, Linear streams whole F32 rows of W (no K blocks)
 };
 
 template <DType DT>
@@ -629,18 +659,18 @@ inline NnKernels nn_kernels_for(NnIsa isa) noexcept {
   if (isa == NnIsa::avx512) {
     return {&nn_avx512::tile<DT>, &nn_avx512::widen<DT>, &nn_avx512::axpy<DT>, &nn_avx512::vmax<DT>,
             &nn_avx512::bag<DT, int64_t>, &nn_avx512::bag<DT, int32_t>,
-            nn_avx512::V::MB, nn_avx512::V::GEMV_NB};
+            nn_avx512::V::MB, nn_avx512::V::GEMV_NB, nn_avx512::V::STREAM_M};
   }
   if (isa == NnIsa::avx2) {
     return {&nn_avx2::tile<DT>, &nn_avx2::widen<DT>, &nn_avx2::axpy<DT>, &nn_avx2::vmax<DT>,
             &nn_avx2::bag<DT, int64_t>, &nn_avx2::bag<DT, int32_t>, nn_avx2::V::MB,
-            nn_avx2::V::GEMV_NB};
+            nn_avx2::V::GEMV_NB, nn_avx2::V::STREAM_M};
   }
 #else
   (void)isa;
 #endif
   return {&nn_generic::tile<DT>, &nn_generic::widen<DT>, &nn_generic::axpy<DT>, &nn_generic::vmax<DT>,
-          &nn_generic::bag<DT, int64_t>, &nn_generic::bag<DT, int32_t>, 4, 4};
+          &nn_generic::bag<DT, int64_t>, &nn_generic::bag<DT, int32_t>, 4, 4, 4};
 }
 
 inline NnKernels nn_kernels(DType dt) noexcept {

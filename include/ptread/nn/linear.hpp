@@ -9,7 +9,8 @@
 // blocked dot-product kernels over W's rows where the checkpoint holds them (no copy: in mmap
 // mode they are read from the mapped file), widened to F32 as they are loaded, compiled for
 // AVX-512, AVX2 and plain C++ and chosen at run time from the CPU; batch 1 streams each row
-// once (a GEMV, 8 rows of W at once with AVX2, 4 otherwise). From kGemmMinRows (40) rows of x on, on AVX2 and AVX-512, the packed product
+// once (a GEMV, 8 rows of W at once with AVX2, 4 otherwise), and with AVX2 up to 16 rows of x
+// stream F32 rows of W whole too. From kGemmMinRows (40) rows of x on, on AVX2 and AVX-512, the packed product
 // of detail/nn_gemm.hpp instead: blocks of W and x copied into a buffer of each thread's own
 // (about 570 KiB, kept for the thread's next call) and multiplied there. Threads split the
 // output features (LinearOptions::threads, std::thread).
@@ -61,10 +62,11 @@ inline void linear_block(const WeightMatrix& w, const float* x, size_t m, float*
   const ptread::detail::NnKernels kw = ptread::detail::nn_kernels(w.dtype);
   const ptread::detail::NnKernels kf = ptread::detail::nn_kernels(DType::F32);
   const size_t mb = static_cast<size_t>(kw.mb);
-  // Small batches stream W once with no K blocking; larger ones keep a 4 x kKc block of W in L1
-  // and a kMc x kKc block of x in L2 (F16/BF16 blocks are widened once per block).
+  // Small batches stream W's rows whole (up to kw.stream_m rows of x for F32 weights, mb
+  // otherwise); larger ones keep a 4 x kKc block of W in L1 and a kMc x kKc block of x in L2
+  // (F16/BF16 blocks are widened once per block).
   constexpr size_t kKc = 1024, kMc = 128;
-  const bool blocked = m > mb;
+  const bool blocked = m > (w.dtype == DType::F32 ? static_cast<size_t>(kw.stream_m) : mb);
   const size_t kc_step = blocked ? kKc : K;
   const size_t mc_step = blocked ? kMc : m;
   const bool widen = blocked && w.dtype != DType::F32;
