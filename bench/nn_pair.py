@@ -16,7 +16,12 @@ same file in this process, and each case calls the two in turns: a pair is one c
 (default 0: back to back). OMP_WAIT_POLICY is PASSIVE unless set: torch's OpenMP threads
 otherwise spin for milliseconds after each call, on the core that ptread's next two-thread
 call needs (emb.d64.t2 measured 0.69x torch so, 1.36x with PASSIVE; torch's own two-thread
-calls were faster with it too); PASSIVE makes them sleep between calls, as ptread's do. Printed per case: each
+calls were faster with it too); PASSIVE makes them sleep between calls, as ptread's do.
+OPENBLAS_THREAD_TIMEOUT is 4 unless set, for the same reason: torch's F.linear runs on
+OpenBLAS's own threads (libblas.so.3), which spin for 2^28 cycles (about 0.1 s) after each
+call unless told otherwise; 4 makes them sleep after 2^4. With the spin, ptread's
+two-thread Linear 1024, M = 64 took 1.83-2.36 ms beside torch's 0.99-1.41; without, 1.11-1.16
+beside 1.17-1.21 (torch's own calls no slower). Printed per case: each
 side's median ms, the ratio of the medians (torch / ptread: above 1, ptread is faster), and
 the median and quartiles of the per-pair ratios. ptread's outputs are compared with
 torch's first: equal for gathers and max, within float rounding for sums, means and Linear.
@@ -28,6 +33,7 @@ import sys
 import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads libgomp (see above)
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # before torch loads OpenBLAS (see above)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch_threads import thread_setter  # noqa: E402
@@ -114,8 +120,9 @@ set_threads = thread_setter()
 ck = lib.ptread_pair_open(path.encode())
 if not ck:
     sys.exit("nn_pair: cannot open %s" % path)
-print("kernels: %s; %d pairs a case, %.1f ms of sleep before each call; OMP_WAIT_POLICY=%s" %
-      (lib.ptread_pair_kernels().decode(), pairs, gap_ms, os.environ["OMP_WAIT_POLICY"]))
+print("kernels: %s; %d pairs a case, %.1f ms of sleep before each call; OMP_WAIT_POLICY=%s, "
+      "OPENBLAS_THREAD_TIMEOUT=%s" % (lib.ptread_pair_kernels().decode(), pairs, gap_ms,
+                                      os.environ["OMP_WAIT_POLICY"], os.environ["OPENBLAS_THREAD_TIMEOUT"]))
 print("%-26s %9s %9s %9s %9s  %s" % ("case", "ptread", "torch", "x(med)", "x(pairs)", "[quartiles of the pair ratios]"))
 
 
