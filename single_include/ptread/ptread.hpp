@@ -1760,14 +1760,14 @@ struct V {
   static constexpr int GEMV_NB = 8;
   // Up to this many rows of x, F32 rows of W are streamed whole (no K blocks): the K blocks'
   // 4 KiB pieces of 4 rows at a time, 64 KiB apart at N = 4096, defeat the hardware
-  // prefetcher. 4096 x 4096, one thread: M = 4 5.1-5.2 ms against 7.0, M = 8 7.4-7.5
-  // against 9.4, M = 16 12.3-12.5 against 14.5-14.7; at M = 32 the K blocks were faster.
+  // prefetcher. 4096 x 4096, one thread: M = 4 5.1-5.9 ms against 7.0-8.5, M = 8 7.4-8.3
+  // against 9.4-10.8, M = 16 12.3-13.1 against 14.5-16.0; at M = 32 the K blocks were faster.
   static constexpr int STREAM_M = 16;
   // From this many rows of x on, a tile keeps each W vector in a register for its MB rows
   // of x (pin): GCC otherwise reloads it from memory as an FMA operand once a row, 10 loads
   // a step of 8 FMAs instead of 6. That pays where a tile's rows of W are read many times
-  // from L1 (4096 x 4096, M = 32: 20.3-20.8 ms against 24.7-25.1; 1024 x 1024, M = 16: 0.54
-  // against 0.65) and cost 5-10% at M = 2 to 8, where they come from memory or L2.
+  // from L1 (4096 x 4096, M = 32: 20.2-20.8 ms against 24.7-25.1; 1024 x 1024, M = 16: 0.54
+  // against 0.62-0.67) and cost 2-10% at M = 2 to 8, where they come from memory or L2.
   static constexpr int PIN_FROM = 16;
   PTREAD_NN_TARGET_AVX2 static void pin(R& r) noexcept { __asm__("" : "+x"(r)); }
   static constexpr int BAG = static_cast<int>(kNnBagPassBytes / (L * sizeof(float)));  // 8 accumulators
