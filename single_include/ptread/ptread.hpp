@@ -1568,8 +1568,8 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
   template <int MB, DType DT, bool PIN>                                                                 \
   TARGET inline void tile_m(const float* x, size_t ldx, const void* w, size_t ldw, float* y, size_t ldy,  \
                             int nb, size_t k) noexcept {                                                \
-    if constexpr (MB == 1) { /* one row of x: V::GEMV_NB rows of W at once (more streams in flight) */ \
-      if (nb == 8 && V::GEMV_NB == 8) {                                                                 \
+    if constexpr (MB == 1 && V::GEMV_NB == 8) { /* one row of x: 8 rows of W at once (more streams) */ \
+      if (nb == 8) {                                                                                    \
         micro<1, 8, DT>(x, ldx, w, ldw, y, ldy, k);                                                     \
         return;                                                                                         \
       }                                                                                                 \
@@ -10749,11 +10749,11 @@ class EmbeddingBag {
 // blocked dot-product kernels over W's rows where the checkpoint holds them (no copy: in mmap
 // mode they are read from the mapped file), widened to F32 as they are loaded, compiled for
 // AVX-512, AVX2 and plain C++ and chosen at run time from the CPU; batch 1 streams each row
-// once (a GEMV, 8 rows of W at once with AVX2, 4 otherwise), and with AVX2 up to 16 rows of x
-// stream F32 rows of W whole too. From kGemmMinRows (40) rows of x on, on AVX2 and AVX-512, the packed product
-// of detail/nn_gemm.hpp instead: blocks of W and x copied into a buffer of each thread's own
-// (about 570 KiB, kept for the thread's next call) and multiplied there. Threads split the
-// output features (LinearOptions::threads, std::thread).
+// once (a GEMV, 8 rows of W at once with AVX2, 4 otherwise), and with AVX2 up to 16 rows of
+// x stream F32 rows of W whole too. From kGemmMinRows (40) rows of x on, on AVX2 and
+// AVX-512, the packed product of detail/nn_gemm.hpp instead: blocks of W and x copied into a
+// buffer of each thread's own (about 570 KiB, kept for the thread's next call) and
+// multiplied there. Threads split the output features (LinearOptions::threads, std::thread).
 // A weight whose rows are not contiguous (a transposed view, say) is copied once, contiguous
 // and in its own dtype, when the layer is made: that copy is the only one. The bias is kept as
 // F32 (out_features floats).

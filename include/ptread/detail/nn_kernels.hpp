@@ -280,8 +280,8 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
   template <int MB, DType DT, bool PIN>                                                                 \
   TARGET inline void tile_m(const float* x, size_t ldx, const void* w, size_t ldw, float* y, size_t ldy,  \
                             int nb, size_t k) noexcept {                                                \
-    if constexpr (MB == 1) { /* one row of x: V::GEMV_NB rows of W at once (more streams in flight) */ \
-      if (nb == 8 && V::GEMV_NB == 8) {                                                                 \
+    if constexpr (MB == 1 && V::GEMV_NB == 8) { /* one row of x: 8 rows of W at once (more streams) */ \
+      if (nb == 8) {                                                                                    \
         micro<1, 8, DT>(x, ldx, w, ldw, y, ldy, k);                                                     \
         return;                                                                                         \
       }                                                                                                 \
