@@ -43,6 +43,27 @@ double median_ms(F&& fn) {
   return ms[ms.size() / 2];
 }
 
+// The same, each call after 256 MiB of other memory is read (outside the timing): the call
+// finds none of its data in the caches, as when other work runs between calls (torch's,
+// in bench/nn_pair.py). Repeated calls otherwise find part of a 64 MiB W left in the L3.
+template <class F>
+double median_ms_cold(F&& fn) {
+  static std::vector<unsigned char> other(size_t{256} << 20, 1);
+  volatile unsigned char keep = 0;
+  std::vector<double> ms;
+  while (ms.size() < 11) {
+    unsigned char a = 0;
+    for (size_t i = 0; i < other.size(); i += 64) a = static_cast<unsigned char>(a + other[i]);
+    keep = a;
+    const auto t0 = clock_type::now();
+    fn();
+    ms.push_back(std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
+  }
+  (void)keep;
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 void report(const std::string& name, double ms) {
   std::printf("%s %.4f\n", name.c_str(), ms);
   std::fflush(stdout);
@@ -146,14 +167,17 @@ int main(int argc, char** argv) {
     // The bound for one and for two threads (each reads half of W, through the pool the layers use).
     const auto* wb = static_cast<const unsigned char*>(w->data_ptr());
     const size_t wbytes = static_cast<size_t>(w->nbytes());
+    auto read_w2 = [&] {
+      uint64_t part[2] = {0, 0};
+      ptread::detail::parallel_for(2, 2, [&](size_t t) {
+        part[t] = read_all(wb + t * (wbytes / 2), t == 0 ? wbytes / 2 : wbytes - wbytes / 2);
+      });
+      sink = part[0] ^ part[1];
+    };
     report(base + ".readw.t1", median_ms([&] { sink = read_all(wb, wbytes); }));
-    report(base + ".readw.t2", median_ms([&] {
-             uint64_t part[2] = {0, 0};
-             ptread::detail::parallel_for(2, 2, [&](size_t t) {
-               part[t] = read_all(wb + t * (wbytes / 2), t == 0 ? wbytes / 2 : wbytes - wbytes / 2);
-             });
-             sink = part[0] ^ part[1];
-           }));
+    report(base + ".readw.t2", median_ms(read_w2));
+    report(base + ".readw_cold.t1", median_ms_cold([&] { sink = read_all(wb, wbytes); }));
+    report(base + ".readw_cold.t2", median_ms_cold(read_w2));
     for (int m : {1, 8, 64, 512}) {
       std::vector<float> x(static_cast<size_t>(m) * static_cast<size_t>(n)), y(x.size());
       for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) * 0.01f - 0.08f;
@@ -164,6 +188,9 @@ int main(int argc, char** argv) {
         opt.threads = t;
         auto fc = nn::Linear::from(*ck, prefix, opt).value();
         report(mb + ".ptread" + ts, median_ms([&] { (void)fc.forward(x.data(), static_cast<size_t>(m), y.data()); }));
+        if (m == 1) {
+          report(mb + ".ptread_cold" + ts, median_ms_cold([&] { (void)fc.forward(x.data(), 1, y.data()); }));
+        }
 #if PTREAD_BENCH_OPENBLAS
         nn::LinearOptions bo;
         bo.backend = nn::openblas_backend(static_cast<int>(t));

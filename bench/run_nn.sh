@@ -62,15 +62,17 @@ END {
     printf "%-6s %-5s %-3s %10s %10s %9s\n", d, mode, t, ms(p), ms(q), r(q, p)
   }
   print ""
-  print "Linear y = x W^T + b, F32, N = K (x = other / ptread portable; readW: W read once, four streams a thread, with as many threads: the batch-1 bound)"
-  printf "%-5s %-4s %-3s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %8s\n", "N", "M", "thr", "portable", "openblas", "sgemm", "sgemv", "torch", "readW",
-    "x torch", "x sgemm", "bound/p", "ob/sgemm", "ob/port"
+  print "Linear y = x W^T + b, F32, N = K (x = other / ptread portable; readW: W read once, four streams a thread, with as many threads: the batch-1 bound;"
+  print "cold b/p: the same bound over ptread, each of the two timed after 256 MiB of other memory is read, with nothing of W left in the caches)"
+  printf "%-5s %-4s %-3s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %8s %8s\n", "N", "M", "thr", "portable", "openblas", "sgemm", "sgemv", "torch", "readW",
+    "x torch", "x sgemm", "bound/p", "ob/sgemm", "ob/port", "cold b/p"
   for (n = 1024; n <= 4096; n *= 4) for (mi = 0; mi < 4; mi++) for (t = 1; t <= 2; t++) {
     m = mi == 0 ? 1 : mi == 1 ? 8 : mi == 2 ? 64 : 512
     b = "linear." n ".m" m; ts = ".t" t
     p = b ".ptread" ts; o = b ".openblas" ts; s = b ".sgemm" ts; g = b ".sgemv" ts; q = b ".torch" ts; w = "linear." n ".readw" ts
-    printf "%-5s %-4s %-3s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %8s\n", n, m, t, ms(p), ms(o), ms(s), (g in v) ? ms(g) : "", ms(q),
-      m == 1 ? ms(w) : "", r(q, p), r(s, p), m == 1 ? r(w, p) : "", r(s, o), r(p, o)
+    pc = b ".ptread_cold" ts; wc = "linear." n ".readw_cold" ts
+    printf "%-5s %-4s %-3s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %8s %8s\n", n, m, t, ms(p), ms(o), ms(s), (g in v) ? ms(g) : "", ms(q),
+      m == 1 ? ms(w) : "", r(q, p), r(s, p), m == 1 ? r(w, p) : "", r(s, o), r(p, o), m == 1 ? r(wc, pc) : ""
   }
 }'
 echo
