@@ -28,6 +28,19 @@ using clock_type = std::chrono::steady_clock;
 std::string only;
 volatile uint64_t sink;
 
+// Ms one call of fn takes.
+template <class F>
+double call_ms(F&& fn) {
+  const auto t0 = clock_type::now();
+  fn();
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+double median_of(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 // Median ms of fn over at least 5 runs and about 0.3 s (at most 200 runs), after one warm-up.
 template <class F>
 double median_ms(F&& fn) {
@@ -35,33 +48,9 @@ double median_ms(F&& fn) {
   std::vector<double> ms;
   const auto start = clock_type::now();
   while (ms.size() < 5 || (ms.size() < 200 && std::chrono::duration<double>(clock_type::now() - start).count() < 0.3)) {
-    const auto t0 = clock_type::now();
-    fn();
-    ms.push_back(std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
+    ms.push_back(call_ms(fn));
   }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
-// The same, each call after 256 MiB of other memory is read (outside the timing): the call
-// finds none of its data in the caches, as when other work runs between calls (torch's,
-// in bench/nn_pair.py). Repeated calls otherwise find part of a 64 MiB W left in the L3.
-template <class F>
-double median_ms_cold(F&& fn) {
-  static std::vector<unsigned char> other(size_t{256} << 20, 1);
-  volatile unsigned char keep = 0;
-  std::vector<double> ms;
-  while (ms.size() < 11) {
-    unsigned char a = 0;
-    for (size_t i = 0; i < other.size(); i += 64) a = static_cast<unsigned char>(a + other[i]);
-    keep = a;
-    const auto t0 = clock_type::now();
-    fn();
-    ms.push_back(std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
-  }
-  (void)keep;
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return median_of(std::move(ms));
 }
 
 void report(const std::string& name, double ms) {
@@ -102,6 +91,21 @@ uint64_t read_all(const void* p, size_t bytes) {
   return r;
 }
 #endif
+
+// Median ms of 11 calls of fn, each after 256 MiB of other memory is read (outside the
+// timing): the call finds none of its data in the caches, as when other work runs between
+// calls (torch's, in bench/nn_pair.py). Repeated calls otherwise find part of a 64 MiB W
+// left in the L3.
+template <class F>
+double median_ms_cold(F&& fn) {
+  static const std::vector<unsigned char> other(size_t{256} << 20, 1);
+  std::vector<double> ms;
+  while (ms.size() < 11) {
+    sink = read_all(other.data(), other.size());
+    ms.push_back(call_ms(fn));
+  }
+  return median_of(std::move(ms));
+}
 
 template <class T>
 std::vector<T> tensor_values(const ptread::Checkpoint& ck, const char* name) {
@@ -167,6 +171,7 @@ int main(int argc, char** argv) {
     // The bound for one and for two threads (each reads half of W, through the pool the layers use).
     const auto* wb = static_cast<const unsigned char*>(w->data_ptr());
     const size_t wbytes = static_cast<size_t>(w->nbytes());
+    auto read_w1 = [&] { sink = read_all(wb, wbytes); };
     auto read_w2 = [&] {
       uint64_t part[2] = {0, 0};
       ptread::detail::parallel_for(2, 2, [&](size_t t) {
@@ -174,9 +179,9 @@ int main(int argc, char** argv) {
       });
       sink = part[0] ^ part[1];
     };
-    report(base + ".readw.t1", median_ms([&] { sink = read_all(wb, wbytes); }));
+    report(base + ".readw.t1", median_ms(read_w1));
     report(base + ".readw.t2", median_ms(read_w2));
-    report(base + ".readw_cold.t1", median_ms_cold([&] { sink = read_all(wb, wbytes); }));
+    report(base + ".readw_cold.t1", median_ms_cold(read_w1));
     report(base + ".readw_cold.t2", median_ms_cold(read_w2));
     for (int m : {1, 8, 64, 512}) {
       std::vector<float> x(static_cast<size_t>(m) * static_cast<size_t>(n)), y(x.size());

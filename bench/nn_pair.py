@@ -39,20 +39,23 @@ import torch.nn.functional as F  # noqa: E402
 from torch_threads import thread_setter  # noqa: E402
 
 args = sys.argv[1:]
-only, gap_ms, isa = "", 0.0, None
+
+
+def option(name, default):
+    """The value after `name` in args (both taken out of args), or default."""
+    if name not in args:
+        return default
+    k = args.index(name)
+    value = args[k + 1]
+    del args[k:k + 2]
+    return value
+
+
 ISAS = ("generic", "avx2", "avx512")
-if "--only" in args:
-    k = args.index("--only")
-    only = args[k + 1]
-    del args[k:k + 2]
-if "--gap" in args:
-    k = args.index("--gap")
-    gap_ms = float(args[k + 1])
-    del args[k:k + 2]
-if "--isa" in args:
-    k = args.index("--isa")
-    isa = ISAS.index(args[k + 1])
-    del args[k:k + 2]
+only = option("--only", "")
+gap_ms = float(option("--gap", 0.0))
+isa = option("--isa", None)
+isa = None if isa is None else ISAS.index(isa)
 lib_path, path = args[0], args[1]
 pairs = int(args[2]) if len(args) > 2 else 101
 
