@@ -121,6 +121,8 @@ class PickleVM {
   // Whether TensorRuns are offered to the hooks (on by default; off, every opcode goes
   // through the dispatch loop: the tests compare both).
   void set_tensor_runs(bool on) { runs_ = on; }
+  // Where its memo takes 2 MiB chunks from (see ChunkReserve; nullptr: none).
+  void set_chunk_reserve(ChunkReserve* r) noexcept { pool_.set_reserve(r); }
   // How many TensorRuns the last run() took.
   size_t tensor_runs_taken() const { return runs_taken_; }
 

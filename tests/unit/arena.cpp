@@ -9,8 +9,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <utility>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 using ptread::detail::Arena;
 using ptread::detail::BlockPool;
@@ -158,3 +163,108 @@ TEST_CASE("HugePagePolicy: after a slow first huge-page fault, the next 8 large 
   }
   HugePagePolicy::small_blocks_left().store(0);
 }
+
+#if defined(__linux__)
+namespace {
+// Whether the page at p is in memory (mapped into the page table or in the page cache).
+bool resident(const void* p) {
+  unsigned char v = 0;
+  return ::mincore(const_cast<void*>(p), 4096, &v) == 0 && (v & 1) != 0;
+}
+// Whether this kernel faults pages in for madvise(MADV_POPULATE_WRITE) (Linux 5.14).
+bool populate_offered() {
+  void* p = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return false;
+  const bool ok = ::madvise(p, 4096, 23 /* MADV_POPULATE_WRITE */) == 0;
+  ::munmap(p, 4096);
+  return ok;
+}
+}  // namespace
+
+TEST_CASE("ChunkReserve: adjacent 2 MiB chunks, faulted in by another thread without a byte changed", "[arena]") {
+  using ptread::detail::ChunkReserve;
+  ChunkReserve r;
+  REQUIRE(r.map(8));
+  // Nothing is faulted in by mapping; fill() without a taker stops `ahead` chunks in.
+  auto* first = static_cast<uint8_t*>(r.take(1));
+  REQUIRE(first != nullptr);
+  CHECK(reinterpret_cast<uintptr_t>(first) % kHugePage == 0);
+  CHECK_FALSE(resident(first + kHugePage));
+  for (size_t i = 0; i < kHugePage; i += 4096) first[i] = static_cast<uint8_t>(i / 4096 + 1);
+  r.fill(2, false);
+  const bool offered = populate_offered();
+  INFO("MADV_POPULATE_WRITE offered: " << offered);
+  // Chunks 1 and 2 (after the taken one) are faulted in where the kernel can; never chunk 3.
+  CHECK(resident(first + kHugePage) == offered);
+  CHECK(resident(first + 2 * kHugePage + kHugePage - 4096) == offered);
+  CHECK_FALSE(resident(first + 3 * kHugePage));
+
+  // A taker writing its chunks while fill() runs beside it, `ahead` chunks ahead.
+  r.begin();
+  std::thread filler([&r] { r.fill(1, true); });
+  auto* two = static_cast<uint8_t*>(r.take(2));  // adjacent, after the first
+  REQUIRE(two == first + kHugePage);
+  for (size_t i = 0; i < 2 * kHugePage; i += 512) two[i] = static_cast<uint8_t>(i / 512 + 3);
+  auto* three = static_cast<uint8_t*>(r.take(3));
+  REQUIRE(three == first + 3 * kHugePage);
+  for (size_t i = 0; i < 3 * kHugePage; i += 512) three[i] = static_cast<uint8_t>(i / 512 + 5);
+  r.end();
+  filler.join();
+  CHECK(r.take(3) == nullptr);  // two left
+  auto* last = static_cast<uint8_t*>(r.take(2));
+  CHECK(last == first + 6 * kHugePage);
+  CHECK(r.take(1) == nullptr);
+  bool same = true;
+  for (size_t i = 0; i < kHugePage; i += 4096) same = same && first[i] == static_cast<uint8_t>(i / 4096 + 1);
+  for (size_t i = 0; i < 2 * kHugePage; i += 512) same = same && two[i] == static_cast<uint8_t>(i / 512 + 3);
+  for (size_t i = 0; i < 3 * kHugePage; i += 512) same = same && three[i] == static_cast<uint8_t>(i / 512 + 5);
+  CHECK(same);
+  CHECK(three[1] == 0);  // never written: fresh zeros, faulted in or not
+  // Taken chunks are the taker's: freed one by one, as a pool frees them.
+  ptread::detail::block_free(first, kHugePage);
+  ptread::detail::block_free(two, 2 * kHugePage);
+  ptread::detail::block_free(three, 3 * kHugePage);
+  ptread::detail::block_free(last, 2 * kHugePage);
+}
+
+TEST_CASE("ChunkReserve: a pool takes its 2 MiB chunks from it while set, then maps its own", "[arena]") {
+  using ptread::detail::ChunkReserve;
+  ChunkReserve r;
+  REQUIRE(r.map(3));
+  auto* probe = static_cast<char*>(r.take(1));  // the reserve's first chunk: the rest follow it
+  REQUIRE(probe != nullptr);
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(probe) + kHugePage, hi = lo + 2 * kHugePage;
+  auto inside = [&](const void* p) { return reinterpret_cast<uintptr_t>(p) >= lo && reinterpret_cast<uintptr_t>(p) < hi; };
+  std::vector<std::pair<char*, size_t>> blocks;
+  {
+    BlockPool pool;
+    pool.set_reserve(&r);
+    size_t from_reserve = 0;
+    for (int k = 0; k < 12; ++k) {  // each 2 MiB chunk holds two
+      const size_t n = 700 * 1024;
+      auto* b = static_cast<char*>(pool.allocate(n));
+      std::memset(b, k + 1, n);
+      blocks.push_back({b, n});
+      from_reserve += inside(b);
+    }
+    auto* big = static_cast<char*>(pool.allocate(3 * kHugePage));  // two chunks are not left: its own
+    CHECK_FALSE(inside(big));
+    std::memset(big, 0x5a, 3 * kHugePage);
+    pool.set_reserve(nullptr);
+    CHECK(from_reserve >= 4);  // two chunks of 2 MiB hold 2 blocks of 700 KiB each
+    CHECK(r.take(1) == nullptr);  // the pool took both
+    bool same = true;
+    for (size_t k = 0; k < blocks.size(); ++k) {
+      for (size_t i = 0; i < blocks[k].second; i += 997) same = same && blocks[k].first[i] == static_cast<char>(k + 1);
+    }
+    CHECK(same);
+    CHECK(disjoint([&] {
+      std::vector<Span> s;
+      for (const auto& b : blocks) s.push_back({reinterpret_cast<uintptr_t>(b.first), reinterpret_cast<uintptr_t>(b.first) + b.second});
+      s.push_back({reinterpret_cast<uintptr_t>(big), reinterpret_cast<uintptr_t>(big) + 3 * kHugePage});
+      return s;
+    }()));
+  }  // the pool frees its chunks, the reserve's among them
+  ptread::detail::block_free(probe, kHugePage);
+}
+#endif

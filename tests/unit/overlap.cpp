@@ -46,9 +46,10 @@ struct Record {
   Bytes data;
   bool deflate = false;
 };
-Bytes state_dict_pickle(const char* key1 = "1") {
-  // {'a': t(4), 'b': t(4) in storage key1, 'c': t(4)}, each _rebuild_tensor_v2 of a
-  // ('storage', FloatStorage, key, 'cpu', 4) persistent id.
+// {'a': t(4), 'b': t(4) in storage key1, 'c': t(4)}, each _rebuild_tensor_v2 of a
+// ('storage', FloatStorage, key, 'cpu', 4) persistent id; with count > 3, tensors
+// 't3' ... in storages "3" ... follow.
+Bytes state_dict_pickle(const char* key1 = "1", int count = 3) {
   Bytes p = {0x80, 2, '}', '('};
   auto str = [&p](const std::string& s) {
     p.push_back('X');
@@ -56,15 +57,15 @@ Bytes state_dict_pickle(const char* key1 = "1") {
     p.insert(p.end(), s.begin(), s.end());
   };
   auto raw = [&p](const std::string& s) { p.insert(p.end(), s.begin(), s.end()); };
-  const std::string keys[3] = {"0", key1, "2"};
-  for (int t = 0; t < 3; ++t) {
-    str(std::string(1, static_cast<char>('a' + t)));
+  for (int t = 0; t < count; ++t) {
+    const std::string key = t == 1 ? std::string(key1) : std::to_string(t);
+    str(t < 3 ? std::string(1, static_cast<char>('a' + t)) : "t" + std::to_string(t));
     raw("ctorch._utils\n_rebuild_tensor_v2\n");
     p.push_back('(');
     p.push_back('(');
     str("storage");
     raw("ctorch\nFloatStorage\n");
-    str(keys[t]);
+    str(key);
     str("cpu");
     p.push_back('K'), p.push_back(4);
     p.push_back('t');
@@ -81,10 +82,10 @@ Bytes state_dict_pickle(const char* key1 = "1") {
   p.push_back('.');
   return p;
 }
-std::vector<Record> state_dict_records() {
+std::vector<Record> state_dict_records(int count = 3) {
   std::vector<Record> r;
-  r.push_back({"archive/data.pkl", state_dict_pickle()});
-  for (int k = 0; k < 3; ++k) {
+  r.push_back({"archive/data.pkl", state_dict_pickle("1", count)});
+  for (int k = 0; k < count; ++k) {
     Bytes d(16);
     for (size_t i = 0; i < d.size(); ++i) d[i] = static_cast<uint8_t>(16 * k + static_cast<int>(i));
     r.push_back({"archive/data/" + std::to_string(k), d});
@@ -150,6 +151,27 @@ TEST_CASE("overlap: the plain case binds each storage to its own record", "[over
   }
 }
 
+TEST_CASE("overlap: a pickle of megabytes, its graph in chunks the walking thread faults in", "[overlap]") {
+  // 30,000 tensors: 3.4 MB of pickle, so the pickle's thread takes its graph's and memo's
+  // 2 MiB chunks from a ChunkReserve that the other thread fills after the walk.
+  const Bytes file = zip_of(state_dict_records(30000));
+  const Read one = read_zip(file, 1), two = read_zip(file, 2);
+  REQUIRE(two.overlapped);
+  CHECK(two.text == one.text);
+  auto ck = ptread::Checkpoint::open_memory(file.data(), file.size(), [] {
+    ptread::Options o;
+    o.threads = 2;
+    return o;
+  }());
+  REQUIRE(ck.ok());
+  REQUIRE(ck->tensor_count() == 30000);
+  const ptread::Tensor* x = ck->find("t29999");
+  REQUIRE(x != nullptr);
+  const auto* b = static_cast<const uint8_t*>(x->data_ptr());
+  CHECK(b[0] == static_cast<uint8_t>(16 * 29999));
+  CHECK(b[15] == static_cast<uint8_t>(16 * 29999 + 15));
+}
+
 TEST_CASE("overlap: files the overlap cannot bind are read after the walk, with the plain path's result", "[overlap]") {
   struct Case {
     const char* what;
@@ -160,7 +182,7 @@ TEST_CASE("overlap: files the overlap cannot bind are read after the walk, with 
   cases.push_back({"torch's layout", state_dict_records(), true});
   {
     auto r = state_dict_records();
-    std::swap(r[0], r[4]);  // version first: no data.pkl to start on
+    std::swap(r[0], r.back());  // version first: no data.pkl to start on
     cases.push_back({"data.pkl not first", r, false});
   }
   {
