@@ -413,14 +413,8 @@ class TableWriter {
  public:
   explicit TableWriter(std::FILE* f) : f_(f), buf_(kChunk), p_(buf_.data()) {}
   // Room for n more bytes (writes out what the buffer holds when needed).
-  void reserve(size_t n) {
-    n += kSlack;
-    if (n <= static_cast<size_t>(buf_.data() + buf_.size() - p_)) return;
-    flush();
-    if (n > buf_.size()) {
-      buf_.resize(n);
-      p_ = buf_.data();
-    }
+  PTREAD_ALWAYS_INLINE void reserve(size_t n) {
+    if (n + kSlack > static_cast<size_t>(buf_.data() + buf_.size() - p_)) make_room(n + kSlack);
   }
   void flush() {
     const size_t n = static_cast<size_t>(p_ - buf_.data());
@@ -429,11 +423,13 @@ class TableWriter {
   }
   bool ok() const { return ok_; }
   char* pos() const { return p_; }
-  // Short texts (names, dtypes, devices: most are) are copied with two overlapping moves
-  // of a fixed size, inline, rather than by a call to memcpy.
-  void text(const char* s, size_t n) {
-    if (n > 16) {
+  // Short texts (names, dtypes, devices, tails: most are) are copied with two overlapping
+  // moves of a fixed size, inline, rather than by a call to memcpy.
+  PTREAD_ALWAYS_INLINE void text(const char* s, size_t n) {
+    if (n > 32) {
       std::memcpy(p_, s, n);
+    } else if (n > 16) {  // (an ls row's tail, usually)
+      copy_ends<Bytes16>(s, n);
     } else if (n >= 8) {
       copy_ends<uint64_t>(s, n);
     } else if (n >= 4) {
@@ -471,6 +467,16 @@ class TableWriter {
   }
 
  private:
+  struct Bytes16 {
+    char b[16];
+  };
+  PTREAD_NOINLINE void make_room(size_t n) {
+    flush();
+    if (n > buf_.size()) {
+      buf_.resize(n);
+      p_ = buf_.data();
+    }
+  }
   template <class W>  // sizeof(W) <= n <= 2 * sizeof(W)
   void copy_ends(const char* s, size_t n) {
     W head, tail;
@@ -491,13 +497,16 @@ class TableWriter {
 // The part of an ls row after the name (dtype, shape, device and bytes, padded, and the
 // newline) follows from the dtype, shape and device alone. Checkpoints with many tensors
 // repeat a few of those (a layer's tensors, layer after layer), so each is measured and
-// formatted once and copied after that: a direct-mapped cache, where a miss (a slot
-// another tail took, or a shape of more than kRank dimensions) measures or formats anew.
+// formatted once and copied after that. The first pass finds each row's tail through a
+// direct-mapped cache of the tails seen (a miss: a slot another tail took, or a shape of
+// more than kRank dimensions, makes a new tail or none) and records its number; the
+// second pass copies tails by that number, without looking at the tensor again.
 class RowTails {
  public:
   static constexpr uint32_t kRank = 8;
+  static constexpr uint32_t kNone = 0x7fffffff;  // no tail kept: the row is formatted anew
+  RowTails() { std::fill(std::begin(slots_), std::end(slots_), kNone); }
   struct Tail {
-    bool used = false;
     ptread::DType dtype = ptread::DType::F32;
     uint32_t rank = 0;
     int64_t dims[kRank] = {};
@@ -505,32 +514,44 @@ class RowTails {
     size_t shape_len = 0;  // dims_len(shape)
     std::string text;      // the formatted tail, once the widths are known ("" before)
   };
-  // The slot holding this tensor's tail (filled in when it held another: *fresh is then
-  // true), or nullptr when its shape has too many dimensions to be kept.
-  Tail* find(const ptread::TensorInfo& t, bool* fresh) {
+  // The number of this tensor's tail (*fresh: a tail not measured before), or kNone when
+  // its shape has too many dimensions to be kept (or kMaxTails tails are kept already).
+  uint32_t find(const ptread::TensorInfo& t, bool* fresh) {
+    *fresh = true;
     const size_t rank = t.shape.size();
-    if (rank > kRank) return nullptr;
+    if (rank > kRank) return kNone;
     uint64_t h = static_cast<uint64_t>(t.dtype) * 0x100000001b3u + rank + t.device.size();
     for (size_t d = 0; d < rank; ++d) h = (h ^ static_cast<uint64_t>(t.shape[d])) * 0x9e3779b97f4a7c15u;
-    Tail& e = slots_[(h >> 56) % kSlots];
-    // (Tensors share their device text: the same bytes, usually; else the same text.)
-    const bool same_device = (e.device.data() == t.device.data() && e.device.size() == t.device.size()) || e.device == t.device;
-    *fresh = !e.used || e.dtype != t.dtype || e.rank != rank || !same_device || !std::equal(t.shape.begin(), t.shape.end(), e.dims);
-    if (*fresh) {
-      e.used = true;
-      e.dtype = t.dtype;
-      e.rank = static_cast<uint32_t>(rank);
-      std::copy(t.shape.begin(), t.shape.end(), e.dims);
-      e.device = t.device;
-      e.shape_len = dims_len(t.shape);
-      e.text.clear();
+    uint32_t& slot = slots_[(h >> 56) % kSlots];
+    if (slot != kNone) {
+      const Tail& e = tails_[slot];
+      // (Tensors share their device text: the same bytes, usually; else the same text.)
+      bool same = e.dtype == t.dtype && e.rank == rank &&
+                  ((e.device.data() == t.device.data() && e.device.size() == t.device.size()) || e.device == t.device);
+      for (size_t d = 0; same && d < rank; ++d) same = e.dims[d] == t.shape[d];  // (a memcmp call cost more)
+      if (same) {
+        *fresh = false;
+        return slot;
+      }
     }
-    return &e;
+    if (tails_.size() >= kMaxTails) return kNone;
+    Tail e;
+    e.dtype = t.dtype;
+    e.rank = static_cast<uint32_t>(rank);
+    std::copy(t.shape.begin(), t.shape.end(), e.dims);
+    e.device = t.device;
+    e.shape_len = dims_len(t.shape);
+    tails_.push_back(std::move(e));
+    slot = static_cast<uint32_t>(tails_.size() - 1);
+    return slot;
   }
+  Tail& operator[](uint32_t id) { return tails_[id]; }
 
  private:
   static constexpr size_t kSlots = 256;
-  Tail slots_[kSlots];
+  static constexpr size_t kMaxTails = size_t{1} << 16;  // then rows are formatted anew
+  uint32_t slots_[kSlots];  // a tail's number, or kNone
+  std::vector<Tail> tails_;
 };
 
 // Prints the table on stdout; returns the exit status.
@@ -541,7 +562,9 @@ int ls_table(const ptread::Checkpoint& ck) {
   // First pass: the column widths.
   size_t w_name = 4, w_dtype = 5, w_shape = 5, w_device = 6, w_bytes = 5;
   uint64_t total = 0;
-  std::vector<uint8_t> plain_name(n);
+  // Per row: its tail's number (RowTails), and kPlain when its name is plain ASCII.
+  constexpr uint32_t kPlain = 0x80000000u;
+  std::vector<uint32_t> rows(n);
   // The columns of a device: tensors share a few device texts (the same bytes, usually
   // one text), so the last one's width is kept.
   std::string_view last_device;
@@ -553,20 +576,21 @@ int ls_table(const ptread::Checkpoint& ck) {
     }
     return last_device_cols;
   };
-  auto tails = std::make_unique<RowTails>();
+  RowTails tails;
   for (size_t k = 0; k < n; ++k) {
     const ptread::TensorInfo t = ck.tensor_info(k);
-    plain_name[k] = plain_ascii(t.name);
-    if (plain_name[k]) {
+    const bool plain = plain_ascii(t.name);
+    if (plain) {
       w_name = std::max(w_name, t.name.size());
     } else {
       w_name = std::max(w_name, columns(display(t.name)));
     }
     bool fresh = false;
-    const RowTails::Tail* tail = tails->find(t, &fresh);
-    if (tail == nullptr || fresh) {  // (a tail seen before has its widths counted)
+    const uint32_t id = tails.find(t, &fresh);
+    rows[k] = id | (plain ? kPlain : 0);
+    if (fresh) {  // (a tail seen before has its widths counted)
       w_dtype = std::max(w_dtype, dtype_len[static_cast<size_t>(t.dtype)]);
-      w_shape = std::max(w_shape, tail ? tail->shape_len : dims_len(t.shape));
+      w_shape = std::max(w_shape, id != RowTails::kNone ? tails[id].shape_len : dims_len(t.shape));
       w_device = std::max(w_device, device_cols(t.device));
       w_bytes = std::max(w_bytes, decimal_len(t.nbytes));
     }
@@ -608,8 +632,18 @@ int ls_table(const ptread::Checkpoint& ck) {
   const size_t widths = w_name + w_dtype + w_shape + w_device + w_bytes + 9;
   std::string shown;
   for (size_t k = 0; k < n; ++k) {
+    const bool plain = (rows[k] & kPlain) != 0;
+    const uint32_t id = rows[k] & ~kPlain;
+    RowTails::Tail* tail = id != RowTails::kNone ? &tails[id] : nullptr;
+    if (plain && tail != nullptr && !tail->text.empty()) {  // the usual row: the name and a copy
+      const std::string_view name = ck.tensor_info(k).name;
+      w.reserve(name.size() + tail->text.size() + w_name + 2);
+      w.text(name);
+      w.pad(name.size(), w_name + 2);
+      w.text(tail->text);
+      continue;
+    }
     const ptread::TensorInfo t = ck.tensor_info(k);
-    const bool plain = plain_name[k] != 0;
     if (!plain) shown = display(t.name);
     w.reserve((plain ? t.name.size() : shown.size()) + t.device.size() + widths);
     if (plain) {
@@ -619,8 +653,6 @@ int ls_table(const ptread::Checkpoint& ck) {
       w.text(shown);
       w.pad(columns(shown), w_name + 2);
     }
-    bool fresh = false;
-    RowTails::Tail* tail = tails->find(t, &fresh);
     if (tail != nullptr && !tail->text.empty()) {
       w.text(tail->text);
       continue;
@@ -634,10 +666,8 @@ int ls_table(const ptread::Checkpoint& ck) {
     w.pad(static_cast<size_t>(w.pos() - shape_at), w_shape + 2);
     w.text(t.device);
     w.pad(device_cols(t.device), w_device + 2);
-    char bytes[24];
-    const size_t bytes_len = static_cast<size_t>(std::to_chars(bytes, bytes + sizeof bytes, t.nbytes).ptr - bytes);
-    w.pad(bytes_len, w_bytes);
-    w.text(bytes, bytes_len);
+    w.pad(decimal_len(t.nbytes), w_bytes);
+    w.number(t.nbytes);
     w.text("\n", 1);
     if (tail != nullptr) tail->text.assign(tail_at, w.pos());
   }
