@@ -903,19 +903,29 @@ struct HugePagePolicy {
   static bool huge_now() noexcept { return small_blocks_left().load(std::memory_order_relaxed) == 0; }
 };
 
+#if PTREAD_POSIX && defined(MADV_HUGEPAGE)
+// len bytes (a multiple of 2 MiB) of fresh anonymous memory at a 2 MiB boundary (huge pages
+// need aligned ranges), or 0 when the system has none to map.
+inline uintptr_t map_aligned(size_t len, int flags) noexcept {
+  void* p = ::mmap(nullptr, len + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
+  if (p == MAP_FAILED) return 0;
+  // Keep the aligned middle.
+  const uintptr_t start = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t aligned = (start + kHugePage - 1) & ~uintptr_t{kHugePage - 1};
+  const uintptr_t end = start + len + kHugePage;
+  if (aligned > start) ::munmap(p, aligned - start);
+  if (end > aligned + len) ::munmap(reinterpret_cast<void*>(aligned + len), end - (aligned + len));
+  return aligned;
+}
+#endif
+
 // n bytes (n > 0) for a block, aligned to 16; never null.
 inline void* block_alloc(size_t n) {
 #if PTREAD_POSIX && defined(MADV_HUGEPAGE)
   if (n >= kHugePage) {
     const size_t len = (n + kHugePage - 1) & ~(kHugePage - 1);
-    void* p = ::mmap(nullptr, len + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p != MAP_FAILED) {
-      // Keep the 2 MiB aligned middle: huge pages need aligned ranges.
-      const uintptr_t start = reinterpret_cast<uintptr_t>(p);
-      const uintptr_t aligned = (start + kHugePage - 1) & ~uintptr_t{kHugePage - 1};
-      const uintptr_t end = start + len + kHugePage;
-      if (aligned > start) ::munmap(p, aligned - start);
-      if (end > aligned + len) ::munmap(reinterpret_cast<void*>(aligned + len), end - (aligned + len));
+    const uintptr_t aligned = map_aligned(len, 0);
+    if (aligned != 0) {
       if (HugePagePolicy::want_huge()) {
         ::madvise(reinterpret_cast<void*>(aligned), len, MADV_HUGEPAGE);  // a hint: failure is fine
         const auto t0 = std::chrono::steady_clock::now();
@@ -1014,13 +1024,8 @@ class ChunkReserve {
 #if PTREAD_POSIX && defined(__linux__) && defined(MADV_HUGEPAGE)
     if (chunks == 0 || base_ != nullptr || chunks > (size_t{1} << 40) / kHugePage) return false;
     const size_t len = chunks * kHugePage;
-    // (MAP_NORESERVE: address space, not yet memory the system commits to)
-    void* p = ::mmap(nullptr, len + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) return false;
-    const uintptr_t start = reinterpret_cast<uintptr_t>(p);
-    const uintptr_t aligned = (start + kHugePage - 1) & ~uintptr_t{kHugePage - 1};
-    if (aligned > start) ::munmap(p, aligned - start);
-    if (start + len + kHugePage > aligned + len) ::munmap(reinterpret_cast<void*>(aligned + len), start + len + kHugePage - (aligned + len));
+    const uintptr_t aligned = map_aligned(len, MAP_NORESERVE);  // address space, not memory committed to
+    if (aligned == 0) return false;
     if (HugePagePolicy::huge_now()) ::madvise(reinterpret_cast<void*>(aligned), len, MADV_HUGEPAGE);  // a hint
     base_ = reinterpret_cast<char*>(aligned);
     count_ = chunks;

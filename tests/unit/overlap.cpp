@@ -37,6 +37,13 @@ Read read_zip(const Bytes& file, unsigned threads, bool overlap = true) {
   return {ModelDump(**model).source(file.data(), file.size()).all(), (*model)->overlapped};
 }
 
+// The file opened as a user would, with two threads.
+ptread::Result<ptread::Checkpoint> open_two_threads(const Bytes& file) {
+  ptread::Options o;
+  o.threads = 2;
+  return ptread::Checkpoint::open_memory(file.data(), file.size(), o);
+}
+
 bool is_zip(const Bytes& b) { return b.size() >= 4 && b[0] == 'P' && b[1] == 'K' && b[2] == 3 && b[3] == 4; }
 
 // A state dict of three float32 tensors in torch's layout: data.pkl first, then data/0..2
@@ -136,11 +143,7 @@ TEST_CASE("overlap: the plain case binds each storage to its own record", "[over
   const Read one = read_zip(file, 1), two = read_zip(file, 2);
   REQUIRE(two.overlapped);
   REQUIRE(two.text == one.text);
-  auto ck = ptread::Checkpoint::open_memory(file.data(), file.size(), [] {
-    ptread::Options o;
-    o.threads = 2;
-    return o;
-  }());
+  auto ck = open_two_threads(file);
   REQUIRE(ck.ok());
   REQUIRE(ck->tensors().size() == 3);
   for (int t = 0; t < 3; ++t) {
@@ -158,11 +161,7 @@ TEST_CASE("overlap: a pickle of megabytes, its graph in chunks the walking threa
   const Read one = read_zip(file, 1), two = read_zip(file, 2);
   REQUIRE(two.overlapped);
   CHECK(two.text == one.text);
-  auto ck = ptread::Checkpoint::open_memory(file.data(), file.size(), [] {
-    ptread::Options o;
-    o.threads = 2;
-    return o;
-  }());
+  auto ck = open_two_threads(file);
   REQUIRE(ck.ok());
   REQUIRE(ck->tensor_count() == 30000);
   const ptread::Tensor* x = ck->find("t29999");
