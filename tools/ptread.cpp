@@ -635,28 +635,19 @@ int ls_table(const ptread::Checkpoint& ck) {
     const bool plain = (rows[k] & kPlain) != 0;
     const uint32_t id = rows[k] & ~kPlain;
     RowTails::Tail* tail = id != RowTails::kNone ? &tails[id] : nullptr;
-    if (plain && tail != nullptr && !tail->text.empty()) {  // the usual row: the name and a copy
-      const std::string_view name = ck.tensor_info(k).name;
-      w.reserve(name.size() + tail->text.size() + w_name + 2);
-      w.text(name);
-      w.pad(name.size(), w_name + 2);
+    const bool copy = tail != nullptr && !tail->text.empty();  // the usual row: the name and a copy
+    const std::string_view stored = ck.tensor_info(k).name;
+    if (!plain) shown = display(stored);
+    const std::string_view name = plain ? stored : std::string_view(shown);
+    w.reserve(name.size() + w_name + 2 + (copy ? tail->text.size() : 0));
+    w.text(name);
+    w.pad(plain ? name.size() : columns(name), w_name + 2);
+    if (copy) {
       w.text(tail->text);
       continue;
     }
     const ptread::TensorInfo t = ck.tensor_info(k);
-    if (!plain) shown = display(t.name);
-    w.reserve((plain ? t.name.size() : shown.size()) + t.device.size() + widths);
-    if (plain) {
-      w.text(t.name);
-      w.pad(t.name.size(), w_name + 2);
-    } else {
-      w.text(shown);
-      w.pad(columns(shown), w_name + 2);
-    }
-    if (tail != nullptr && !tail->text.empty()) {
-      w.text(tail->text);
-      continue;
-    }
+    w.reserve(t.device.size() + widths);
     char* const tail_at = w.pos();
     const size_t dl = dtype_len[static_cast<size_t>(t.dtype)];
     w.text(ptread::dtype_name(t.dtype), dl);
