@@ -1,5 +1,6 @@
-// ptread — allocation helpers for the pickle graph: a bump arena, a segmented vector and
-// the block pool they can share.
+// ptread — allocation helpers for the pickle graph: a bump arena, a segmented vector, the
+// block pool they can share, and a reserve of 2 MiB chunks another thread faults in ahead
+// of a pool's use (ChunkReserve).
 //
 // Both hand out memory that never moves while they grow, so references into them stay
 // valid, and both make O(log n) allocations for n elements (blocks double in size).
