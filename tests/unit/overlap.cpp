@@ -171,6 +171,33 @@ TEST_CASE("overlap: a pickle of megabytes, its graph in chunks the walking threa
   CHECK(b[15] == static_cast<uint8_t>(16 * 29999 + 15));
 }
 
+TEST_CASE("overlap: the directory walk calls its tick every 1,024 records and walks the same", "[overlap]") {
+  // read_zip_overlapped tops the chunk reserve up from the tick while the walk runs.
+  const Bytes file = zip_of(state_dict_records(3000));  // 3,002 records: data.pkl, data/0..2999, version
+  auto walk = [&file](size_t* ticks, ptread::detail::ZipWalk& w) {
+    auto src = std::make_shared<ptread::detail::MemorySource>(file.data(), file.size(), "<test>");
+    auto zip = ptread::detail::ZipArchive::locate(src, ptread::Limits());
+    REQUIRE(zip.ok());
+    REQUIRE(zip->record_count() == 3002);
+    const ptread::Status s = ticks != nullptr ? ptread::detail::walk_zip(*zip, w, [ticks] { ++*ticks; })
+                                              : ptread::detail::walk_zip(*zip, w);
+    REQUIRE(s.ok());
+    return zip->entries().size();
+  };
+  size_t ticks = 0;
+  ptread::detail::ZipWalk ticked, plain;
+  const size_t kept_ticked = walk(&ticks, ticked), kept_plain = walk(nullptr, plain);
+  CHECK(ticks == 2);  // after records 1,024 and 2,048
+  CHECK(kept_ticked == kept_plain);
+  CHECK(ticked.data_records == 3000);
+  CHECK(plain.data_records == 3000);
+  REQUIRE(ticked.data_by_number.size() == plain.data_by_number.size());
+  for (size_t n = 0; n < plain.data_by_number.size(); ++n) {
+    CHECK(ticked.data_by_number[n].data == plain.data_by_number[n].data);
+    CHECK(ticked.data_by_number[n].size == plain.data_by_number[n].size);
+  }
+}
+
 TEST_CASE("overlap: files the overlap cannot bind are read after the walk, with the plain path's result", "[overlap]") {
   struct Case {
     const char* what;
