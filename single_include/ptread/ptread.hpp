@@ -6178,6 +6178,7 @@ class Namer {
           PTREAD_CHECK(visit(f.items[k], k, kKeyIndex, depth));
           break;
         case kByKey:
+          if (f.depth == 0 && list_root_entry(f.items[2 * k], f.items[2 * k + 1])) break;
           PTREAD_CHECK(visit(f.items[2 * k + 1], f.items[2 * k], kKeyNode, depth));
           break;
         default: {
@@ -6235,15 +6236,12 @@ class Namer {
         if (pos >= limits_.max_tensors) {
           return make_error(ErrorCode::limit_exceeded, "more tensors than Limits::max_tensors");
         }
-        // Listed by name and spec; the Tensor objects are made later (Model::named).
         std::string_view name;
         PTREAD_CHECK(leaf_name(&name, key, key_kind, depth));
         if (name.size() > UINT32_MAX) {
           return make_error(ErrorCode::limit_exceeded, "a tensor name of " + std::to_string(name.size()) + " bytes (4 GiB at most)");
         }
-        m_.listed.push_back({name.data(), static_cast<uint32_t>(name.size()), n.ref});
-        uint32_t& home = m_.tensor_home[n.ref];
-        if (home == kNoNode && pos < Model::kUnnamed) home = static_cast<uint32_t>(pos);
+        list_tensor(name, n.ref, pos);
         return {};
       }
       case ValueKind::unsupported:
@@ -6293,6 +6291,27 @@ class Namer {
     on_path_[i] = 1;
     frames_.push_back(f);
     return {};
+  }
+
+  // Listed by name and spec (at position pos); the Tensor objects are made later
+  // (Model::named).
+  PTREAD_ALWAYS_INLINE void list_tensor(std::string_view name, uint32_t spec, size_t pos) {
+    m_.listed.push_back({name.data(), static_cast<uint32_t>(name.size()), spec});
+    uint32_t& home = m_.tensor_home[spec];
+    if (home == kNoNode && pos < Model::kUnnamed) home = static_cast<uint32_t>(pos);
+  }
+  // An entry of the root dict that is a tensor under a string key (a state dict's), listed
+  // as visit() lists it (its name is the key's text, in the arena) without visit()'s
+  // general steps: a third of the naming of 100,000 tensors. False, doing nothing, for any
+  // other entry and where visit() would stop with an error.
+  PTREAD_ALWAYS_INLINE bool list_root_entry(uint32_t key, uint32_t value) {
+    if (g_.kind(value) != ValueKind::tensor || g_.kind(key) != ValueKind::string) return false;
+    const size_t pos = m_.listed_count();
+    const std::string_view name = g_.text(key);
+    if (steps_ >= max_steps_ || pos >= limits_.max_tensors || name.size() > UINT32_MAX) return false;
+    ++steps_;
+    list_tensor(name, g_.nodes[value].ref, pos);
+    return true;
   }
 
   // path_ becomes the item's name: its parent's name (the first path_len_[depth - 1]

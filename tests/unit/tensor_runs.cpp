@@ -587,3 +587,70 @@ TEST_CASE("tensor runs: the longest run reads only the pickle's bytes, cut anywh
   }
   CHECK(same == cuts);
 }
+
+TEST_CASE("names: a root dict's tensors under string keys are named by their keys, as the general walk names the rest", "[runs][names]") {
+  // {'a': t, 'b': t, 7: t, 'n': {'x': t}, 'same': a's tensor again, 's': 'text', '': t}:
+  // the root's string-keyed tensors take the naming's short way (Namer::list_root_entry),
+  // an int key, a nested dict and a text value the general walk.
+  Pickle p;
+  Memo m;
+  dict_start(p, m);
+  TensorSpecIn t;
+  const RunKeys k0 = tensor(p, m, t, nullptr);
+  p.str("b");
+  m.put(p);
+  t.key = "1";
+  tensor(p, m, t, &k0);
+  p.integer(7);
+  t.key = "2";
+  tensor(p, m, t, &k0);
+  p.str("n");
+  m.put(p);
+  p.op('}');
+  m.put(p);
+  p.str("x");
+  m.put(p);
+  t.key = "3";
+  tensor(p, m, t, &k0);
+  p.op('s');  // SETITEM into the inner dict
+  p.str("same");
+  m.put(p);
+  p.get(k0.tensor);
+  p.str("s").str("text");
+  p.str("");
+  t.key = "4";
+  tensor(p, m, t, &k0);
+  p.str("pad").str(std::string(400, '-')).op('u').op('.');  // room for a run (kSlack)
+
+  auto names = [&p](size_t max_tensors, std::string* error) {
+    ptread::Limits limits;
+    limits.max_tensors = max_tensors;
+    ptread::detail::Model model;
+    ptread::detail::TorchHooks hooks(model, test_storages(), limits);
+    ptread::detail::PickleVM vm(model.graph, hooks, limits, "test.pkl");
+    auto root = vm.run(p.b.data(), p.b.size());
+    REQUIRE(root.ok());
+    model.root = *root;
+    REQUIRE(hooks.finish().ok());
+    std::vector<std::string> out;
+    if (auto st = ptread::detail::name_tensors(model, limits); !st) {
+      *error = st.error().str();
+      return out;
+    }
+    for (size_t k = 0; k < model.listed_count(); ++k) out.emplace_back(model.listed_name(k));
+    // Each tensor's home is the first name listing it: 'same' is a's second name.
+    CHECK(model.tensor_home.size() == 5);
+    for (size_t s = 0; s < model.tensor_home.size(); ++s) CHECK(model.tensor_home[s] == (s < 4 ? s : 5));
+    return out;
+  };
+  std::string error;
+  CHECK(names(1000, &error) == std::vector<std::string>{"a", "b", "7", "n.x", "same", ""});
+  CHECK(error.empty());
+  // The limit stops the short way as it stops the walk: at the entry over it.
+  for (size_t max = 0; max < 6; ++max) {
+    INFO("max_tensors " << max);
+    error.clear();
+    CHECK(names(max, &error).empty());
+    CHECK(error.find("more tensors than Limits::max_tensors") != std::string::npos);
+  }
+}
