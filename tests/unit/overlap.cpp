@@ -3,7 +3,10 @@
 // other thread walks the directory, then binds them. The reference is the same file read
 // with one thread: every file must leave the same Model both ways (the tree, specs,
 // storages with the byte of the source each one starts at, names), or fail with the same
-// error text, whether the overlap was kept or dropped for the plain path.
+// error text, whether the overlap was kept or dropped for the plain path. The storages are
+// bound by the pickle's thread when the walk ended first, else after both tasks: these
+// tests take both ways (which one is the threads' timing); tools/test.sh runs them under
+// ThreadSanitizer too.
 #include <catch2/catch.hpp>
 
 #include "support/helpers.hpp"

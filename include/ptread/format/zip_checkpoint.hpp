@@ -13,7 +13,9 @@
 #include "torch_pickle.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
+#include <optional>
 
 namespace ptread {
 namespace detail {
@@ -444,11 +446,31 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
     PoolReserve(const PoolReserve&) = delete;
     PoolReserve& operator=(const PoolReserve&) = delete;
   } pool_reserve(m.pool, reserve);
-  // Made here, destroyed after both tasks: its chunks are not unmapped while fill() runs.
-  PickleVM vm(m.graph, hooks, opt.limits, std::string(first.name));
-  vm.set_tensor_runs(opt.tensor_runs);
-  vm.set_chunk_reserve(&reserve);
+  // Made here: its chunks are not unmapped while fill() runs. The walking thread destroys
+  // it once the pickle is read and fill() has returned (its memo, 6.6 MB for 100,000
+  // tensors, unmapped while the pickle's thread binds the storages), else it goes with
+  // this function.
+  std::optional<PickleVM> vm;
+  vm.emplace(m.graph, hooks, opt.limits, std::string(first.name));
+  vm->set_tensor_runs(opt.tensor_runs);
+  vm->set_chunk_reserve(&reserve);
   Status walked, parsed;
+  std::atomic<bool> walk_done{false}, vm_done{false};
+  // After the walk and the pickle: the directory's plan, the storages bound, the constants.
+  auto finish = [&]() -> Result<bool> {
+    PTREAD_CHECK(walked);
+    PTREAD_CHECK(plan_zip(*src, opt, zip, w, &plan));
+    ZipStorages storages(zip, w, plan.prefix, views, false, plan.big_endian, fill);
+    auto by_name = [&storages](std::string_view key, uint64_t* size) { return storages.stored_view(key, size); };
+    if (!parsed || plan.pkl->local_header_offset != first.local_header_offset || plan.pkl->name != first.name ||
+        !hooks.bind_placeholders(w.data_by_number, plan.big_endian, by_name) || !hooks.finish()) {
+      return false;
+    }
+    apply_plan(plan, m);
+    PTREAD_CHECK(read_zip_constants(opt, m, zip, plan, storages));
+    return true;
+  };
+  std::optional<Result<bool>> finished;  // by the pickle's thread, when the walk was done first
 #if PTREAD_EXCEPTIONS
   std::exception_ptr thrown[2];
 #endif
@@ -458,13 +480,17 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
 #endif
       if (t == 0) {
         reserve.begin();
-        auto root = vm.run(pickle, static_cast<size_t>(first.uncompressed_size));
+        auto root = vm->run(pickle, static_cast<size_t>(first.uncompressed_size));
+        vm_done.store(true, std::memory_order_release);  // before end(): fill() returns after both
         reserve.end();
         if (root) {
           m.root = *root;
         } else {
           static_cast<void>(parsed = std::move(root).error());  // (nvcc: nodiscard Status)
         }
+        // The usual case: the walk ended first. (Never waited for: where one thread runs
+        // both tasks, this one runs first.)
+        if (walk_done.load(std::memory_order_acquire)) finished.emplace(finish());
       } else {
         auto top_up = [&reserve] { reserve.fill(kAhead, false); };
         top_up();
@@ -474,7 +500,9 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
           top_up();
         }
         static_cast<void>(walked = walk_zip(zip, w, top_up));
+        walk_done.store(true, std::memory_order_release);
         reserve.fill(kAhead, true);
+        if (vm_done.load(std::memory_order_acquire)) vm.reset();
       }
 #if PTREAD_EXCEPTIONS
     } catch (...) {
@@ -489,17 +517,8 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
     if (e) std::rethrow_exception(e);
   }
 #endif
-  PTREAD_CHECK(walked);
-  PTREAD_CHECK(plan_zip(*src, opt, zip, w, &plan));
-  ZipStorages storages(zip, w, plan.prefix, views, false, plan.big_endian, fill);
-  auto by_name = [&storages](std::string_view key, uint64_t* size) { return storages.stored_view(key, size); };
-  if (!parsed || plan.pkl->local_header_offset != first.local_header_offset || plan.pkl->name != first.name ||
-      !hooks.bind_placeholders(w.data_by_number, plan.big_endian, by_name) || !hooks.finish()) {
-    return false;
-  }
-  apply_plan(plan, m);
-  PTREAD_CHECK(read_zip_constants(opt, m, zip, plan, storages));
-  return true;
+  if (finished) return std::move(*finished);
+  return finish();
 }
 
 inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const Source> src, const ReadOptions& opt) {
