@@ -4,7 +4,8 @@
 # Stages: dependencies; single_include/ is what tools/amalgamate.py writes; a g++ build with
 # -Werror and all tests (ctest: unit, fixtures, corpus, fresh torch-written fixtures, CLI,
 # examples); clang++ -Werror builds of the tool, benchmarks and examples; a -fno-exceptions
-# build without zlib whose tests include the single header; clang ASan+UBSan; libFuzzer runs of
+# build without zlib whose tests include the single header; clang ASan+UBSan; ThreadSanitizer on
+# the tests of the code that runs on two threads; libFuzzer runs of
 # the three fuzz targets (tools/fuzz.sh); Meson; the consumer tests (tools/consumers.sh:
 # add_subdirectory, find_package, pkg-config, -static, Meson subproject, single header, nvcc);
 # the CUDA compile check when nvcc is present.
@@ -65,6 +66,21 @@ cmake_stage noexcept -DCMAKE_CXX_COMPILER=g++ -DCMAKE_BUILD_TYPE= "${unity[@]}" 
   -DPTREAD_BUILD_BENCH=OFF -DPTREAD_BUILD_EXAMPLES=OFF -DPTREAD_TEST_SINGLE_HEADER=ON -DPTREAD_CUDA=OFF
 cmake_stage sanitize -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug "${unity[@]}" -DPTREAD_SANITIZE=ON \
   -DPTREAD_BUILD_BENCH=OFF -DPTREAD_BUILD_EXAMPLES=OFF
+
+# ThreadSanitizer on the tests of what runs on two threads: the directory walked beside the
+# pickle (the storages bound by whichever thread ends last, the pickle's VM destroyed by the
+# other), the worker pool, the chunk reserve another thread faults in.
+stage "thread sanitizer (overlap, worker pool and arena tests)"
+mkdir -p "$out/tsan"
+tsan=(g++ -std=c++17 -O1 -g -fsanitize=thread -Iinclude -Itests -DPTREAD_WITH_ZLIB=1
+  "-DPTREAD_TEST_FIXTURES=\"$root/tests/fixtures\"" "-DPTREAD_TEST_CORPUS=\"$root/../shared/corpus\"")
+pids=()
+for f in main unit/overlap unit/parallel unit/arena; do
+  "${tsan[@]}" -c "tests/$f.cpp" -o "$out/tsan/${f#unit/}.o" & pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+g++ -fsanitize=thread "$out"/tsan/{main,overlap,parallel,arena}.o -o "$out/tsan/tests" -pthread -lz
+TSAN_OPTIONS=halt_on_error=1 "$out/tsan/tests" "[overlap],[parallel],[arena]"
 
 stage "fuzz (libFuzzer, ${PTREAD_FUZZ_SECONDS:-30}s per target)"
 bash tools/fuzz.sh "${PTREAD_FUZZ_SECONDS:-30}"
