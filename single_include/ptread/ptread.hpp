@@ -9023,7 +9023,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
         }
         // The usual case: the walk ended first. (Never waited for: where one thread runs
         // both tasks, this one runs first.)
-        if (walk_done.load(std::memory_order_acquire)) finished.emplace(finish());
+        if (walk_done.load(std::memory_order_acquire)) static_cast<void>(finished.emplace(finish()));  // (nvcc: nodiscard)
       } else {
         auto top_up = [&reserve] { reserve.fill(kAhead, false); };
         top_up();
