@@ -430,10 +430,10 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
   // first chunks of the graph and memo (ChunkReserve), then maps the pickle's pages and
   // walks the directory a slice at a time, topping the chunks up between slices (the
   // pickle's thread takes one about every 1.5 ms; a walk of 100,000 records lasts 6-10 ms),
-  // then keeps them ahead of the pickle until it ends. A pickle of torch's
-  // takes about 3 bytes of chunks per byte (100,000 tensors: 9.1 MB of pickle, 26 MiB);
-  // the reserve (4 per byte, at most 1 GiB; the pools map their own after it) is address
-  // space only, and at most kAhead chunks are faulted in before they are taken.
+  // then keeps them ahead of the pickle until it ends. A pickle of torch's takes about 3
+  // bytes of chunks per byte (100,000 tensors: 9.1 MB of pickle, 26 MiB); the reserve (4
+  // per byte, at most 1 GiB; the pools map their own after it) is address space only, and
+  // at most kAhead chunks are faulted in before they are taken.
   constexpr size_t kAhead = 4;
   ChunkReserve reserve;
   const uint64_t pickle_size = first.uncompressed_size;
@@ -450,8 +450,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
   // it once the pickle is read and fill() has returned (its memo, 6.6 MB for 100,000
   // tensors, unmapped while the pickle's thread binds the storages), else it goes with
   // this function.
-  std::optional<PickleVM> vm;
-  vm.emplace(m.graph, hooks, opt.limits, std::string(first.name));
+  std::optional<PickleVM> vm(std::in_place, m.graph, hooks, opt.limits, std::string(first.name));
   vm->set_tensor_runs(opt.tensor_runs);
   vm->set_chunk_reserve(&reserve);
   Status walked, parsed;
