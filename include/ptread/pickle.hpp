@@ -122,7 +122,12 @@ class PickleVM {
   // through the dispatch loop: the tests compare both).
   void set_tensor_runs(bool on) { runs_ = on; }
   // Where its memo takes 2 MiB chunks from (see ChunkReserve; nullptr: none).
-  void set_chunk_reserve(ChunkReserve* r) noexcept { pool_.set_reserve(r); }
+  // Its progress through the pickle is reported to the reserve (ChunkReserve::progress,
+  // after each TensorRun and each batch of items added to a container).
+  void set_chunk_reserve(ChunkReserve* r) noexcept {
+    pool_.set_reserve(r);
+    reserve_ = r;
+  }
   // How many TensorRuns the last run() took.
   size_t tensor_runs_taken() const { return runs_taken_; }
 
@@ -752,6 +757,7 @@ class PickleVM {
     stack_.push_back(tensor);  // where fn was: cannot fail
     p = in.q;
     ++runs_taken_;
+    if (reserve_ != nullptr) reserve_->progress(static_cast<size_t>(p - begin_));
   }
 
   // The opcodes of a TensorRun after MARK MARK, read into r (all but fn and dims, which
@@ -911,6 +917,7 @@ class PickleVM {
     if (op() == 0x90 && g_.kind(target) != ValueKind::set) return fail(ErrorCode::pickle_malformed, "ADDITEMS on a non-set");
     if (!append_items(target, items_from(m), count_from(m), pairs)) return false;
     drop_from(m);
+    if (reserve_ != nullptr) reserve_->progress(static_cast<size_t>(op_ptr_ - begin_));
     return true;
   }
   bool call(uint32_t callable, uint32_t args) {
@@ -947,6 +954,7 @@ class PickleVM {
   std::vector<size_t> marks_;
   size_t floor_ = 0;  // marks_.back(), or 0: pops may not go below it
   BlockPool pool_;                  // memo_'s and lazy_'s blocks
+  ChunkReserve* reserve_ = nullptr;  // set_chunk_reserve
   SegmentedVector<uint32_t> memo_{&pool_};  // node by memo key; kNoNode where none
   std::unordered_map<uint64_t, uint32_t> memo_far_;
   size_t memo_count_ = 0;

@@ -227,6 +227,44 @@ TEST_CASE("ChunkReserve: adjacent 2 MiB chunks, faulted in by another thread wit
   ptread::detail::block_free(last, 2 * kHugePage);
 }
 
+TEST_CASE("ChunkReserve: with the taker's progress known, fill() faults in only what the rest will take", "[arena]") {
+  using ptread::detail::ChunkReserve;
+  ChunkReserve r;
+  REQUIRE(r.map(8));
+  r.expect(1000);
+  auto* first = static_cast<uint8_t*>(r.take(1));
+  REQUIRE(first != nullptr);
+  first[0] = 1;
+  const bool offered = populate_offered();
+  INFO("MADV_POPULATE_WRITE offered: " << offered);
+  // Half the work done for one chunk: one more at that rate, and one to spare, of the six
+  // asked for.
+  r.progress(500);
+  r.fill(6, false);
+  CHECK(resident(first + kHugePage) == offered);
+  CHECK(resident(first + 2 * kHugePage) == offered);
+  CHECK_FALSE(resident(first + 3 * kHugePage));
+  // Three taken, 99% done: the one to spare only.
+  auto* two = static_cast<uint8_t*>(r.take(2));
+  REQUIRE(two == first + kHugePage);
+  r.progress(990);
+  r.fill(6, false);
+  CHECK(resident(first + 3 * kHugePage) == offered);
+  CHECK_FALSE(resident(first + 4 * kHugePage));
+  // All done: still one to spare, no more.
+  r.progress(1000);
+  r.fill(6, false);
+  CHECK_FALSE(resident(first + 4 * kHugePage));
+  // The same reserve without a total (expect(0)): `ahead` chunks, as with no progress.
+  r.expect(0);
+  r.fill(2, false);
+  CHECK(resident(first + 4 * kHugePage) == offered);
+  CHECK_FALSE(resident(first + 5 * kHugePage));
+  CHECK(first[0] == 1);
+  ptread::detail::block_free(first, kHugePage);
+  ptread::detail::block_free(two, 2 * kHugePage);
+}
+
 TEST_CASE("ChunkReserve: a pool takes its 2 MiB chunks from it while set, then maps its own", "[arena]") {
   using ptread::detail::ChunkReserve;
   ChunkReserve r;

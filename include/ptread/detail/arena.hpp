@@ -248,6 +248,13 @@ class ChunkReserve {
   void begin() noexcept { taking_.store(true, std::memory_order_release); }
   void end() noexcept { ended_.store(true, std::memory_order_release); }
 
+  // The taking thread's progress through its work: `total` units (set before fill() runs),
+  // `done` of them done (from the taking thread, now and then). Once some is done, fill()
+  // keeps no more chunks ahead than the rest will take at the rate taken so far (plus one):
+  // near the end it stops faulting in chunks that would never be taken.
+  void expect(size_t total) noexcept { total_ = total; }
+  void progress(size_t done) noexcept { done_.store(done, std::memory_order_relaxed); }
+
   // From one thread at a time, not the taking one: faults in the chunks after the ones
   // taken, keeping at most `ahead` faulted in and not taken. Returns when all are faulted
   // in or taken, after end(), when faulting in fails, or (without `wait`, or while the
@@ -261,7 +268,7 @@ class ChunkReserve {
       const size_t taken = taken_.load(std::memory_order_relaxed);
       if (filled_ < taken) filled_ = taken;  // those the taker faulted in itself
       if (filled_ >= count_) return;
-      if (filled_ >= taken + ahead) {
+      if (filled_ >= taken + std::min(ahead, still_needed(taken))) {
         if (!wait || !taking_.load(std::memory_order_acquire)) return;
         std::this_thread::sleep_for(std::chrono::microseconds(50));
         continue;
@@ -287,8 +294,20 @@ class ChunkReserve {
   }
 
  private:
+  // The chunks the rest of the work will take at the rate so far, plus one (before a
+  // rate is known, nothing taken or nothing done: all).
+  size_t still_needed(size_t taken) const noexcept {
+    const size_t done = done_.load(std::memory_order_relaxed);
+    if (total_ == 0 || done == 0 || taken == 0) return count_;
+    if (done >= total_) return 1;
+    const double rest = static_cast<double>(taken) * static_cast<double>(total_ - done) / static_cast<double>(done);
+    return rest < static_cast<double>(count_) ? static_cast<size_t>(rest) + 1 : count_;
+  }
+
   char* base_ = nullptr;
   size_t count_ = 0;
+  size_t total_ = 0;                  // expect()
+  std::atomic<size_t> done_{0};       // progress()
   std::atomic<size_t> taken_{0};
   size_t filled_ = 0;  // fill()'s: chunks [0, filled_) are faulted in or taken
   bool failed_ = false;

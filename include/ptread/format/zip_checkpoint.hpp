@@ -433,12 +433,15 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
   // then keeps them ahead of the pickle until it ends. A pickle of torch's takes about 3
   // bytes of chunks per byte (100,000 tensors: 9.1 MB of pickle, 26 MiB); the reserve (4
   // per byte, at most 1 GiB; the pools map their own after it) is address space only, and
-  // at most kAhead chunks are faulted in before they are taken.
+  // at most kAhead chunks are faulted in before they are taken: no more than the rest of
+  // the pickle will take at the rate so far (the VM reports the bytes it has read), so that
+  // near its end no chunk is faulted in for nothing.
   constexpr size_t kAhead = 4;
   ChunkReserve reserve;
   const uint64_t pickle_size = first.uncompressed_size;
   const bool big = pickle_size >= (uint64_t{1} << 20);
   if (big) reserve.map(static_cast<size_t>(std::min<uint64_t>(pickle_size / (kHugePage / 4) + kAhead, 512)));
+  reserve.expect(static_cast<size_t>(pickle_size));
   struct PoolReserve {  // m.pool takes from the reserve while it lives
     BlockPool& pool;
     PoolReserve(BlockPool& p, ChunkReserve& r) : pool(p) { pool.set_reserve(&r); }
