@@ -18,6 +18,7 @@
 // items are bounded by the values on the stack, all checked against Limits.
 #pragma once
 
+#include "detail/run_template.hpp"
 #include "detail/value_graph.hpp"
 
 
@@ -48,7 +49,7 @@ namespace detail {
 // most kRunRank); and any value but an int, None, a bool, the storage and the call result
 // may be memoized (BINPUT, LONG_BINPUT, MEMOIZE). Everything else goes opcode by opcode.
 struct TensorRun {
-  static constexpr uint32_t kRunRank = 8;
+  static constexpr uint32_t kRunRank = kRunMaxRank;
   uint32_t fn = 0, tag = 0, cls = 0, key = 0, location = 0, hooks_cls = 0;  // nodes
   // A key read as text, by this run or by the run whose key the memo gave (key is then
   // kNoNode): its text, in the pickle, and the lazy memo value that makes its node.
@@ -128,8 +129,10 @@ class PickleVM {
     pool_.set_reserve(r);
     reserve_ = r;
   }
-  // How many TensorRuns the last run() took.
+  // How many TensorRuns the last run() took, and how many of those it read by their
+  // template (RunTemplate).
   size_t tensor_runs_taken() const { return runs_taken_; }
+  size_t template_runs_taken() const { return template_runs_; }
 
   // Runs the pickle in [data, data + n) up to STOP; returns the root node and, through
   // *consumed, how many bytes the pickle took (several pickles can follow each other).
@@ -145,6 +148,9 @@ class PickleVM {
     lazy_.truncate(0);
     lazy_scan_ = 0;
     runs_taken_ = 0;
+    template_runs_ = 0;
+    template_.clear();  // it points into the last pickle
+    last_full_size_ = 0;
     made_.clear();
     floor_ = 0;
     // The opcodes torch.save writes are handled here, the read position in a local; the
@@ -472,6 +478,7 @@ class PickleVM {
       return true;
     }
     if (key < memo_.size()) {
+      template_.clear();  // its gets' values may be what this overwrites
       if (PTREAD_UNLIKELY(lazy_scan_ < memo_.size()) && !lazy_.empty() && !make_lazy_entries()) return false;
       if (memo_[static_cast<size_t>(key)] == kNoNode) ++memo_count_;
       memo_[static_cast<size_t>(key)] = v;
@@ -516,7 +523,7 @@ class PickleVM {
   // below kLazyBit (memo_put_top refuses more), kNoNode is no lazy entry.
   static constexpr uint32_t kLazyBit = 0x80000000u;
   static constexpr size_t kMaxLazy = (size_t{1} << 28) - 1;
-  enum RunValue : uint8_t { kRunPid = 1, kRunSize, kRunStride, kRunHooks, kRunArgs, kRunKey };
+  // (What a lazy entry holds: a RunValue, run_template.hpp.)
   // Where a run with lazy entries was read. Its lazy entries are made as the opcodes would
   // have made them by reading the run again (read_run with RunReader<true>), with the memo
   // as the run left it: before any memo entry is overwritten (which torch never does),
@@ -724,40 +731,154 @@ class PickleVM {
   // At a memo get that pushed the callable of a TensorRun (MARK MARK follows, at p):
   // reads the run and, when the hooks make its tensor, stands for its opcodes (p moves past
   // the final REDUCE). A run that does not match, or that the hooks decline, is left to the
-  // dispatch loop with the memo as it was (nodes it made stay, unreferenced).
+  // dispatch loop with the memo as it was (nodes it made stay, unreferenced). A run of the
+  // shape of one read before is read by its template (RunTemplate: the bytes compared, the
+  // holes decoded and checked), else opcode by opcode (RunReader).
   PTREAD_NOINLINE void tensor_run(const uint8_t*& p) {
     const uint32_t fn = stack_.back();
     if (g_.kind(fn) != ValueKind::global || static_cast<size_t>(end_ - p) < kSlack || stack_.size() + 32 > max_stack_ ||
         lazy_.size() >= kMaxLazy || limits_.max_container_items < 8) {
       return;
     }
-    const size_t count_before = memo_count_;
-    RunReader<false> in(p + 2, end_, memo_, memo_count_, limits_.max_memo_entries, static_cast<uint32_t>(lazy_.size()),
-                        memo_.size());
+    const uint8_t* const at = p + 2;
+    const size_t count_before = memo_count_, before = memo_.size();
+    const uint32_t run = static_cast<uint32_t>(lazy_.size());
     TensorRun r;
     r.fn = fn;
+    int64_t ints[RunTemplate::kMaxInts];  // by template: numel, offset, sizes, strides
+    const int64_t* sizes = ints + RunTemplate::kDims;
+    const int64_t* strides = sizes + TensorRun::kRunRank;
+    const uint8_t* after = nullptr;       // the run's end, once read
+    bool any_lazy = false;
+    const bool by_template = !template_.empty() && static_cast<size_t>(end_ - at) >= template_.size() + kSlack &&
+                             template_.same_shape(at) && template_run(at, before, run, &r, ints);
+    RunReader<false> in(at, end_, memo_, memo_count_, limits_.max_memo_entries, run, before);
+    if (by_template) {
+      after = at + template_.size();
+      any_lazy = template_.puts() != 0;
+    } else if (read_run(in, &r)) {
+      after = in.q;
+      any_lazy = in.any_lazy;
+      sizes = in.dims[0];
+      strides = in.dims[1];
+    }
     uint32_t tensor = kNoNode;
-    if (read_run(in, &r)) {
+    if (after != nullptr) {
       if (r.rank) {
         r.dims = static_cast<int64_t*>(g_.arena.allocate(2 * r.rank * sizeof(int64_t), alignof(int64_t)));
         for (uint32_t d = 0; d < r.rank; ++d) {
-          r.dims[d] = in.dims[0][d];
-          r.dims[r.rank + d] = in.dims[1][d];
+          r.dims[d] = sizes[d];
+          r.dims[r.rank + d] = strides[d];
         }
       }
       tensor = hooks_.tensor_run(g_, r);
     }
     if (tensor == kNoNode) {  // not taken: the memo as it was
-      memo_.truncate(in.before);
-      memo_count_ = count_before;  // (lazy_scan_ <= in.before: a run writes no entry below it)
+      memo_.truncate(before);
+      memo_count_ = count_before;  // (lazy_scan_ <= before: a run writes no entry below it)
       return;
     }
-    if (in.any_lazy) lazy_.push_back(LazyRun{p + 2, in.before});
+    if (any_lazy) lazy_.push_back(LazyRun{at, before});
     stack_.pop_back();
     stack_.push_back(tensor);  // where fn was: cannot fail
-    p = in.q;
+    if (by_template) {
+      ++template_runs_;
+    } else {
+      // A template from this run when there is none, or when the last run read in full had
+      // its size (runs of one shape repeat; runs of several shapes in turn do not make a
+      // template at every run). Its gets' values are this run's: the memo entries below
+      // `before` change only by an overwrite, which drops the template (memo_put).
+      const size_t size = static_cast<size_t>(after - at);
+      if ((template_.empty() || size == last_full_size_) && template_.make(at, after, end_)) {
+        template_gets_[0] = r.tag;
+        template_gets_[1] = r.cls;
+        template_gets_[2] = r.location;
+        template_gets_[3] = r.hooks_cls;
+      }
+      last_full_size_ = size;
+    }
+    p = after;
     ++runs_taken_;
     if (reserve_ != nullptr) reserve_->progress(static_cast<size_t>(p - begin_));
+  }
+
+  // A run at `at` of the template's shape (same_shape, with kSlack bytes after it) read
+  // from its holes into r and ints, as read_run would read it: the gets are the template's
+  // (the same keys, entries unchanged since), and each hole is checked as the opcode reader
+  // checks it: the puts append to the memo, within Limits::max_memo_entries; the key is
+  // valid UTF-8; a LONG1 fits. Everything is checked before the memo is written: false
+  // leaves it as it was.
+  PTREAD_ALWAYS_INLINE bool template_run(const uint8_t* at, size_t before, uint32_t run, TensorRun* r,
+                                         int64_t (&ints)[RunTemplate::kMaxInts]) {
+    const RunTemplate& t = template_;
+    const uint32_t puts = t.puts();
+    if (memo_count_ != before || puts > limits_.max_memo_entries - std::min(memo_count_, limits_.max_memo_entries)) {
+      return false;  // (MEMOIZE keys follow the count; the limit: the reader reports it)
+    }
+    const RunTemplate::Put* put = t.puts_begin();
+    switch (t.put_width()) {  // the keys: before, before + 1 ...
+      case 4:
+        for (uint32_t k = 0; k < puts; ++k) {
+          if (load_u32(at + put[k].at + 1) != before + k) return false;
+        }
+        break;
+      case 1:
+        for (uint32_t k = 0; k < puts; ++k) {
+          if (at[put[k].at + 1] != before + k) return false;
+        }
+        break;
+      case 0:
+        break;
+      default:
+        for (uint32_t k = 0; k < puts; ++k) {
+          const uint8_t* q = at + put[k].at + 1;
+          if (put[k].width == 4 ? load_u32(q) != before + k : put[k].width == 1 && *q != before + k) return false;
+        }
+    }
+    if (!pickle_text_ok(at + t.key_at(), t.key_len(), end_)) return false;
+    const RunTemplate::Int* in = t.ints_begin();
+    for (uint32_t k = 0; t.ints_k() && k < t.ints(); ++k) ints[in[k].target] = at[in[k].at + 1];
+    for (uint32_t k = 0; !t.ints_k() && k < t.ints(); ++k) {
+      const uint8_t* q = at + in[k].at + 1;
+      int64_t v;
+      switch (in[k].kind) {
+        case RunTemplate::kIntK: v = *q; break;
+        case RunTemplate::kIntM: v = q[0] | (q[1] << 8); break;
+        case RunTemplate::kIntJ: {
+          const uint32_t u = load_u32(q);
+          int32_t i;
+          std::memcpy(&i, &u, 4);
+          v = i;
+          break;
+        }
+        default:
+          if (!fits_int64(q + 1, in[k].len, &v)) return false;
+          break;
+      }
+      ints[in[k].target] = v;
+    }
+    const uint32_t lazy = kLazyBit | run << 3;
+    const uint32_t* what = t.put_whats();
+    if (uint32_t* w = memo_.room(RunTemplate::kMaxPuts + 2)) {  // eight written, `puts` of them kept
+      for (size_t k = 0; k < RunTemplate::kMaxPuts + 2; ++k) w[k] = lazy | what[k];
+      memo_.add_in_place(puts);
+    } else {
+      for (uint32_t k = 0; k < puts; ++k) memo_.push_back(lazy | what[k]);
+    }
+    memo_count_ += puts;
+    r->tag = template_gets_[0];
+    r->cls = template_gets_[1];
+    r->location = template_gets_[2];
+    r->hooks_cls = template_gets_[3];
+    r->key = kNoNode;
+    r->key_text = std::string_view(reinterpret_cast<const char*>(at + t.key_at()), t.key_len());
+    r->key_lazy = lazy | kRunKey;
+    r->numel = ints[RunTemplate::kNumel];
+    r->offset = ints[RunTemplate::kOffset];
+    r->rank = t.rank();
+    r->pid_none = t.pid_none();
+    r->requires_grad = t.requires_grad();
+    return true;
   }
 
   // The opcodes of a TensorRun after MARK MARK, read into r (all but fn and dims, which
@@ -960,6 +1081,10 @@ class PickleVM {
   size_t memo_count_ = 0;
   bool runs_ = true;                // set_tensor_runs
   size_t runs_taken_ = 0;
+  size_t template_runs_ = 0;         // of them, read by template_
+  RunTemplate template_;             // of a run read in full (see tensor_run)
+  uint32_t template_gets_[4] = {};   // its gets' values: tag, cls, location, hooks_cls
+  size_t last_full_size_ = 0;        // the bytes of the last run read in full
   SegmentedVector<LazyRun> lazy_{&pool_};  // per TensorRun with a lazy memo entry
   size_t lazy_scan_ = 0;                     // memo entries below this hold no lazy entry not made
   std::unordered_map<uint32_t, uint32_t> made_;  // lazy entries made since: their node

@@ -577,6 +577,14 @@ class SegmentedVector {
     end_ = block(k) + (kBase << k);
   }
 
+  // The free room after the last element when the last block has n elements of it, else
+  // nullptr; the caller may write it, and then add_in_place the elements it made.
+  PTREAD_ALWAYS_INLINE T* room(size_t n) noexcept { return static_cast<size_t>(end_ - cur_) >= n ? cur_ : nullptr; }
+  PTREAD_ALWAYS_INLINE void add_in_place(size_t n) noexcept {  // n <= the room
+    cur_ += n;
+    size_ += n;
+  }
+
   // Room for one more element at the end, uninitialized: the caller writes it.
   PTREAD_ALWAYS_INLINE T* grow() {
     if (PTREAD_LIKELY(cur_ != end_)) {
