@@ -1053,6 +1053,13 @@ class ChunkReserve {
   void begin() noexcept { taking_.store(true, std::memory_order_release); }
   void end() noexcept { ended_.store(true, std::memory_order_release); }
 
+  // The taking thread's progress through its work: `total` units (set before fill() runs),
+  // `done` of them done (from the taking thread, now and then). Once some is done, fill()
+  // keeps no more chunks ahead than the rest will take at the rate taken so far (plus one):
+  // near the end it stops faulting in chunks that would never be taken.
+  void expect(size_t total) noexcept { total_ = total; }
+  void progress(size_t done) noexcept { done_.store(done, std::memory_order_relaxed); }
+
   // From one thread at a time, not the taking one: faults in the chunks after the ones
   // taken, keeping at most `ahead` faulted in and not taken. Returns when all are faulted
   // in or taken, after end(), when faulting in fails, or (without `wait`, or while the
@@ -1066,7 +1073,7 @@ class ChunkReserve {
       const size_t taken = taken_.load(std::memory_order_relaxed);
       if (filled_ < taken) filled_ = taken;  // those the taker faulted in itself
       if (filled_ >= count_) return;
-      if (filled_ >= taken + ahead) {
+      if (filled_ >= taken + std::min(ahead, still_needed(taken))) {
         if (!wait || !taking_.load(std::memory_order_acquire)) return;
         std::this_thread::sleep_for(std::chrono::microseconds(50));
         continue;
@@ -1092,8 +1099,20 @@ class ChunkReserve {
   }
 
  private:
+  // The chunks the rest of the work will take at the rate so far, plus one (before a
+  // rate is known, nothing taken or nothing done: all).
+  size_t still_needed(size_t taken) const noexcept {
+    const size_t done = done_.load(std::memory_order_relaxed);
+    if (total_ == 0 || done == 0 || taken == 0) return count_;
+    if (done >= total_) return 1;
+    const double rest = static_cast<double>(taken) * static_cast<double>(total_ - done) / static_cast<double>(done);
+    return rest < static_cast<double>(count_) ? static_cast<size_t>(rest) + 1 : count_;
+  }
+
   char* base_ = nullptr;
   size_t count_ = 0;
+  size_t total_ = 0;                  // expect()
+  std::atomic<size_t> done_{0};       // progress()
   std::atomic<size_t> taken_{0};
   size_t filled_ = 0;  // fill()'s: chunks [0, filled_) are faulted in or taken
   bool failed_ = false;
@@ -1361,6 +1380,14 @@ class SegmentedVector {
     const size_t k = high_bit((n >> kLogBase) + 1);  // the block of element n
     cur_ = slot(n);
     end_ = block(k) + (kBase << k);
+  }
+
+  // The free room after the last element when the last block has n elements of it, else
+  // nullptr; the caller may write it, and then add_in_place the elements it made.
+  PTREAD_ALWAYS_INLINE T* room(size_t n) noexcept { return static_cast<size_t>(end_ - cur_) >= n ? cur_ : nullptr; }
+  PTREAD_ALWAYS_INLINE void add_in_place(size_t n) noexcept {  // n <= the room
+    cur_ += n;
+    size_ += n;
   }
 
   // Room for one more element at the end, uninitialized: the caller writes it.
@@ -2730,6 +2757,281 @@ class Tensor {
 // Memory is linear in the pickle's size: each opcode makes at most one node, and container
 // items are bounded by the values on the stack, all checked against Limits.
 
+// ---- begin ptread/detail/run_template.hpp ----
+// ptread — the template of one tensor's opcodes (a TensorRun, see pickle.hpp), made from a
+// run the VM read and took, to read the next runs of the same shape by comparing bytes.
+//
+// A state dict of many tensors of one dtype and shape (features per item, shards of a
+// table, a layer's tensors repeated) pickles each tensor as the same opcodes: the same
+// memo gets, the same int opcodes, the same tuple opcodes. Only some bytes differ from one
+// tensor to the next: the storage key's text, the keys of the memo puts, and the values of
+// the ints (numel, offset, sizes, strides). The template keeps where those "holes" are;
+// a later run whose other bytes equal the template's (a few 8-byte compares) is then read
+// by decoding its holes alone. The VM checks the holes exactly as its opcode reader checks
+// them (the put keys, the text's UTF-8, the gets' memo values), so a run is taken this way
+// only if the reader would take it, with the same values (tests/unit/run_template.cpp
+// compares the two on runs that differ in every hole, and on damaged ones).
+
+// #include "../config.hpp": inlined above
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace ptread {
+namespace detail {
+
+// The values of a run that its memo puts may hold, made only if a get asks for them (the
+// lazy memo entries of pickle.hpp).
+enum RunValue : uint8_t { kRunPid = 1, kRunSize, kRunStride, kRunHooks, kRunArgs, kRunKey };
+
+// The most dimensions a run reads in one go (more: opcode by opcode).
+inline constexpr uint32_t kRunMaxRank = 8;
+
+class RunTemplate {
+ public:
+  static constexpr size_t kMaxBytes = 256;  // longer runs get no template
+  static constexpr size_t kMaxPuts = 6;      // the run's own values, each put at most once
+  static constexpr size_t kMaxInts = 2 + 2 * kRunMaxRank;
+  // Where an int goes: kNumel, kOffset, then kDims + d (size d) and kDims + kRunMaxRank + d
+  // (stride d): an index into an array of kMaxInts.
+  enum Target : uint8_t { kNumel = 0, kOffset = 1, kDims = 2 };
+  enum IntKind : uint8_t { kIntK, kIntM, kIntJ, kLong1 };
+  struct Put {
+    uint16_t at;    // the opcode's offset in the run
+    uint8_t width;  // of its key: 1 (BINPUT), 4 (LONG_BINPUT), 0 (MEMOIZE: the memo's count)
+    uint8_t what;   // the RunValue it holds
+  };
+  struct Int {
+    uint16_t at;    // the opcode's offset in the run
+    IntKind kind;
+    uint8_t target;
+    uint8_t len;    // LONG1: its byte count
+  };
+
+  // Whether a template is kept.
+  bool empty() const noexcept { return size_ == 0; }
+  size_t size() const noexcept { return size_; }
+  void clear() noexcept { size_ = 0; }
+
+  // Makes the template of the run [at, stop) (after MARK MARK), one the VM read and took,
+  // in a pickle that ends at end. False (and no template) when the run is not of the kind
+  // a template reads: the tag, the storage class, the location and the hooks class as
+  // memo gets without puts, the storage key as text, puts only of the run's own values, at
+  // most kMaxBytes, with 8 bytes of pickle after it (same_shape reads whole words).
+  bool make(const uint8_t* at, const uint8_t* stop, const uint8_t* end) noexcept {
+    size_ = 0;
+    const size_t n = static_cast<size_t>(stop - at);
+    if (n == 0 || n > kMaxBytes || end - stop < 8) return false;
+    uint8_t keep[kMaxBytes + 8];
+    std::memset(keep, 0xff, n);
+    std::memset(keep + n, 0, sizeof keep - n);
+    ints_ = 0;
+    gets_ = 0;
+    puts_ = 0;
+    std::memset(put_what_, 0, sizeof put_what_);
+    const uint8_t* q = at;
+    auto left = [&](size_t k) { return static_cast<size_t>(stop - q) >= k; };
+    auto hide = [&](const uint8_t* p, size_t k) { std::memset(keep + (p - at), 0, k); };
+    auto add_put = [&](uint8_t width, RunValue what) {
+      if (puts_ == kMaxPuts) return false;
+      put_what_[puts_] = what;
+      put_[puts_++] = Put{static_cast<uint16_t>(q - at), width, what};
+      return true;
+    };
+    auto add_int = [&](IntKind kind, uint8_t target, uint8_t len) {
+      if (ints_ == kMaxInts) return false;
+      int_[ints_++] = Int{static_cast<uint16_t>(q - at), kind, target, len};
+      return true;
+    };
+    auto op = [&](uint8_t o) {
+      if (!left(1) || *q != o) return false;
+      ++q;
+      return true;
+    };
+    auto no_put = [&] { return !left(1) || (*q != 'q' && *q != 'r' && *q != 0x94); };
+    auto read_get = [&] {  // a memo get (its key bytes stay compared), with no put after it
+      if (gets_ == 4) return false;
+      if (left(2) && *q == 'h') {
+        get_[gets_++] = Get{static_cast<uint16_t>(q + 1 - at), false};
+        q += 2;
+      } else if (left(5) && *q == 'j') {
+        get_[gets_++] = Get{static_cast<uint16_t>(q + 1 - at), true};
+        q += 5;
+      } else {
+        return false;
+      }
+      return no_put();
+    };
+    auto read_put = [&](RunValue what) {  // an optional put of one of the run's values
+      if (!left(1)) return true;
+      if (*q == 'q' && left(2)) {
+        if (!add_put(1, what)) return false;
+        hide(q + 1, 1);
+        q += 2;
+      } else if (*q == 'r' && left(5)) {
+        if (!add_put(4, what)) return false;
+        hide(q + 1, 4);
+        q += 5;
+      } else if (*q == 0x94) {
+        if (!add_put(0, what)) return false;
+        ++q;
+      }
+      return true;
+    };
+    auto read_int = [&](uint8_t target) {
+      if (!left(2)) return false;
+      switch (*q) {
+        case 'K':
+          if (!add_int(kIntK, target, 0)) return false;
+          hide(q + 1, 1);
+          q += 2;
+          break;
+        case 'M':
+          if (!left(3) || !add_int(kIntM, target, 0)) return false;
+          hide(q + 1, 2);
+          q += 3;
+          break;
+        case 'J':
+          if (!left(5) || !add_int(kIntJ, target, 0)) return false;
+          hide(q + 1, 4);
+          q += 5;
+          break;
+        case 0x8a: {
+          const uint8_t m = q[1];
+          if (m > 8 || !left(2 + size_t{m}) || !add_int(kLong1, target, m)) return false;
+          hide(q + 2, m);
+          q += 2 + size_t{m};
+          break;
+        }
+        default:
+          return false;
+      }
+      return no_put();
+    };
+    auto is_int = [&] { return left(1) && (*q == 'K' || *q == 'M' || *q == 'J' || *q == 0x8a); };
+
+    if (!read_get() || !read_get()) return false;  // the tag and the storage class
+    size_t len = 0;                      // the storage key: text
+    if (left(2) && *q == 0x8c) {
+      len = q[1];
+      q += 2;
+    } else if (left(5) && *q == 'X') {
+      len = static_cast<size_t>(q[1]) | (static_cast<size_t>(q[2]) << 8) | (static_cast<size_t>(q[3]) << 16) |
+            (static_cast<size_t>(q[4]) << 24);
+      q += 5;
+    } else {
+      return false;
+    }
+    if (!left(len)) return false;
+    key_at_ = static_cast<uint16_t>(q - at);
+    key_len_ = static_cast<uint16_t>(len);
+    hide(q, len);
+    q += len;
+    if (!read_put(kRunKey) || !read_get() || !read_int(kNumel)) return false;  // the location: a get
+    pid_none_ = op('N');
+    if (!no_put() || !op('t') || !read_put(kRunPid) || !op('Q') || !no_put() || !read_int(kOffset)) return false;
+    uint32_t ranks[2] = {0, 0};
+    for (int k = 0; k < 2; ++k) {
+      if (op(')')) {
+        if (!no_put()) return false;
+        continue;
+      }
+      const bool marked = op('(');
+      uint32_t d = 0;
+      while (is_int()) {
+        if (d == kRunMaxRank || !read_int(static_cast<uint8_t>(kDims + k * kRunMaxRank + d))) return false;
+        ++d;
+      }
+      if (marked ? !op('t') : (d == 0 || d > 3 || !op(static_cast<uint8_t>(0x84 + d)))) return false;
+      if (d == 0 ? !no_put() : !read_put(k ? kRunStride : kRunSize)) return false;
+      ranks[k] = d;
+    }
+    if (ranks[0] != ranks[1]) return false;
+    rank_ = ranks[0];
+    if (op(0x88)) {
+      requires_grad_ = true;
+    } else if (op(0x89)) {
+      requires_grad_ = false;
+    } else {
+      return false;
+    }
+    if (!no_put() || !read_get() || !op(')') || !op('R') || !read_put(kRunHooks) || !op('t') || !read_put(kRunArgs) || !op('R') ||
+        q != stop || gets_ != 4) {
+      return false;
+    }
+    put_width_ = puts_ != 0 ? put_[0].width : 0;
+    for (uint32_t k = 1; k < puts_; ++k) {
+      if (put_[k].width != put_width_) put_width_ = kMixedWidths;
+    }
+    ints_k_ = true;
+    for (uint32_t k = 0; k < ints_; ++k) ints_k_ = ints_k_ && int_[k].kind == kIntK;
+    words_ = (n + 7) / 8;
+    for (size_t w = 0; w < words_; ++w) std::memcpy(&mask_[w], keep + 8 * w, 8);
+    from_ = at;
+    size_ = static_cast<uint32_t>(n);
+    return true;
+  }
+
+  // Whether the bytes at q (a run after MARK MARK, with at least size() + slack bytes of
+  // pickle from q) equal the template's everywhere but in its holes.
+  PTREAD_ALWAYS_INLINE bool same_shape(const uint8_t* q) const noexcept {
+    uint64_t diff = 0;
+    for (size_t w = 0; w < words_; ++w) {
+      uint64_t a, b;
+      std::memcpy(&a, q + 8 * w, 8);
+      std::memcpy(&b, from_ + 8 * w, 8);
+      diff |= (a ^ b) & mask_[w];
+    }
+    return diff == 0;
+  }
+
+  // The template's parts: its puts and ints in the order of the run's bytes, the four gets
+  // (the tag, the storage class, the location, the hooks class: their keys are compared
+  // bytes), the storage key's text, the rest.
+  struct Get {
+    uint16_t key_at;  // offset of the key bytes
+    bool wide;        // LONG_BINGET (4 bytes), else BINGET (1)
+  };
+  const Put* puts_begin() const noexcept { return put_; }
+  // The puts' RunValues, 0 after the last (kMaxPuts + 2 of them: two whole vectors of 4).
+  const uint32_t* put_whats() const noexcept { return put_what_; }
+  // The width of every put key (1, 4; 0: MEMOIZE), or kMixedWidths.
+  static constexpr uint8_t kMixedWidths = 0xff;
+  uint8_t put_width() const noexcept { return put_width_; }
+  // Whether every int is a BININT1 (K): one byte.
+  bool ints_k() const noexcept { return ints_k_; }
+  uint32_t puts() const noexcept { return puts_; }
+  const Int* ints_begin() const noexcept { return int_; }
+  uint32_t ints() const noexcept { return ints_; }
+  const Get& get(int k) const noexcept { return get_[k]; }
+  size_t key_at() const noexcept { return key_at_; }
+  size_t key_len() const noexcept { return key_len_; }
+  uint32_t rank() const noexcept { return rank_; }
+  bool pid_none() const noexcept { return pid_none_; }
+  bool requires_grad() const noexcept { return requires_grad_; }
+
+ private:
+  const uint8_t* from_ = nullptr;  // the run it was made from (in the pickle, which outlives it)
+  uint32_t size_ = 0;              // its bytes; 0: no template
+  size_t words_ = 0;
+  uint64_t mask_[kMaxBytes / 8 + 1] = {};  // per 8 bytes: 0xff where bytes must be equal
+  Put put_[kMaxPuts] = {};
+  uint32_t put_what_[kMaxPuts + 2] = {};
+  uint8_t put_width_ = 0;
+  bool ints_k_ = false;
+  Int int_[kMaxInts] = {};
+  uint32_t puts_ = 0, ints_ = 0;
+  Get get_[4] = {};
+  uint32_t gets_ = 0;
+  uint16_t key_at_ = 0, key_len_ = 0;
+  uint32_t rank_ = 0;
+  bool pid_none_ = false, requires_grad_ = false;
+};
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/detail/run_template.hpp ----
 // ---- begin ptread/detail/value_graph.hpp ----
 // ptread — the value graph the pickle VM builds: nodes for None, bools, ints (any size),
 // floats, str, bytes, containers, globals, generic objects, tensors; arena-allocated,
@@ -3314,7 +3616,7 @@ namespace detail {
 // most kRunRank); and any value but an int, None, a bool, the storage and the call result
 // may be memoized (BINPUT, LONG_BINPUT, MEMOIZE). Everything else goes opcode by opcode.
 struct TensorRun {
-  static constexpr uint32_t kRunRank = 8;
+  static constexpr uint32_t kRunRank = kRunMaxRank;
   uint32_t fn = 0, tag = 0, cls = 0, key = 0, location = 0, hooks_cls = 0;  // nodes
   // A key read as text, by this run or by the run whose key the memo gave (key is then
   // kNoNode): its text, in the pickle, and the lazy memo value that makes its node.
@@ -3388,9 +3690,16 @@ class PickleVM {
   // through the dispatch loop: the tests compare both).
   void set_tensor_runs(bool on) { runs_ = on; }
   // Where its memo takes 2 MiB chunks from (see ChunkReserve; nullptr: none).
-  void set_chunk_reserve(ChunkReserve* r) noexcept { pool_.set_reserve(r); }
-  // How many TensorRuns the last run() took.
+  // Its progress through the pickle is reported to the reserve (ChunkReserve::progress,
+  // after each TensorRun and each batch of items added to a container).
+  void set_chunk_reserve(ChunkReserve* r) noexcept {
+    pool_.set_reserve(r);
+    reserve_ = r;
+  }
+  // How many TensorRuns the last run() took, and how many of those it read by their
+  // template (RunTemplate).
   size_t tensor_runs_taken() const { return runs_taken_; }
+  size_t template_runs_taken() const { return template_runs_; }
 
   // Runs the pickle in [data, data + n) up to STOP; returns the root node and, through
   // *consumed, how many bytes the pickle took (several pickles can follow each other).
@@ -3406,6 +3715,9 @@ class PickleVM {
     lazy_.truncate(0);
     lazy_scan_ = 0;
     runs_taken_ = 0;
+    template_runs_ = 0;
+    template_.clear();  // it points into the last pickle
+    last_full_size_ = 0;
     made_.clear();
     floor_ = 0;
     // The opcodes torch.save writes are handled here, the read position in a local; the
@@ -3733,6 +4045,7 @@ class PickleVM {
       return true;
     }
     if (key < memo_.size()) {
+      template_.clear();  // its gets' values may be what this overwrites
       if (PTREAD_UNLIKELY(lazy_scan_ < memo_.size()) && !lazy_.empty() && !make_lazy_entries()) return false;
       if (memo_[static_cast<size_t>(key)] == kNoNode) ++memo_count_;
       memo_[static_cast<size_t>(key)] = v;
@@ -3777,7 +4090,7 @@ class PickleVM {
   // below kLazyBit (memo_put_top refuses more), kNoNode is no lazy entry.
   static constexpr uint32_t kLazyBit = 0x80000000u;
   static constexpr size_t kMaxLazy = (size_t{1} << 28) - 1;
-  enum RunValue : uint8_t { kRunPid = 1, kRunSize, kRunStride, kRunHooks, kRunArgs, kRunKey };
+  // (What a lazy entry holds: a RunValue, run_template.hpp.)
   // Where a run with lazy entries was read. Its lazy entries are made as the opcodes would
   // have made them by reading the run again (read_run with RunReader<true>), with the memo
   // as the run left it: before any memo entry is overwritten (which torch never does),
@@ -3985,39 +4298,154 @@ class PickleVM {
   // At a memo get that pushed the callable of a TensorRun (MARK MARK follows, at p):
   // reads the run and, when the hooks make its tensor, stands for its opcodes (p moves past
   // the final REDUCE). A run that does not match, or that the hooks decline, is left to the
-  // dispatch loop with the memo as it was (nodes it made stay, unreferenced).
+  // dispatch loop with the memo as it was (nodes it made stay, unreferenced). A run of the
+  // shape of one read before is read by its template (RunTemplate: the bytes compared, the
+  // holes decoded and checked), else opcode by opcode (RunReader).
   PTREAD_NOINLINE void tensor_run(const uint8_t*& p) {
     const uint32_t fn = stack_.back();
     if (g_.kind(fn) != ValueKind::global || static_cast<size_t>(end_ - p) < kSlack || stack_.size() + 32 > max_stack_ ||
         lazy_.size() >= kMaxLazy || limits_.max_container_items < 8) {
       return;
     }
-    const size_t count_before = memo_count_;
-    RunReader<false> in(p + 2, end_, memo_, memo_count_, limits_.max_memo_entries, static_cast<uint32_t>(lazy_.size()),
-                        memo_.size());
+    const uint8_t* const at = p + 2;
+    const size_t count_before = memo_count_, before = memo_.size();
+    const uint32_t run = static_cast<uint32_t>(lazy_.size());
     TensorRun r;
     r.fn = fn;
+    int64_t ints[RunTemplate::kMaxInts];  // by template: numel, offset, sizes, strides
+    const int64_t* sizes = ints + RunTemplate::kDims;
+    const int64_t* strides = sizes + TensorRun::kRunRank;
+    const uint8_t* after = nullptr;       // the run's end, once read
+    bool any_lazy = false;
+    const bool by_template = !template_.empty() && static_cast<size_t>(end_ - at) >= template_.size() + kSlack &&
+                             template_.same_shape(at) && template_run(at, before, run, &r, ints);
+    RunReader<false> in(at, end_, memo_, memo_count_, limits_.max_memo_entries, run, before);
+    if (by_template) {
+      after = at + template_.size();
+      any_lazy = template_.puts() != 0;
+    } else if (read_run(in, &r)) {
+      after = in.q;
+      any_lazy = in.any_lazy;
+      sizes = in.dims[0];
+      strides = in.dims[1];
+    }
     uint32_t tensor = kNoNode;
-    if (read_run(in, &r)) {
+    if (after != nullptr) {
       if (r.rank) {
         r.dims = static_cast<int64_t*>(g_.arena.allocate(2 * r.rank * sizeof(int64_t), alignof(int64_t)));
         for (uint32_t d = 0; d < r.rank; ++d) {
-          r.dims[d] = in.dims[0][d];
-          r.dims[r.rank + d] = in.dims[1][d];
+          r.dims[d] = sizes[d];
+          r.dims[r.rank + d] = strides[d];
         }
       }
       tensor = hooks_.tensor_run(g_, r);
     }
     if (tensor == kNoNode) {  // not taken: the memo as it was
-      memo_.truncate(in.before);
-      memo_count_ = count_before;  // (lazy_scan_ <= in.before: a run writes no entry below it)
+      memo_.truncate(before);
+      memo_count_ = count_before;  // (lazy_scan_ <= before: a run writes no entry below it)
       return;
     }
-    if (in.any_lazy) lazy_.push_back(LazyRun{p + 2, in.before});
+    if (any_lazy) lazy_.push_back(LazyRun{at, before});
     stack_.pop_back();
     stack_.push_back(tensor);  // where fn was: cannot fail
-    p = in.q;
+    if (by_template) {
+      ++template_runs_;
+    } else {
+      // A template from this run when there is none, or when the last run read in full had
+      // its size (runs of one shape repeat; runs of several shapes in turn do not make a
+      // template at every run). Its gets' values are this run's: the memo entries below
+      // `before` change only by an overwrite, which drops the template (memo_put).
+      const size_t size = static_cast<size_t>(after - at);
+      if ((template_.empty() || size == last_full_size_) && template_.make(at, after, end_)) {
+        template_gets_[0] = r.tag;
+        template_gets_[1] = r.cls;
+        template_gets_[2] = r.location;
+        template_gets_[3] = r.hooks_cls;
+      }
+      last_full_size_ = size;
+    }
+    p = after;
     ++runs_taken_;
+    if (reserve_ != nullptr) reserve_->progress(static_cast<size_t>(p - begin_));
+  }
+
+  // A run at `at` of the template's shape (same_shape, with kSlack bytes after it) read
+  // from its holes into r and ints, as read_run would read it: the gets are the template's
+  // (the same keys, entries unchanged since), and each hole is checked as the opcode reader
+  // checks it: the puts append to the memo, within Limits::max_memo_entries; the key is
+  // valid UTF-8; a LONG1 fits. Everything is checked before the memo is written: false
+  // leaves it as it was.
+  PTREAD_ALWAYS_INLINE bool template_run(const uint8_t* at, size_t before, uint32_t run, TensorRun* r,
+                                         int64_t (&ints)[RunTemplate::kMaxInts]) {
+    const RunTemplate& t = template_;
+    const uint32_t puts = t.puts();
+    if (memo_count_ != before || puts > limits_.max_memo_entries - std::min(memo_count_, limits_.max_memo_entries)) {
+      return false;  // (MEMOIZE keys follow the count; the limit: the reader reports it)
+    }
+    const RunTemplate::Put* put = t.puts_begin();
+    switch (t.put_width()) {  // the keys: before, before + 1 ...
+      case 4:
+        for (uint32_t k = 0; k < puts; ++k) {
+          if (load_u32(at + put[k].at + 1) != before + k) return false;
+        }
+        break;
+      case 1:
+        for (uint32_t k = 0; k < puts; ++k) {
+          if (at[put[k].at + 1] != before + k) return false;
+        }
+        break;
+      case 0:
+        break;
+      default:
+        for (uint32_t k = 0; k < puts; ++k) {
+          const uint8_t* q = at + put[k].at + 1;
+          if (put[k].width == 4 ? load_u32(q) != before + k : put[k].width == 1 && *q != before + k) return false;
+        }
+    }
+    if (!pickle_text_ok(at + t.key_at(), t.key_len(), end_)) return false;
+    const RunTemplate::Int* in = t.ints_begin();
+    for (uint32_t k = 0; t.ints_k() && k < t.ints(); ++k) ints[in[k].target] = at[in[k].at + 1];
+    for (uint32_t k = 0; !t.ints_k() && k < t.ints(); ++k) {
+      const uint8_t* q = at + in[k].at + 1;
+      int64_t v;
+      switch (in[k].kind) {
+        case RunTemplate::kIntK: v = *q; break;
+        case RunTemplate::kIntM: v = q[0] | (q[1] << 8); break;
+        case RunTemplate::kIntJ: {
+          const uint32_t u = load_u32(q);
+          int32_t i;
+          std::memcpy(&i, &u, 4);
+          v = i;
+          break;
+        }
+        default:
+          if (!fits_int64(q + 1, in[k].len, &v)) return false;
+          break;
+      }
+      ints[in[k].target] = v;
+    }
+    const uint32_t lazy = kLazyBit | run << 3;
+    const uint32_t* what = t.put_whats();
+    if (uint32_t* w = memo_.room(RunTemplate::kMaxPuts + 2)) {  // eight written, `puts` of them kept
+      for (size_t k = 0; k < RunTemplate::kMaxPuts + 2; ++k) w[k] = lazy | what[k];
+      memo_.add_in_place(puts);
+    } else {
+      for (uint32_t k = 0; k < puts; ++k) memo_.push_back(lazy | what[k]);
+    }
+    memo_count_ += puts;
+    r->tag = template_gets_[0];
+    r->cls = template_gets_[1];
+    r->location = template_gets_[2];
+    r->hooks_cls = template_gets_[3];
+    r->key = kNoNode;
+    r->key_text = std::string_view(reinterpret_cast<const char*>(at + t.key_at()), t.key_len());
+    r->key_lazy = lazy | kRunKey;
+    r->numel = ints[RunTemplate::kNumel];
+    r->offset = ints[RunTemplate::kOffset];
+    r->rank = t.rank();
+    r->pid_none = t.pid_none();
+    r->requires_grad = t.requires_grad();
+    return true;
   }
 
   // The opcodes of a TensorRun after MARK MARK, read into r (all but fn and dims, which
@@ -4177,6 +4605,7 @@ class PickleVM {
     if (op() == 0x90 && g_.kind(target) != ValueKind::set) return fail(ErrorCode::pickle_malformed, "ADDITEMS on a non-set");
     if (!append_items(target, items_from(m), count_from(m), pairs)) return false;
     drop_from(m);
+    if (reserve_ != nullptr) reserve_->progress(static_cast<size_t>(op_ptr_ - begin_));
     return true;
   }
   bool call(uint32_t callable, uint32_t args) {
@@ -4213,11 +4642,16 @@ class PickleVM {
   std::vector<size_t> marks_;
   size_t floor_ = 0;  // marks_.back(), or 0: pops may not go below it
   BlockPool pool_;                  // memo_'s and lazy_'s blocks
+  ChunkReserve* reserve_ = nullptr;  // set_chunk_reserve
   SegmentedVector<uint32_t> memo_{&pool_};  // node by memo key; kNoNode where none
   std::unordered_map<uint64_t, uint32_t> memo_far_;
   size_t memo_count_ = 0;
   bool runs_ = true;                // set_tensor_runs
   size_t runs_taken_ = 0;
+  size_t template_runs_ = 0;         // of them, read by template_
+  RunTemplate template_;             // of a run read in full (see tensor_run)
+  uint32_t template_gets_[4] = {};   // its gets' values: tag, cls, location, hooks_cls
+  size_t last_full_size_ = 0;        // the bytes of the last run read in full
   SegmentedVector<LazyRun> lazy_{&pool_};  // per TensorRun with a lazy memo entry
   size_t lazy_scan_ = 0;                     // memo entries below this hold no lazy entry not made
   std::unordered_map<uint32_t, uint32_t> made_;  // lazy entries made since: their node
@@ -8966,12 +9400,15 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
   // then keeps them ahead of the pickle until it ends. A pickle of torch's takes about 3
   // bytes of chunks per byte (100,000 tensors: 9.1 MB of pickle, 26 MiB); the reserve (4
   // per byte, at most 1 GiB; the pools map their own after it) is address space only, and
-  // at most kAhead chunks are faulted in before they are taken.
+  // at most kAhead chunks are faulted in before they are taken: no more than the rest of
+  // the pickle will take at the rate so far (the VM reports the bytes it has read), so that
+  // near its end no chunk is faulted in for nothing.
   constexpr size_t kAhead = 4;
   ChunkReserve reserve;
   const uint64_t pickle_size = first.uncompressed_size;
   const bool big = pickle_size >= (uint64_t{1} << 20);
   if (big) reserve.map(static_cast<size_t>(std::min<uint64_t>(pickle_size / (kHugePage / 4) + kAhead, 512)));
+  reserve.expect(static_cast<size_t>(pickle_size));
   struct PoolReserve {  // m.pool takes from the reserve while it lives
     BlockPool& pool;
     PoolReserve(BlockPool& p, ChunkReserve& r) : pool(p) { pool.set_reserve(&r); }
