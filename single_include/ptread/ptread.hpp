@@ -2345,7 +2345,7 @@ inline Status check_view_slow(const int64_t* shape, size_t rank, const int64_t* 
 
 // Whether a view (shape, strides in elements, element offset) of a storage holding
 // `have` bytes of `dtype` lies inside it; *numel receives the element count.
-inline Status check_view(const int64_t* shape, size_t rank, const int64_t* strides, size_t stride_rank,
+PTREAD_ALWAYS_INLINE Status check_view(const int64_t* shape, size_t rank, const int64_t* strides, size_t stride_rank,
                          int64_t offset, DType dtype, uint64_t have, int64_t* numel_out) {
   // The common case, inline; anything unusual goes to check_view_slow, which says what.
   if (stride_rank == rank && offset >= 0) {
@@ -5230,7 +5230,7 @@ inline uint64_t hash_string(std::string_view s) noexcept {
 
 // The number a canonical decimal text spells ("0", "17"; not "017", "+1" or "1e3"),
 // when it is below 10^9.
-inline bool decimal_key(std::string_view s, uint32_t* out) noexcept {
+PTREAD_ALWAYS_INLINE bool decimal_key(std::string_view s, uint32_t* out) noexcept {
   const size_t n = s.size();
   if (n - 1 > 8 || (s[0] == '0' && n > 1)) return false;  // 1 to 9 digits (n - 1 wraps for 0)
   uint32_t v = 0;
@@ -7219,7 +7219,7 @@ class TorchHooks : public PickleHooks {
 
   // The index of storage `key` of numel elements of dtype: found (and checked to hold them)
   // or loaded. held: key is a view of text the graph keeps (else it is copied there).
-  Result<uint32_t> find_or_load(Graph& g, std::string_view key, bool held, uint64_t numel, DType dtype) {
+  PTREAD_ALWAYS_INLINE Result<uint32_t> find_or_load(Graph& g, std::string_view key, bool held, uint64_t numel, DType dtype) {
     uint64_t nbytes;
     if (mul_overflow(numel, dtype_size(dtype), &nbytes)) {
       return make_error(ErrorCode::shape_overflow, "storage '" + std::string(key) + "' byte size overflows");
@@ -7375,7 +7375,7 @@ class TorchHooks : public PickleHooks {
   }
   // Indexes the storage just added to the table under key (held: a view of text the graph
   // keeps; else the hash index, which keeps views, gets a copy).
-  uint32_t add_storage(Graph& g, std::string_view key, bool held, bool numbered, uint32_t n, DType dtype) {
+  PTREAD_ALWAYS_INLINE uint32_t add_storage(Graph& g, std::string_view key, bool held, bool numbered, uint32_t n, DType dtype) {
     const uint32_t index = static_cast<uint32_t>(m_.storage_table.size() - 1);
     if (table_dtype_.size() == index) {
       table_dtype_.push_back(static_cast<uint8_t>(dtype));
@@ -7632,7 +7632,7 @@ class TorchHooks : public PickleHooks {
   }
 
   // A tensor node for spec t, once its view is checked against its storage.
-  Result<uint32_t> add_tensor(Graph& g, const TensorSpec& t, size_t stride_rank) {
+  PTREAD_ALWAYS_INLINE Result<uint32_t> add_tensor(Graph& g, const TensorSpec& t, size_t stride_rank) {
     int64_t numel = 0;
     PTREAD_CHECK(check_view(t.dims, t.rank, t.dims + t.rank, stride_rank, t.offset, t.dtype,
                             m_.storage_table.nbytes(t.storage), &numel));

@@ -57,7 +57,7 @@ inline uint64_t hash_string(std::string_view s) noexcept {
 
 // The number a canonical decimal text spells ("0", "17"; not "017", "+1" or "1e3"),
 // when it is below 10^9.
-inline bool decimal_key(std::string_view s, uint32_t* out) noexcept {
+PTREAD_ALWAYS_INLINE bool decimal_key(std::string_view s, uint32_t* out) noexcept {
   const size_t n = s.size();
   if (n - 1 > 8 || (s[0] == '0' && n > 1)) return false;  // 1 to 9 digits (n - 1 wraps for 0)
   uint32_t v = 0;

@@ -275,7 +275,7 @@ class TorchHooks : public PickleHooks {
 
   // The index of storage `key` of numel elements of dtype: found (and checked to hold them)
   // or loaded. held: key is a view of text the graph keeps (else it is copied there).
-  Result<uint32_t> find_or_load(Graph& g, std::string_view key, bool held, uint64_t numel, DType dtype) {
+  PTREAD_ALWAYS_INLINE Result<uint32_t> find_or_load(Graph& g, std::string_view key, bool held, uint64_t numel, DType dtype) {
     uint64_t nbytes;
     if (mul_overflow(numel, dtype_size(dtype), &nbytes)) {
       return make_error(ErrorCode::shape_overflow, "storage '" + std::string(key) + "' byte size overflows");
@@ -431,7 +431,7 @@ class TorchHooks : public PickleHooks {
   }
   // Indexes the storage just added to the table under key (held: a view of text the graph
   // keeps; else the hash index, which keeps views, gets a copy).
-  uint32_t add_storage(Graph& g, std::string_view key, bool held, bool numbered, uint32_t n, DType dtype) {
+  PTREAD_ALWAYS_INLINE uint32_t add_storage(Graph& g, std::string_view key, bool held, bool numbered, uint32_t n, DType dtype) {
     const uint32_t index = static_cast<uint32_t>(m_.storage_table.size() - 1);
     if (table_dtype_.size() == index) {
       table_dtype_.push_back(static_cast<uint8_t>(dtype));
@@ -688,7 +688,7 @@ class TorchHooks : public PickleHooks {
   }
 
   // A tensor node for spec t, once its view is checked against its storage.
-  Result<uint32_t> add_tensor(Graph& g, const TensorSpec& t, size_t stride_rank) {
+  PTREAD_ALWAYS_INLINE Result<uint32_t> add_tensor(Graph& g, const TensorSpec& t, size_t stride_rank) {
     int64_t numel = 0;
     PTREAD_CHECK(check_view(t.dims, t.rank, t.dims + t.rank, stride_rank, t.offset, t.dtype,
                             m_.storage_table.nbytes(t.storage), &numel));
