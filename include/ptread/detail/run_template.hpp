@@ -173,7 +173,7 @@ class RunTemplate {
     pid_none_ = op('N');
     if (!no_put() || !op('t') || !read_put(kRunPid) || !op('Q') || !no_put() || !read_int(kOffset)) return false;
     uint32_t ranks[2] = {0, 0};
-    for (int k = 0; k < 2; ++k) {
+    for (uint32_t k = 0; k < 2; ++k) {
       if (op(')')) {
         if (!no_put()) return false;
         continue;
