@@ -2768,9 +2768,11 @@ class Tensor {
 // the ints (numel, offset, sizes, strides). The template keeps where those "holes" are;
 // a later run whose other bytes equal the template's (a few 8-byte compares) is then read
 // by decoding its holes alone. The VM checks the holes exactly as its opcode reader checks
-// them (the put keys, the text's UTF-8, the gets' memo values), so a run is taken this way
-// only if the reader would take it, with the same values (tests/unit/run_template.cpp
-// compares the two on runs that differ in every hole, and on damaged ones).
+// them (the put keys, the text's UTF-8, a LONG1's size), and its gets (the same keys) give
+// the values they gave the run the template was made from while no memo entry is
+// overwritten, so a run is taken this way only if the reader would take it, with the same
+// values (tests/unit/run_template.cpp compares the two on runs that differ in every hole,
+// and on damaged ones).
 
 // #include "../config.hpp": inlined above
 
@@ -2851,16 +2853,14 @@ class RunTemplate {
     };
     auto no_put = [&] { return !left(1) || (*q != 'q' && *q != 'r' && *q != 0x94); };
     auto read_get = [&] {  // a memo get (its key bytes stay compared), with no put after it
-      if (gets_ == 4) return false;
       if (left(2) && *q == 'h') {
-        get_[gets_++] = Get{static_cast<uint16_t>(q + 1 - at), false};
         q += 2;
       } else if (left(5) && *q == 'j') {
-        get_[gets_++] = Get{static_cast<uint16_t>(q + 1 - at), true};
         q += 5;
       } else {
         return false;
       }
+      ++gets_;
       return no_put();
     };
     auto read_put = [&](RunValue what) {  // an optional put of one of the run's values
@@ -2986,13 +2986,9 @@ class RunTemplate {
     return diff == 0;
   }
 
-  // The template's parts: its puts and ints in the order of the run's bytes, the four gets
-  // (the tag, the storage class, the location, the hooks class: their keys are compared
-  // bytes), the storage key's text, the rest.
-  struct Get {
-    uint16_t key_at;  // offset of the key bytes
-    bool wide;        // LONG_BINGET (4 bytes), else BINGET (1)
-  };
+  // The template's parts: its puts and ints in the order of the run's bytes, the storage
+  // key's text, the rest. (Its four gets, the tag, the storage class, the location and the
+  // hooks class, are compared bytes.)
   const Put* puts_begin() const noexcept { return put_; }
   // The puts' RunValues, 0 after the last (kMaxPuts + 2 of them: two whole vectors of 4).
   const uint32_t* put_whats() const noexcept { return put_what_; }
@@ -3004,7 +3000,6 @@ class RunTemplate {
   uint32_t puts() const noexcept { return puts_; }
   const Int* ints_begin() const noexcept { return int_; }
   uint32_t ints() const noexcept { return ints_; }
-  const Get& get(int k) const noexcept { return get_[k]; }
   size_t key_at() const noexcept { return key_at_; }
   size_t key_len() const noexcept { return key_len_; }
   uint32_t rank() const noexcept { return rank_; }
@@ -3022,7 +3017,6 @@ class RunTemplate {
   bool ints_k_ = false;
   Int int_[kMaxInts] = {};
   uint32_t puts_ = 0, ints_ = 0;
-  Get get_[4] = {};
   uint32_t gets_ = 0;
   uint16_t key_at_ = 0, key_len_ = 0;
   uint32_t rank_ = 0;
