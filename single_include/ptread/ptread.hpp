@@ -3711,7 +3711,10 @@ class PickleVM {
     runs_taken_ = 0;
     template_runs_ = 0;
     template_.clear();  // it points into the last pickle
-    last_full_size_ = 0;
+    template_streak_ = 0;
+    template_good_ = false;
+    template_backoff_ = 1;
+    template_wait_ = 0;
     made_.clear();
     floor_ = 0;
     // The opcodes torch.save writes are handled here, the read position in a local; the
@@ -4344,23 +4347,43 @@ class PickleVM {
     stack_.push_back(tensor);  // where fn was: cannot fail
     if (by_template) {
       ++template_runs_;
+      if (++template_streak_ >= 2) template_good_ = true;
     } else {
-      // A template from this run when there is none, or when the last run read in full had
-      // its size (runs of one shape repeat; runs of several shapes in turn do not make a
-      // template at every run). Its gets' values are this run's: the memo entries below
-      // `before` change only by an overwrite, which drops the template (memo_put).
-      const size_t size = static_cast<size_t>(after - at);
-      if ((template_.empty() || size == last_full_size_) && template_.make(at, after, end_)) {
-        template_gets_[0] = r.tag;
-        template_gets_[1] = r.cls;
-        template_gets_[2] = r.location;
-        template_gets_[3] = r.hooks_cls;
-      }
-      last_full_size_ = size;
+      template_streak_ = 0;
+      remember_run(at, after, r);
     }
     p = after;
     ++runs_taken_;
     if (reserve_ != nullptr) reserve_->progress(static_cast<size_t>(p - begin_));
+  }
+
+  // After a run read in full and taken: a template from it, when there is none or the one
+  // in use read two runs in a row since it was made (a checkpoint's runs of one shape, now
+  // of another). Where the template in use did not (runs of several shapes in turn: two
+  // dtypes, a layer's shapes), templates are made less and less often (after 2, 4 ... 64
+  // such runs read in full), so that making them costs little where they serve little. The
+  // template's gets' values are this run's: the memo entries below `before` change only by
+  // an overwrite, which drops the template.
+  void remember_run(const uint8_t* at, const uint8_t* after, const TensorRun& r) {
+    if (!template_.empty()) {
+      if (template_good_) {
+        template_backoff_ = 1;
+      } else if (template_wait_ > 0) {
+        --template_wait_;
+        return;
+      } else {
+        template_backoff_ = std::min<uint32_t>(template_backoff_ * 2, 64);
+        template_wait_ = template_backoff_;
+      }
+    }
+    template_good_ = false;
+    template_streak_ = 0;
+    if (template_.make(at, after, end_)) {
+      template_gets_[0] = r.tag;
+      template_gets_[1] = r.cls;
+      template_gets_[2] = r.location;
+      template_gets_[3] = r.hooks_cls;
+    }
   }
 
   // A run at `at` of the template's shape (same_shape, with kSlack bytes after it) read
@@ -4645,7 +4668,9 @@ class PickleVM {
   size_t template_runs_ = 0;         // of them, read by template_
   RunTemplate template_;             // of a run read in full (see tensor_run)
   uint32_t template_gets_[4] = {};   // its gets' values: tag, cls, location, hooks_cls
-  size_t last_full_size_ = 0;        // the bytes of the last run read in full
+  uint32_t template_streak_ = 0;     // runs read by the template in a row
+  bool template_good_ = false;       // it read two in a row since it was made
+  uint32_t template_backoff_ = 1, template_wait_ = 0;  // remember_run
   SegmentedVector<LazyRun> lazy_{&pool_};  // per TensorRun with a lazy memo entry
   size_t lazy_scan_ = 0;                     // memo entries below this hold no lazy entry not made
   std::unordered_map<uint32_t, uint32_t> made_;  // lazy entries made since: their node

@@ -132,6 +132,26 @@ TEST_CASE("run template: ranks 0 to 8, a persistent id ending in None, sizes as 
   }
 }
 
+TEST_CASE("run template: runs of two shapes in turn are read by it half the time", "[runs][template]") {
+  // Two shapes of the same size in turn (requires_grad on every other run), then of two
+  // sizes (rank 1 and rank 2 in turn): a template never reads two runs in a row, so new
+  // ones are made less and less often, and the one kept reads every other run.
+  Shape s;
+  s.wide = [](int i) -> int64_t { return 5 + i % 7; };
+  s.offset = [](int i) -> int64_t { return i % 2; };
+  for (int c = 0; c < 2; ++c) {
+    INFO((c == 0 ? "requires_grad in turn" : "ranks in turn"));
+    s.size = [c](int i) { return c == 1 && i % 2 ? std::vector<int64_t>{4} : std::vector<int64_t>{1, 4}; };
+    s.grad = [c](int i) { return c == 0 && i % 2 == 1; };
+    const Read r = read_both(runs_pickle(s, 90));
+    REQUIRE(r.off.find("named:") != std::string::npos);
+    CHECK(r.on == r.off);
+    CHECK(r.taken == 90);
+    CHECK(r.by_template >= 25);  // (not every other one: templates of either shape come and go)
+    CHECK(r.by_template <= 45);
+  }
+}
+
 TEST_CASE("run template: a run whose gets' memo entries were overwritten is read in full", "[runs][template]") {
   // Runs 1 to 4 make and use a template; then the entry of the storage class the runs get
   // is overwritten (BINPUT of a key in use: torch never does it) with a text, so the gets
