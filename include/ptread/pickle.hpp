@@ -653,28 +653,11 @@ class PickleVM {
     }
     // Replay: the node the run's next put stored.
     uint32_t stored() const { return memo[before + puts]; }
-    // BININT1, BININT2, BININT, or LONG1 of at most 8 bytes.
+    // BININT1, BININT2, BININT, or LONG1 of at most 8 bytes (run_int), with no put after it.
     PTREAD_ALWAYS_INLINE bool integer(int64_t* out) {
-      switch (*q) {
-        case 'K': *out = q[1]; q += 2; break;
-        case 'M': *out = q[1] | (q[2] << 8); q += 3; break;
-        case 'J': {
-          const uint32_t u = load_u32(q + 1);
-          int32_t v;
-          std::memcpy(&v, &u, 4);
-          *out = v;
-          q += 5;
-          break;
-        }
-        case 0x8a: {
-          const size_t n = q[1];
-          if (n > 8 || !fits_int64(q + 2, n, out)) return false;
-          q += 2 + n;
-          break;
-        }
-        default: return false;
-      }
-      return no_put();
+      const size_t n = run_int(q, out);
+      q += n;
+      return n != 0 && no_put();
     }
     // A memo get, or BINUNICODE / SHORT_BINUNICODE text (valid UTF-8, with kSlack bytes after
     // it) made into a node of g; then its put.
@@ -862,23 +845,7 @@ class PickleVM {
     const RunTemplate::Int* in = t.ints_begin();
     for (uint32_t k = 0; t.ints_k() && k < t.ints(); ++k) ints[in[k].target] = at[in[k].at + 1];
     for (uint32_t k = 0; !t.ints_k() && k < t.ints(); ++k) {
-      const uint8_t* q = at + in[k].at + 1;
-      int64_t v;
-      switch (in[k].kind) {
-        case RunTemplate::kIntK: v = *q; break;
-        case RunTemplate::kIntM: v = q[0] | (q[1] << 8); break;
-        case RunTemplate::kIntJ: {
-          const uint32_t u = load_u32(q);
-          int32_t i;
-          std::memcpy(&i, &u, 4);
-          v = i;
-          break;
-        }
-        default:
-          if (!fits_int64(q + 1, in[k].len, &v)) return false;
-          break;
-      }
-      ints[in[k].target] = v;
+      if (run_int(at + in[k].at, &ints[in[k].target]) == 0) return false;
     }
     const uint32_t lazy = kLazyBit | run << 3;
     const uint32_t* what = t.put_whats();

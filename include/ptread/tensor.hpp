@@ -218,7 +218,7 @@ inline Status check_view_slow(const int64_t* shape, size_t rank, const int64_t* 
 // Whether a view (shape, strides in elements, element offset) of a storage holding
 // `have` bytes of `dtype` lies inside it; *numel receives the element count.
 PTREAD_ALWAYS_INLINE Status check_view(const int64_t* shape, size_t rank, const int64_t* strides, size_t stride_rank,
-                         int64_t offset, DType dtype, uint64_t have, int64_t* numel_out) {
+                                       int64_t offset, DType dtype, uint64_t have, int64_t* numel_out) {
   // The common case, inline; anything unusual goes to check_view_slow, which says what.
   if (stride_rank == rank && offset >= 0) {
     uint64_t numel = 1, last = 0;

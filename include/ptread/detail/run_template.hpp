@@ -16,6 +16,7 @@
 #pragma once
 
 #include "../config.hpp"
+#include "value_graph.hpp"  // fits_int64
 
 #include <cstddef>
 #include <cstdint>
@@ -31,6 +32,29 @@ enum RunValue : uint8_t { kRunPid = 1, kRunSize, kRunStride, kRunHooks, kRunArgs
 // The most dimensions a run reads in one go (more: opcode by opcode).
 inline constexpr uint32_t kRunMaxRank = 8;
 
+// An int of a TensorRun at q (its opcode, with 10 bytes readable): BININT1, BININT2, BININT,
+// or LONG1 of at most 8 bytes that fits 64 bits. The bytes it takes; 0 for anything else.
+// (The opcode reader and the template read ints through this one.)
+PTREAD_ALWAYS_INLINE size_t run_int(const uint8_t* q, int64_t* out) noexcept {
+  switch (*q) {
+    case 'K': *out = q[1]; return 2;
+    case 'M': *out = q[1] | (q[2] << 8); return 3;
+    case 'J': {
+      const uint32_t u = static_cast<uint32_t>(q[1]) | (static_cast<uint32_t>(q[2]) << 8) |
+                         (static_cast<uint32_t>(q[3]) << 16) | (static_cast<uint32_t>(q[4]) << 24);
+      int32_t v;
+      std::memcpy(&v, &u, 4);
+      *out = v;
+      return 5;
+    }
+    case 0x8a: {
+      const size_t n = q[1];
+      return n <= 8 && fits_int64(q + 2, n, out) ? 2 + n : 0;
+    }
+    default: return 0;
+  }
+}
+
 class RunTemplate {
  public:
   static constexpr size_t kMaxBytes = 256;  // longer runs get no template
@@ -39,17 +63,14 @@ class RunTemplate {
   // Where an int goes: kNumel, kOffset, then kDims + d (size d) and kDims + kRunMaxRank + d
   // (stride d): an index into an array of kMaxInts.
   enum Target : uint8_t { kNumel = 0, kOffset = 1, kDims = 2 };
-  enum IntKind : uint8_t { kIntK, kIntM, kIntJ, kLong1 };
   struct Put {
     uint16_t at;    // the opcode's offset in the run
     uint8_t width;  // of its key: 1 (BINPUT), 4 (LONG_BINPUT), 0 (MEMOIZE: the memo's count)
     uint8_t what;   // the RunValue it holds
   };
   struct Int {
-    uint16_t at;    // the opcode's offset in the run
-    IntKind kind;
+    uint16_t at;    // the opcode's offset in the run (run_int reads it)
     uint8_t target;
-    uint8_t len;    // LONG1: its byte count
   };
 
   // Whether a template is kept.
@@ -70,6 +91,7 @@ class RunTemplate {
     std::memset(keep, 0xff, n);
     std::memset(keep + n, 0, sizeof keep - n);
     ints_ = 0;
+    ints_k_ = true;
     gets_ = 0;
     puts_ = 0;
     std::memset(put_what_, 0, sizeof put_what_);
@@ -82,9 +104,10 @@ class RunTemplate {
       put_[puts_++] = Put{static_cast<uint16_t>(q - at), width, what};
       return true;
     };
-    auto add_int = [&](IntKind kind, uint8_t target, uint8_t len) {
+    auto add_int = [&](uint8_t target) {
       if (ints_ == kMaxInts) return false;
-      int_[ints_++] = Int{static_cast<uint16_t>(q - at), kind, target, len};
+      int_[ints_++] = Int{static_cast<uint16_t>(q - at), target};
+      ints_k_ = ints_k_ && *q == 'K';
       return true;
     };
     auto op = [&](uint8_t o) {
@@ -120,34 +143,13 @@ class RunTemplate {
       }
       return true;
     };
-    auto read_int = [&](uint8_t target) {
-      if (!left(2)) return false;
-      switch (*q) {
-        case 'K':
-          if (!add_int(kIntK, target, 0)) return false;
-          hide(q + 1, 1);
-          q += 2;
-          break;
-        case 'M':
-          if (!left(3) || !add_int(kIntM, target, 0)) return false;
-          hide(q + 1, 2);
-          q += 3;
-          break;
-        case 'J':
-          if (!left(5) || !add_int(kIntJ, target, 0)) return false;
-          hide(q + 1, 4);
-          q += 5;
-          break;
-        case 0x8a: {
-          const uint8_t m = q[1];
-          if (m > 8 || !left(2 + size_t{m}) || !add_int(kLong1, target, m)) return false;
-          hide(q + 2, m);
-          q += 2 + size_t{m};
-          break;
-        }
-        default:
-          return false;
-      }
+    auto read_int = [&](uint8_t target) {  // its value bytes hidden (LONG1: not its length)
+      int64_t v;
+      const size_t k = left(2) ? run_int(q, &v) : 0;  // (reads at most 10 bytes: 8 after stop)
+      if (k == 0 || !left(k) || !add_int(target)) return false;
+      const size_t from = *q == 0x8a ? 2 : 1;
+      hide(q + from, k - from);
+      q += k;
       return no_put();
     };
     auto is_int = [&] { return left(1) && (*q == 'K' || *q == 'M' || *q == 'J' || *q == 0x8a); };
@@ -205,8 +207,6 @@ class RunTemplate {
     for (uint32_t k = 1; k < puts_; ++k) {
       if (put_[k].width != put_width_) put_width_ = kMixedWidths;
     }
-    ints_k_ = true;
-    for (uint32_t k = 0; k < ints_; ++k) ints_k_ = ints_k_ && int_[k].kind == kIntK;
     words_ = (n + 7) / 8;
     for (size_t w = 0; w < words_; ++w) std::memcpy(&mask_[w], keep + 8 * w, 8);
     from_ = at;
