@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
 #if PTREAD_POSIX
@@ -108,5 +109,70 @@ TEST_CASE("the worker pool computes alone when the system refuses every thread",
   REQUIRE(waitpid(child, &status, 0) == child);
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+#endif
+
+#if PTREAD_WORKER_PLACEMENT
+namespace {
+
+// The CPU mask a worker of a fresh pool runs its task with, the caller's thread having
+// `mask`: a job of two tasks that each wait until both have begun, so one runs on the
+// worker. (The worker starts on one CPU other than the caller's, then takes this mask.)
+bool worker_mask(const cpu_set_t& mask, cpu_set_t* seen) {
+  cpu_set_t before;
+  if (pthread_getaffinity_np(pthread_self(), sizeof before, &before) != 0) return false;
+  if (pthread_setaffinity_np(pthread_self(), sizeof mask, &mask) != 0) return false;
+  const pthread_t caller = pthread_self();
+  std::atomic<int> begun{0};
+  std::atomic<bool> got{false};
+  {
+    WorkerPool pool;
+    auto fn = [&](size_t) {
+      begun.fetch_add(1);
+      for (int spin = 0; begun.load() < 2 && spin < 10000000; ++spin) std::this_thread::yield();
+      if (!pthread_equal(pthread_self(), caller)) {
+        got = pthread_getaffinity_np(pthread_self(), sizeof *seen, seen) == 0;
+      }
+    };
+    pool.run(2, 2, fn);
+  }
+  pthread_setaffinity_np(pthread_self(), sizeof before, &before);
+  return got.load() && begun.load() == 2;
+}
+
+}  // namespace
+
+TEST_CASE("a worker runs wherever its creator may: the CPU it starts on is a hint only", "[parallel]") {
+  cpu_set_t all;
+  REQUIRE(sched_getaffinity(0, sizeof all, &all) == 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &all)) cpus.push_back(c);
+  }
+  cpu_set_t seen;
+  SECTION("every CPU the process may use") {
+    CPU_ZERO(&seen);
+    REQUIRE(worker_mask(all, &seen));
+    CHECK(CPU_EQUAL(&seen, &all));
+  }
+  SECTION("the caller held to one CPU: the worker too, no hint given") {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpus.back(), &one);
+    CPU_ZERO(&seen);
+    REQUIRE(worker_mask(one, &seen));
+    CHECK(CPU_EQUAL(&seen, &one));
+  }
+  if (cpus.size() >= 2) {
+    SECTION("the caller held to two CPUs: the worker to the same two") {
+      cpu_set_t two;
+      CPU_ZERO(&two);
+      CPU_SET(cpus.front(), &two);
+      CPU_SET(cpus.back(), &two);
+      CPU_ZERO(&seen);
+      REQUIRE(worker_mask(two, &seen));
+      CHECK(CPU_EQUAL(&seen, &two));
+    }
+  }
 }
 #endif
