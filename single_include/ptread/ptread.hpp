@@ -1046,6 +1046,7 @@ class ChunkReserve {
     do {
       if (k > count_ - n) return nullptr;
     } while (!taken_.compare_exchange_weak(k, k + n, std::memory_order_relaxed));
+    last_take_.store(done_.load(std::memory_order_relaxed), std::memory_order_relaxed);
     return base_ + k * kHugePage;
   }
 
@@ -1057,7 +1058,11 @@ class ChunkReserve {
   // The taking thread's progress through its work: `total` units (set before fill() runs),
   // `done` of them done (from the taking thread, now and then). Once some is done, fill()
   // keeps no more chunks ahead than the rest will take at the rate taken so far (plus one):
-  // near the end it stops faulting in chunks that would never be taken.
+  // near the end it stops faulting in chunks that would never be taken. Pools whose
+  // containers double take their chunks in bursts (every container of 100,000 tensors
+  // starts a larger block when 65,280 are read), which the rate so far overestimates: after
+  // a take past half the work, no container doubles again before the end, so one chunk
+  // ahead is kept, no more (the rate had 2-4 chunks cleared and never taken).
   void expect(size_t total) noexcept { total_ = total; }
   void progress(size_t done) noexcept { done_.store(done, std::memory_order_relaxed); }
 
@@ -1108,11 +1113,11 @@ class ChunkReserve {
 
  private:
   // The chunks the rest of the work will take at the rate so far, plus one (before a
-  // rate is known, nothing taken or nothing done: all).
+  // rate is known, nothing taken or nothing done: all); one after a take past half the work.
   size_t still_needed(size_t taken) const noexcept {
     const size_t done = done_.load(std::memory_order_relaxed);
     if (total_ == 0 || done == 0 || taken == 0) return count_;
-    if (done >= total_) return 1;
+    if (done >= total_ || last_take_.load(std::memory_order_relaxed) > total_ / 2) return 1;
     const double rest = static_cast<double>(taken) * static_cast<double>(total_ - done) / static_cast<double>(done);
     return rest < static_cast<double>(count_) ? static_cast<size_t>(rest) + 1 : count_;
   }
@@ -1121,6 +1126,7 @@ class ChunkReserve {
   size_t count_ = 0;
   size_t total_ = 0;                  // expect()
   std::atomic<size_t> done_{0};       // progress()
+  std::atomic<size_t> last_take_{0};  // done_ at the latest take()
   std::atomic<size_t> taken_{0};
   size_t filled_ = 0;  // fill()'s: chunks [0, filled_) are faulted in or taken
   bool failed_ = false;
