@@ -129,6 +129,9 @@ class PickleVM {
     pool_.set_reserve(r);
     reserve_ = r;
   }
+  // After the pickle: up to `max` of the 2 MiB chunks its memo took, to pool `to`
+  // (BlockPool::give_chunks). The VM runs no pickle after.
+  void give_chunks(BlockPool& to, size_t max) { pool_.give_chunks(to, max); }
   // How many TensorRuns the last run() took, and how many of those it read by their
   // template (RunTemplate).
   size_t tensor_runs_taken() const { return runs_taken_; }

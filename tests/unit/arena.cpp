@@ -134,6 +134,34 @@ TEST_CASE("BlockPool: containers sharing a pool grow together and read back", "[
   CHECK(moved[200000] == 5);
 }
 
+TEST_CASE("BlockPool: 2 MiB chunks given by another pool are handed out first and outlive the giver", "[arena]") {
+  using ptread::detail::BlockPool;
+  constexpr size_t kMiB = size_t{1} << 20;
+  BlockPool to;
+  {
+    BlockPool from;
+    for (int k = 0; k < 6; ++k) std::memset(from.allocate(kMiB), 0x5a, kMiB);  // three 2 MiB chunks, written
+    from.give_chunks(to, 1);
+  }  // the giver unmaps the chunks it kept
+  auto* b = static_cast<uint8_t*>(to.allocate(kMiB));  // a new 2 MiB chunk: the given one
+  std::memset(b + 1, 1, kMiB - 1);  // still mapped, writable
+  auto* c = static_cast<uint8_t*>(to.allocate(kMiB));  // the rest of that chunk
+  auto* d = static_cast<uint8_t*>(to.allocate(kMiB));  // none given left: memory of its own
+  // The bytes the giver wrote (a pool's blocks are written before they are read), where
+  // pools cut blocks from chunks. Under AddressSanitizer each block is its own allocation,
+  // so no chunk is given: every block is new.
+  if (PTREAD_ASAN) {
+    CHECK(b[0] != 0x5a);
+  } else {
+    CHECK(b[0] == 0x5a);
+    CHECK(c[0] == 0x5a);
+    CHECK(c[kMiB - 1] == 0x5a);
+    CHECK(d[0] == 0);  // fresh from the kernel
+  }
+  CHECK(d[0] != 0x5a);
+  CHECK(b[1] == 1);
+}
+
 TEST_CASE("HugePagePolicy: after a slow first huge-page fault, the next 8 large blocks take small pages", "[arena]") {
   using ptread::detail::HugePagePolicy;
   using std::chrono::microseconds;

@@ -346,6 +346,12 @@ class ZipStorages {
 };
 
 // The plan's fields that the model keeps.
+// The 2 MiB chunks the tensor list of m's specs will take (Model::listed, made by the naming
+// walk after the pickle): how many the pickle VM gives the model's pool when it is done.
+inline size_t listed_chunks(const Model& m) {
+  return (m.specs.size() * sizeof(Model::Listed) + kHugePage - 1) / kHugePage;
+}
+
 inline void apply_plan(ZipPlan& plan, Model& m) {
   m.archive_prefix = plan.prefix;
   m.format = plan.constants ? Format::torchscript : Format::zip;
@@ -392,6 +398,7 @@ inline Status read_zip_pickles(const std::shared_ptr<const Source>& src, const R
   PickleVM vm(m.graph, hooks, opt.limits, std::string(plan.pkl->name));
   vm.set_tensor_runs(opt.tensor_runs);
   PTREAD_TRY(m.root, vm.run(pickle.data, pickle.size));
+  vm.give_chunks(m.pool, listed_chunks(m));
   PTREAD_CHECK(hooks.finish());
   return read_zip_constants(opt, m, zip, plan, storages);
 }
@@ -483,6 +490,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
       if (t == 0) {
         reserve.begin();
         auto root = vm->run(pickle, static_cast<size_t>(first.uncompressed_size));
+        vm->give_chunks(m.pool, listed_chunks(m));  // before vm_done: the other thread destroys the VM after
         vm_done.store(true, std::memory_order_release);  // before end(): fill() returns after both
         reserve.end();
         if (root) {
