@@ -318,38 +318,35 @@ TEST_CASE("ChunkReserve: with the taker's progress known, fill() faults in only 
   ptread::detail::block_free(first, kHugePage);
   ptread::detail::block_free(two, 2 * kHugePage);
 
+  // One chunk taken at 10% of the work and two more at `burst` (of 1000), then fill(6):
+  // the first chunk taken (three are the caller's, to free with block_free).
+  auto three_taken = [](ChunkReserve& c, size_t burst) {
+    c.expect(1000);
+    c.progress(100);
+    auto* p = static_cast<uint8_t*>(c.take(1));
+    c.progress(burst);
+    const bool adjacent = p != nullptr && c.take(2) == p + kHugePage;
+    c.fill(6, false);
+    return adjacent ? p : nullptr;
+  };
   // A take past half the work (containers that double take their chunks in bursts: none
   // doubles again before the end): one to spare, where the rate so far (3 chunks for 60%)
   // would have two more and a spare.
   ChunkReserve late;
   REQUIRE(late.map(8));
-  late.expect(1000);
-  late.progress(100);
-  auto* one = static_cast<uint8_t*>(late.take(1));
+  uint8_t* one = three_taken(late, 600);
   REQUIRE(one != nullptr);
-  late.progress(600);
-  auto* burst = static_cast<uint8_t*>(late.take(2));
-  REQUIRE(burst == one + kHugePage);
-  late.fill(6, false);
   CHECK(resident(one + 3 * kHugePage) == offered);
   CHECK_FALSE(resident(one + 4 * kHugePage));
-  // Before half the work, the rate so far, as above.
+  // Before half the work, the rate so far: 3 chunks for 40%, 4.5 more and a spare: all 5 left.
   ChunkReserve early;
   REQUIRE(early.map(8));
-  early.expect(1000);
-  early.progress(100);
-  auto* e1 = static_cast<uint8_t*>(early.take(1));
+  uint8_t* e1 = three_taken(early, 400);
   REQUIRE(e1 != nullptr);
-  early.progress(400);
-  auto* e2 = static_cast<uint8_t*>(early.take(2));
-  REQUIRE(e2 == e1 + kHugePage);
-  early.fill(6, false);  // 3 chunks for 40%: 4.5 more, and a spare: all 5 left
   CHECK(resident(e1 + 3 * kHugePage) == offered);
   CHECK(resident(e1 + 7 * kHugePage) == offered);
-  ptread::detail::block_free(one, kHugePage);
-  ptread::detail::block_free(burst, 2 * kHugePage);
-  ptread::detail::block_free(e1, kHugePage);
-  ptread::detail::block_free(e2, 2 * kHugePage);
+  ptread::detail::block_free(one, 3 * kHugePage);
+  ptread::detail::block_free(e1, 3 * kHugePage);
 }
 
 TEST_CASE("ChunkReserve: once huge pages were slow anywhere, the chunks it faults in next take small pages", "[arena]") {
