@@ -364,11 +364,6 @@ class PickleVM {
 #endif
     return valid_pickle_utf8(p, len);
   }
-  static uint32_t load_u32(const uint8_t* p) {
-    return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
-           (static_cast<uint32_t>(p[3]) << 24);
-  }
-
   PTREAD_NOINLINE Error error(ErrorCode code, const std::string& what) const {
     const char* name = opcode_name(op());
     char opbuf[48];
@@ -801,8 +796,7 @@ class PickleVM {
         template_wait_ = template_backoff_;
       }
     }
-    template_good_ = false;
-    template_streak_ = 0;
+    template_good_ = false;  // (template_streak_ is 0: this run was read in full)
     if (template_.make(at, after, end_)) {
       template_gets_[0] = r.tag;
       template_gets_[1] = r.cls;

@@ -1084,12 +1084,9 @@ class ChunkReserve {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
         continue;
       }
-      if (!small_ && !HugePagePolicy::huge_now()) {
-        // Huge pages found slow elsewhere (a pool's own block, another reserve): the rest in
-        // small pages, as if this fill had found them slow.
-        small_ = true;
-        ::madvise(base_ + filled_ * kHugePage, (count_ - filled_) * kHugePage, MADV_NOHUGEPAGE);
-      }
+      // Huge pages found slow elsewhere (a pool's own block, another reserve): the rest in
+      // small pages, as if this fill had found them slow.
+      if (!small_ && !HugePagePolicy::huge_now()) small_from_filled();
       char* chunk = base_ + filled_ * kHugePage;
       const auto t0 = std::chrono::steady_clock::now();
       if (::madvise(chunk, kHugePage, MADV_POPULATE_WRITE) != 0) {
@@ -1101,8 +1098,7 @@ class ChunkReserve {
       if (took > HugePagePolicy::kSlowHugeFault && HugePagePolicy::huge_now()) {
         // Huge pages cleared slowly (see HugePagePolicy): the rest in small pages.
         HugePagePolicy::first_fault(took);
-        small_ = true;
-        if (filled_ < count_) ::madvise(base_ + filled_ * kHugePage, (count_ - filled_) * kHugePage, MADV_NOHUGEPAGE);
+        small_from_filled();
       }
     }
 #else
@@ -1112,6 +1108,13 @@ class ChunkReserve {
   }
 
  private:
+#if PTREAD_POSIX && defined(__linux__) && defined(MADV_HUGEPAGE)
+  // fill()'s: the chunks not faulted in yet advised small pages from now on.
+  void small_from_filled() noexcept {
+    small_ = true;
+    if (filled_ < count_) ::madvise(base_ + filled_ * kHugePage, (count_ - filled_) * kHugePage, MADV_NOHUGEPAGE);
+  }
+#endif
   // The chunks the rest of the work will take at the rate so far, plus one (before a
   // rate is known, nothing taken or nothing done: all); one after a take past half the work.
   size_t still_needed(size_t taken) const noexcept {
@@ -3232,6 +3235,14 @@ struct Graph {
   uint32_t empty_tuple_ = kNoNode;
 };
 
+// ---- little-endian integers, as the pickle stores them ----
+
+// The 4 bytes at p as a little-endian uint32 (BININT, LONG_BINGET, LONG_BINPUT ...).
+inline uint32_t load_u32(const uint8_t* p) noexcept {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
+         (static_cast<uint32_t>(p[3]) << 24);
+}
+
 // ---- big integers (two's complement, little-endian bytes, as LONG1/LONG4 store them) ----
 
 inline bool fits_int64(const uint8_t* p, size_t n, int64_t* out) {
@@ -3399,8 +3410,7 @@ PTREAD_ALWAYS_INLINE size_t run_int(const uint8_t* q, int64_t* out) noexcept {
     case 'K': *out = q[1]; return 2;
     case 'M': *out = q[1] | (q[2] << 8); return 3;
     case 'J': {
-      const uint32_t u = static_cast<uint32_t>(q[1]) | (static_cast<uint32_t>(q[2]) << 8) |
-                         (static_cast<uint32_t>(q[3]) << 16) | (static_cast<uint32_t>(q[4]) << 24);
+      const uint32_t u = load_u32(q + 1);
       int32_t v;
       std::memcpy(&v, &u, 4);
       *out = v;
@@ -3971,11 +3981,6 @@ class PickleVM {
 #endif
     return valid_pickle_utf8(p, len);
   }
-  static uint32_t load_u32(const uint8_t* p) {
-    return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
-           (static_cast<uint32_t>(p[3]) << 24);
-  }
-
   PTREAD_NOINLINE Error error(ErrorCode code, const std::string& what) const {
     const char* name = opcode_name(op());
     char opbuf[48];
@@ -4408,8 +4413,7 @@ class PickleVM {
         template_wait_ = template_backoff_;
       }
     }
-    template_good_ = false;
-    template_streak_ = 0;
+    template_good_ = false;  // (template_streak_ is 0: this run was read in full)
     if (template_.make(at, after, end_)) {
       template_gets_[0] = r.tag;
       template_gets_[1] = r.cls;
@@ -9408,13 +9412,13 @@ class ZipStorages {
   std::string name_;
 };
 
-// The plan's fields that the model keeps.
 // The 2 MiB chunks the tensor list of m's specs will take (Model::listed, made by the naming
 // walk after the pickle): how many the pickle VM gives the model's pool when it is done.
 inline size_t listed_chunks(const Model& m) {
   return (m.specs.size() * sizeof(Model::Listed) + kHugePage - 1) / kHugePage;
 }
 
+// The plan's fields that the model keeps.
 inline void apply_plan(ZipPlan& plan, Model& m) {
   m.archive_prefix = plan.prefix;
   m.format = plan.constants ? Format::torchscript : Format::zip;

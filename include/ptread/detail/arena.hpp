@@ -279,12 +279,9 @@ class ChunkReserve {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
         continue;
       }
-      if (!small_ && !HugePagePolicy::huge_now()) {
-        // Huge pages found slow elsewhere (a pool's own block, another reserve): the rest in
-        // small pages, as if this fill had found them slow.
-        small_ = true;
-        ::madvise(base_ + filled_ * kHugePage, (count_ - filled_) * kHugePage, MADV_NOHUGEPAGE);
-      }
+      // Huge pages found slow elsewhere (a pool's own block, another reserve): the rest in
+      // small pages, as if this fill had found them slow.
+      if (!small_ && !HugePagePolicy::huge_now()) small_from_filled();
       char* chunk = base_ + filled_ * kHugePage;
       const auto t0 = std::chrono::steady_clock::now();
       if (::madvise(chunk, kHugePage, MADV_POPULATE_WRITE) != 0) {
@@ -296,8 +293,7 @@ class ChunkReserve {
       if (took > HugePagePolicy::kSlowHugeFault && HugePagePolicy::huge_now()) {
         // Huge pages cleared slowly (see HugePagePolicy): the rest in small pages.
         HugePagePolicy::first_fault(took);
-        small_ = true;
-        if (filled_ < count_) ::madvise(base_ + filled_ * kHugePage, (count_ - filled_) * kHugePage, MADV_NOHUGEPAGE);
+        small_from_filled();
       }
     }
 #else
@@ -307,6 +303,13 @@ class ChunkReserve {
   }
 
  private:
+#if PTREAD_POSIX && defined(__linux__) && defined(MADV_HUGEPAGE)
+  // fill()'s: the chunks not faulted in yet advised small pages from now on.
+  void small_from_filled() noexcept {
+    small_ = true;
+    if (filled_ < count_) ::madvise(base_ + filled_ * kHugePage, (count_ - filled_) * kHugePage, MADV_NOHUGEPAGE);
+  }
+#endif
   // The chunks the rest of the work will take at the rate so far, plus one (before a
   // rate is known, nothing taken or nothing done: all); one after a take past half the work.
   size_t still_needed(size_t taken) const noexcept {

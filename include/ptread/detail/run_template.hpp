@@ -16,7 +16,7 @@
 #pragma once
 
 #include "../config.hpp"
-#include "value_graph.hpp"  // fits_int64
+#include "value_graph.hpp"  // fits_int64, load_u32
 
 #include <cstddef>
 #include <cstdint>
@@ -40,8 +40,7 @@ PTREAD_ALWAYS_INLINE size_t run_int(const uint8_t* q, int64_t* out) noexcept {
     case 'K': *out = q[1]; return 2;
     case 'M': *out = q[1] | (q[2] << 8); return 3;
     case 'J': {
-      const uint32_t u = static_cast<uint32_t>(q[1]) | (static_cast<uint32_t>(q[2]) << 8) |
-                         (static_cast<uint32_t>(q[3]) << 16) | (static_cast<uint32_t>(q[4]) << 24);
+      const uint32_t u = load_u32(q + 1);
       int32_t v;
       std::memcpy(&v, &u, 4);
       *out = v;

@@ -306,6 +306,14 @@ struct Graph {
   uint32_t empty_tuple_ = kNoNode;
 };
 
+// ---- little-endian integers, as the pickle stores them ----
+
+// The 4 bytes at p as a little-endian uint32 (BININT, LONG_BINGET, LONG_BINPUT ...).
+inline uint32_t load_u32(const uint8_t* p) noexcept {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
+         (static_cast<uint32_t>(p[3]) << 24);
+}
+
 // ---- big integers (two's complement, little-endian bytes, as LONG1/LONG4 store them) ----
 
 inline bool fits_int64(const uint8_t* p, size_t n, int64_t* out) {

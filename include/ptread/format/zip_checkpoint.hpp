@@ -345,13 +345,13 @@ class ZipStorages {
   std::string name_;
 };
 
-// The plan's fields that the model keeps.
 // The 2 MiB chunks the tensor list of m's specs will take (Model::listed, made by the naming
 // walk after the pickle): how many the pickle VM gives the model's pool when it is done.
 inline size_t listed_chunks(const Model& m) {
   return (m.specs.size() * sizeof(Model::Listed) + kHugePage - 1) / kHugePage;
 }
 
+// The plan's fields that the model keeps.
 inline void apply_plan(ZipPlan& plan, Model& m) {
   m.archive_prefix = plan.prefix;
   m.format = plan.constants ? Format::torchscript : Format::zip;
