@@ -552,7 +552,7 @@ void check_cut(const Bytes& b, size_t n, ErrorCode want, const std::string& what
 TEST_CASE("legacy layout as this test reads it", "[legacy]") {
   // The walker against facts about the fixtures that generate.py asserts with Python's
   // pickle module: sorted synthetic keys, the five pickles, protocol 2.
-  for (const char* file : {"legacy_sd.pt", "legacy_views.pt", "legacy_model.pt"}) {
+  for (const char* file : {"legacy_sd.pt", "legacy_views.pt", "legacy_storage_views.pt", "legacy_model.pt"}) {
     INFO(file);
     const Bytes b = fixture(file);
     const LegacyLayout L = legacy_layout(b);
@@ -565,7 +565,7 @@ TEST_CASE("legacy layout as this test reads it", "[legacy]") {
 }
 
 TEST_CASE("every truncation of a legacy file is an error naming where it stops", "[legacy][sweep_legacy]") {
-  for (const char* file : {"legacy_sd.pt", "legacy_views.pt", "legacy_model.pt"}) {
+  for (const char* file : {"legacy_sd.pt", "legacy_views.pt", "legacy_storage_views.pt", "legacy_model.pt"}) {
     SECTION(file) {
       const Bytes b = fixture(file);
       const LegacyLayout L = legacy_layout(b);
@@ -930,4 +930,29 @@ TEST_CASE("legacy and tar storages are views into the file where aligned, copies
     SECTION(file) { check_zero_copy(file, false); }
   }
   SECTION("tar_sd.pt") { check_zero_copy("tar_sd.pt", true); }
+}
+
+TEST_CASE("legacy storage views keep torch's values wherever the file lies in memory", "[legacy]") {
+  // legacy_storage_views.pt: views (view metadata) at byte offsets 0, 16 and 40 of their
+  // roots. At every address mod 8 some roots are copied to be aligned; their views must
+  // follow them. The values are torch.load's (expected.json).
+  const std::string file = "legacy_storage_views.pt";
+  const Json& exp = expected_json()["files"][file]["tensors"];
+  REQUIRE(exp.size() == 8);
+  const Bytes b = fixture(file);
+  for (size_t shift = 0; shift < 8; ++shift) {
+    std::unique_ptr<uint64_t[]> buf(new uint64_t[b.size() / 8 + 2]);
+    unsigned char* base = reinterpret_cast<unsigned char*>(buf.get()) + shift;
+    std::memcpy(base, b.data(), b.size());
+    auto ck = ptread::Checkpoint::open_memory(base, b.size());
+    INFO("at an address = " << shift << " mod 8");
+    REQUIRE(ck.ok());
+    REQUIRE(ck->tensors().size() == exp.size());
+    for (size_t k = 0; k < exp.size(); ++k) {
+      INFO("tensor " << exp[k]["name"].as_string());
+      check_tensor_entry(ck->tensors()[k], exp[k]);
+      const auto* data = static_cast<const unsigned char*>(ck->tensors()[k].tensor.data_ptr());
+      CHECK(reinterpret_cast<uintptr_t>(data) % ck->tensors()[k].tensor.element_size() == 0);
+    }
+  }
 }
