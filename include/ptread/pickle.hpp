@@ -393,9 +393,8 @@ class PickleVM {
     return fail(ErrorCode::pickle_malformed, "text that is not UTF-8 (Python's unpickler refuses it)");
   }
   // The node kind of the operand of `op` (BINSTRING, SHORT_BINSTRING, BINBYTES,
-  // SHORT_BINBYTES, BINUNICODE, SHORT_BINUNICODE): bytes are bytes; unicode is text, checked
-  // as Python checks it; Python 2 str is text when it decodes as UTF-8 (torch.load's
-  // encoding), else the bytes it is.
+  // SHORT_BINBYTES): bytes are bytes; Python 2 str is text when it decodes as UTF-8
+  // (torch.load's encoding), else the bytes it is.
   static ValueKind text_kind(uint8_t op, std::string_view s) {
     if (op == 'B' || op == 'C') return ValueKind::bytes;
     return valid_pickle_utf8(reinterpret_cast<const uint8_t*>(s.data()), s.size()) ? ValueKind::string : ValueKind::bytes;
@@ -1155,6 +1154,8 @@ inline Result<std::string> PickleVM::raw_unicode_escape(std::string_view s) {
   return out;
 }
 
+// The opcodes run() leaves to it: those torch.save writes (protocol 2 and the FRAME and
+// MEMOIZE of 4) never come here.
 inline bool PickleVM::step() {
   const uint8_t op_ = op();
   switch (op_) {
@@ -1164,11 +1165,6 @@ inline bool PickleVM::step() {
       if (v > 5) return fail(ErrorCode::pickle_malformed, "unsupported pickle protocol " + std::to_string(v));
       return true;
     }
-    case 0x95:  // FRAME: the whole pickle is in memory; the frame length is only a hint
-      if (!need(8)) return truncated();
-      p_ += 8;
-      return true;
-    case '(': push_mark(); return true;
     case '0': { uint32_t v = 0; return pop(&v); }
     case '1': {
       size_t m = 0;
@@ -1177,23 +1173,6 @@ inline bool PickleVM::step() {
       return true;
     }
     case '2': { uint32_t v = 0; return top(&v) && push(v); }
-    case 'N': return push(kNoneNode);
-    case 0x88: return push(kTrueNode);
-    case 0x89: return push(kFalseNode);
-    case 'J': {
-      if (!need(4)) return truncated();
-      const uint32_t u = u32();
-      int32_t v;
-      std::memcpy(&v, &u, 4);
-      return push(g_.add_int(v));
-    }
-    case 'K': if (!need(1)) return truncated(); return push(g_.add_int(*p_++));
-    case 'M': {
-      if (!need(2)) return truncated();
-      int v = p_[0] | (p_[1] << 8);
-      p_ += 2;
-      return push(g_.add_int(v));
-    }
     case 0x8a: {  // LONG1
       if (!need(1)) return truncated();
       const uint8_t n = *p_++;
@@ -1251,21 +1230,19 @@ inline bool PickleVM::step() {
       if (!str) return fail(std::move(str).error());
       return push(g_.add_text(ValueKind::string, *str));
     }
-    case 'T': case 'X': case 'B': {  // 4-byte length: BINSTRING, BINUNICODE, BINBYTES
+    case 'T': case 'B': {  // 4-byte length: BINSTRING, BINBYTES
       if (!need(4)) return truncated();
       const uint32_t n = u32();
       if (op_ == 'T' && n > 0x7fffffffu) return fail(ErrorCode::pickle_malformed, "negative BINSTRING length");
       std::string_view s;
       if (!take(n, &s)) return false;
-      if (op_ == 'X' && !valid_pickle_utf8(reinterpret_cast<const uint8_t*>(s.data()), s.size())) return bad_utf8();
       return push(g_.add_text(text_kind(op_, s), s));
     }
-    case 'U': case 'C': case 0x8c: {  // 1-byte length: SHORT_BINSTRING, SHORT_BINBYTES, SHORT_BINUNICODE
+    case 'U': case 'C': {  // 1-byte length: SHORT_BINSTRING, SHORT_BINBYTES
       if (!need(1)) return truncated();
       const uint8_t n = *p_++;
       std::string_view s;
       if (!take(n, &s)) return false;
-      if (op_ == 0x8c && !valid_pickle_utf8(reinterpret_cast<const uint8_t*>(s.data()), s.size())) return bad_utf8();
       return push(g_.add_text(text_kind(op_, s), s));
     }
     case 0x8d: case 0x8e: case 0x96: {  // 8-byte length: BINUNICODE8, BINBYTES8, BYTEARRAY8
@@ -1285,22 +1262,10 @@ inline bool PickleVM::step() {
       if (!str) return fail(std::move(str).error());
       return push(g_.add_text(ValueKind::string, *str));
     }
-    case ')': return push(g_.add_container(ValueKind::tuple));
-    case ']': return push(g_.add_container(ValueKind::list));
-    case '}': return push(g_.add_container(ValueKind::dict));
     case 0x8f: return push(g_.add_container(ValueKind::set));
-    case 't': return container_from_mark(ValueKind::tuple);
     case 'l': return container_from_mark(ValueKind::list);
     case 0x91: return container_from_mark(ValueKind::frozenset);
     case 'd': return container_from_mark(ValueKind::dict);
-    case 0x85: case 0x86: case 0x87: {  // TUPLE1..3
-      const size_t n = static_cast<size_t>(op_ - 0x84);
-      if (stack_.size() - floor_ < n) return underflow();
-      const size_t m = stack_.size() - n;
-      const uint32_t c = g_.add_container(ValueKind::tuple, items_from(m), n);
-      drop_from(m);
-      return push(c);
-    }
     case 'a': {
       uint32_t v = 0, target = 0;
       return pop(&v) && top(&target) && append_items(target, &v, 1, false);
@@ -1310,7 +1275,6 @@ inline bool PickleVM::step() {
       uint32_t kv[2] = {0, 0}, target = 0;
       return pop(&kv[1]) && pop(&kv[0]) && top(&target) && append_items(target, kv, 2, true);
     }
-    case 'u': return append_from_mark(true);
     case 'p': {
       std::string_view s;
       if (!line(&s)) return false;
@@ -1319,12 +1283,6 @@ inline bool PickleVM::step() {
       if (r.ec != std::errc() || r.ptr != s.data() + s.size()) return fail(ErrorCode::pickle_malformed, "bad PUT key");
       return memo_put_top(key);
     }
-    case 'q': { if (!need(1)) return truncated(); const uint8_t k = *p_++; return memo_put_top(k); }
-    case 'r': {
-      if (!need(4)) return truncated();
-      return memo_put_top(u32());
-    }
-    case 0x94: return memo_put_top(memo_count_);
     case 'g': {
       std::string_view s;
       if (!line(&s)) return false;
@@ -1332,11 +1290,6 @@ inline bool PickleVM::step() {
       auto r = std::from_chars(s.data(), s.data() + s.size(), key);
       if (r.ec != std::errc() || r.ptr != s.data() + s.size()) return fail(ErrorCode::pickle_malformed, "bad GET key");
       return memo_get(key);
-    }
-    case 'h': { if (!need(1)) return truncated(); return memo_get(*p_++); }
-    case 'j': {
-      if (!need(4)) return truncated();
-      return memo_get(u32());
     }
     case 'c': {
       std::string_view module, name;
@@ -1350,12 +1303,6 @@ inline bool PickleVM::step() {
         return fail(ErrorCode::pickle_malformed, "STACK_GLOBAL needs two strings");
       }
       return push(g_.add_interned_global(g_.text(module), g_.text(name)));
-    }
-    case 'R': case 0x81: {  // REDUCE, NEWOBJ
-      uint32_t args = 0, callable = 0;
-      if (!pop(&args) || !pop(&callable)) return false;
-      if (g_.kind(args) != ValueKind::tuple) return fail(ErrorCode::pickle_malformed, "arguments are not a tuple");
-      return call(callable, args);
     }
     case 0x92: {  // NEWOBJ_EX: cls, args, kwargs (keyword arguments to __new__ are dropped)
       uint32_t kwargs = 0, args = 0, cls = 0;
@@ -1389,15 +1336,10 @@ inline bool PickleVM::step() {
       if (!st) return fail(with_where(std::move(st).error()));
       return true;
     }
-    case 'Q': case 'P': {
-      uint32_t pid = 0;
-      if (op_ == 'Q') {
-        if (!pop(&pid)) return false;
-      } else {
-        std::string_view s;
-        if (!line(&s)) return false;
-        pid = g_.add_text(ValueKind::string, s);
-      }
+    case 'P': {  // PERSID: a text persistent id
+      std::string_view s;
+      if (!line(&s)) return false;
+      const uint32_t pid = g_.add_text(ValueKind::string, s);
       auto r = hooks_.persistent_load(g_, pid);
       if (!r) return fail(with_where(std::move(r).error()));
       return push(*r);
