@@ -348,3 +348,47 @@ TEST_CASE("broken files give the error that names what they are", "[fixtures][er
     }
   }
 }
+
+TEST_CASE("Value accessors of the wrong type say what they expected and found", "[fixtures][value]") {
+  // train.pt (expected.json's scalars): epoch 7, best_acc 0.9375, arch 'mlp', flag True,
+  // big_int 2**70, none None, blob bytes.
+  auto ck = ptread::Checkpoint::open(fixture_dir() + "/train.pt");
+  REQUIRE(ck.ok());
+  const ptread::Value root = ck->root();
+  const ptread::Value epoch = root["epoch"], acc = root["best_acc"], arch = root["arch"], flag = root["flag"];
+  const ptread::Value big = root["big_int"], none = root["none"], blob = root["blob"], gone = root["no_such_key"];
+  REQUIRE((epoch.is_int() && acc.is_float() && arch.is_string() && flag.is_bool() && big.is_int() && none.is_none() &&
+           blob.is_bytes() && gone.is_missing()));
+  auto mismatch = [](const auto& r, const char* expected, const char* found) {
+    REQUIRE_FALSE(r.ok());
+    INFO(r.error().str());
+    CHECK(r.error().code() == ptread::ErrorCode::invalid_argument);
+    CHECK(r.error().str().find(std::string("expected ") + expected + ", found " + found) != std::string::npos);
+  };
+  mismatch(epoch.as_bool(), "bool", "int");
+  mismatch(arch.as_int(), "int", "str");
+  mismatch(arch.as_float(), "float", "str");
+  mismatch(epoch.as_string(), "str", "int");
+  mismatch(arch.as_bytes(), "bytes", "str");
+  mismatch(blob.as_string(), "str", "bytes");
+  mismatch(none.as_tensor(), "tensor", "None");
+  mismatch(acc.as_quantized(), "quantized tensor", "float");
+  mismatch(acc.as_sparse(), "sparse tensor", "float");
+  // What converts, as in Python: bool -> int, int -> float.
+  CHECK(*flag.as_int() == 1);
+  CHECK(*epoch.as_float() == 7.0);
+  // 2**70 is an int, but not an int64_t.
+  auto b = big.as_int();
+  REQUIRE_FALSE(b.ok());
+  CHECK(b.error().code() == ptread::ErrorCode::limit_exceeded);
+  CHECK(b.error().str().find("1180591620717411303424") != std::string::npos);
+  CHECK(big.big_int_decimal() == "1180591620717411303424");
+  CHECK(epoch.big_int_decimal() == "7");
+  CHECK(arch.big_int_decimal().empty());
+  // A missing value: not_found, whatever was asked.
+  auto m = gone.as_float();
+  REQUIRE_FALSE(m.ok());
+  CHECK(m.error().code() == ptread::ErrorCode::not_found);
+  CHECK_FALSE(static_cast<bool>(gone));
+  CHECK(static_cast<bool>(none));
+}

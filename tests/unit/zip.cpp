@@ -950,3 +950,55 @@ TEST_CASE("zip: ZipArchive reads an archive placed after a preamble", "[zip]") {
     check_fails(open_zip(f, l), ErrorCode::limit_exceeded);
   }
 }
+
+TEST_CASE("Limits::max_pickle_bytes bounds data.pkl, TorchScript's code/ files and constants.pkl", "[zip][limits]") {
+  auto opts = [](size_t max_pickle, LoadMode mode) {
+    ptread::Options o;
+    o.mode = mode;
+    o.limits.max_pickle_bytes = max_pickle;
+    return o;
+  };
+  // proto2.pt's data.pkl is 826 bytes, in every load mode (mmap reads the pickle beside
+  // the directory walk only when it is within the limit).
+  const std::string proto2 = fixture_dir() + "/proto2.pt";
+  const std::vector<uint8_t> proto2_bytes = read_file(proto2);
+  for (LoadMode mode : {LoadMode::mmap, LoadMode::read}) {
+    INFO(ptread::load_mode_name(mode));
+    check_fails(ptread::Checkpoint::open(proto2, opts(825, mode)), ErrorCode::limit_exceeded, "data.pkl");
+    CHECK(ptread::Checkpoint::open(proto2, opts(826, mode)).ok());
+  }
+  check_fails(open_mem(proto2_bytes, opts(825, LoadMode::memory)), ErrorCode::limit_exceeded, "data.pkl");
+  CHECK(open_mem(proto2_bytes, opts(826, LoadMode::memory)).ok());
+
+  // ts_trace.pt: data.pkl 395 bytes, code/ .py files 423 + 368, constants.pkl 145.
+  const std::string trace = fixture_dir() + "/ts_trace.pt";
+  check_fails(ptread::Checkpoint::open(trace, opts(790, LoadMode::mmap)), ErrorCode::limit_exceeded, "code/");
+  CHECK(ptread::Checkpoint::open(trace, opts(791, LoadMode::mmap)).ok());
+
+  // The same records with a constants.pkl of 1,000 bytes (a pickled string): over a limit
+  // the rest is within.
+  const std::vector<uint8_t> trace_bytes = read_file(trace);  // (the archive reads from it)
+  auto zip = open_zip(trace_bytes);
+  REQUIRE(zip.ok());
+  ZipWriter w;
+  size_t replaced = 0;
+  for (const auto& e : zip->entries()) {
+    auto b = zip->read(e);
+    REQUIRE(b.ok());
+    std::vector<uint8_t> data(b->data, b->data + b->size);
+    if (e.name.size() >= 14 && e.name.substr(e.name.size() - 14) == "/constants.pkl") {
+      data = {0x80, 0x02, 'X', 0xe1, 0x03, 0, 0};  // PROTO 2, BINUNICODE of 993 bytes
+      data.resize(data.size() + 993, 'c');
+      data.push_back('.');
+      REQUIRE(data.size() == 1001);
+      ++replaced;
+    }
+    w.add(std::string(e.name), data);
+  }
+  REQUIRE(replaced == 1);
+  const std::vector<uint8_t> big_constants = w.build().flat();
+  check_fails(open_mem(big_constants, opts(1000, LoadMode::memory)), ErrorCode::limit_exceeded, "constants.pkl");
+  auto within = open_mem(big_constants, opts(1001, LoadMode::memory));
+  REQUIRE(within.ok());
+  CHECK(within->tensor_count() == ptread::Checkpoint::open(trace)->tensor_count());
+}
