@@ -103,13 +103,15 @@ class Value {
     }
   }
   Value operator[](int i) const { return i < 0 ? Value() : (*this)[static_cast<size_t>(i)]; }
-  // Dict value under a string key, or an object's attribute (from its state dict).
+  // Dict value under a string key, or an object's attribute (from its state dict), or
+  // else, for an object of a dict subclass, its item under that key.
   Value operator[](std::string_view key) const {
-    const uint32_t d = attribute_dict();
-    if (d == detail::kNoNode) return Value();
-    const auto& it = m_->graph.at(d).items;
-    for (size_t k = 0; k + 1 < it.size(); k += 2) {
-      if (m_->graph.is_string(it[k], key)) return Value(m_, it[k + 1]);
+    for (const uint32_t d : {attribute_dict(), is_object() ? node().items[detail::kObjDictItems] : detail::kNoNode}) {
+      if (d == detail::kNoNode || m_->graph.kind(d) != ValueKind::dict) continue;
+      const auto& it = m_->graph.at(d).items;
+      for (size_t k = 0; k + 1 < it.size(); k += 2) {
+        if (m_->graph.is_string(it[k], key)) return Value(m_, it[k + 1]);
+      }
     }
     return Value();
   }

@@ -6394,13 +6394,15 @@ class Value {
     }
   }
   Value operator[](int i) const { return i < 0 ? Value() : (*this)[static_cast<size_t>(i)]; }
-  // Dict value under a string key, or an object's attribute (from its state dict).
+  // Dict value under a string key, or an object's attribute (from its state dict), or
+  // else, for an object of a dict subclass, its item under that key.
   Value operator[](std::string_view key) const {
-    const uint32_t d = attribute_dict();
-    if (d == detail::kNoNode) return Value();
-    const auto& it = m_->graph.at(d).items;
-    for (size_t k = 0; k + 1 < it.size(); k += 2) {
-      if (m_->graph.is_string(it[k], key)) return Value(m_, it[k + 1]);
+    for (const uint32_t d : {attribute_dict(), is_object() ? node().items[detail::kObjDictItems] : detail::kNoNode}) {
+      if (d == detail::kNoNode || m_->graph.kind(d) != ValueKind::dict) continue;
+      const auto& it = m_->graph.at(d).items;
+      for (size_t k = 0; k + 1 < it.size(); k += 2) {
+        if (m_->graph.is_string(it[k], key)) return Value(m_, it[k + 1]);
+      }
     }
     return Value();
   }
@@ -6867,6 +6869,30 @@ class Namer {
     for (size_t k = 0; k + 1 < it.size(); k += 2) children_.push_back({it[k + 1], it[k], kKeyNode});
   }
 
+  // An object's attributes, less those that repeat one of its dict items: the same text as
+  // the item's key and the same value. A dict subclass that keeps its items as attributes
+  // too (EasyDict and the like) would list each tensor twice under one name; it is named
+  // once, as the item (what obj[key] gives). An attribute holding an item's value under
+  // another name is a tie, listed under both.
+  void add_attributes(const Items& attrs, uint32_t dict_items) {
+    if (dict_items == kNoNode || g_.kind(dict_items) != ValueKind::dict) {
+      add_pairs(attrs);
+      return;
+    }
+    const Items items = g_.at(dict_items).items;
+    std::unordered_multimap<uint32_t, uint32_t> key_of;  // an item's value node -> its key node
+    key_of.reserve(items.size() / 2);
+    for (size_t k = 0; k + 1 < items.size(); k += 2) key_of.emplace(items[k + 1], items[k]);
+    for (size_t k = 0; k + 1 < attrs.size(); k += 2) {
+      bool repeated = false;
+      if (g_.kind(attrs[k]) == ValueKind::string) {
+        const auto range = key_of.equal_range(attrs[k + 1]);
+        for (auto i = range.first; i != range.second && !repeated; ++i) repeated = g_.is_string(i->second, g_.text(attrs[k]));
+      }
+      if (!repeated) children_.push_back({attrs[k + 1], attrs[k], kKeyNode});
+    }
+  }
+
   void add_dict(uint32_t d, uint32_t skip_set = kNoNode) {
     if (d == kNoNode || g_.kind(d) != ValueKind::dict) return;
     const Items it = g_.at(d).items;
@@ -6926,7 +6952,7 @@ class Namer {
         add_dict(modules);
         return;
       }
-      add_pairs(g_.at(state).items);
+      add_attributes(g_.at(state).items, n.items[kObjDictItems]);
     } else if (state != kNoNode) {
       children_.push_back({state, 0, kKeyNone});
     } else if (n.items[kObjArgs] != kNoNode) {

@@ -262,6 +262,30 @@ class Namer {
     for (size_t k = 0; k + 1 < it.size(); k += 2) children_.push_back({it[k + 1], it[k], kKeyNode});
   }
 
+  // An object's attributes, less those that repeat one of its dict items: the same text as
+  // the item's key and the same value. A dict subclass that keeps its items as attributes
+  // too (EasyDict and the like) would list each tensor twice under one name; it is named
+  // once, as the item (what obj[key] gives). An attribute holding an item's value under
+  // another name is a tie, listed under both.
+  void add_attributes(const Items& attrs, uint32_t dict_items) {
+    if (dict_items == kNoNode || g_.kind(dict_items) != ValueKind::dict) {
+      add_pairs(attrs);
+      return;
+    }
+    const Items items = g_.at(dict_items).items;
+    std::unordered_multimap<uint32_t, uint32_t> key_of;  // an item's value node -> its key node
+    key_of.reserve(items.size() / 2);
+    for (size_t k = 0; k + 1 < items.size(); k += 2) key_of.emplace(items[k + 1], items[k]);
+    for (size_t k = 0; k + 1 < attrs.size(); k += 2) {
+      bool repeated = false;
+      if (g_.kind(attrs[k]) == ValueKind::string) {
+        const auto range = key_of.equal_range(attrs[k + 1]);
+        for (auto i = range.first; i != range.second && !repeated; ++i) repeated = g_.is_string(i->second, g_.text(attrs[k]));
+      }
+      if (!repeated) children_.push_back({attrs[k + 1], attrs[k], kKeyNode});
+    }
+  }
+
   void add_dict(uint32_t d, uint32_t skip_set = kNoNode) {
     if (d == kNoNode || g_.kind(d) != ValueKind::dict) return;
     const Items it = g_.at(d).items;
@@ -321,7 +345,7 @@ class Namer {
         add_dict(modules);
         return;
       }
-      add_pairs(g_.at(state).items);
+      add_attributes(g_.at(state).items, n.items[kObjDictItems]);
     } else if (state != kNoNode) {
       children_.push_back({state, 0, kKeyNone});
     } else if (n.items[kObjArgs] != kNoNode) {
