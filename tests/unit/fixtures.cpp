@@ -9,6 +9,7 @@
 #include "support/helpers.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -391,4 +392,26 @@ TEST_CASE("Value accessors of the wrong type say what they expected and found", 
   CHECK(m.error().code() == ptread::ErrorCode::not_found);
   CHECK_FALSE(static_cast<bool>(gone));
   CHECK(static_cast<bool>(none));
+}
+
+TEST_CASE("files mistaken for checkpoints are named for what they are", "[fixtures][errors]") {
+  auto check = [](const ptread::Result<ptread::Checkpoint>& ck, ptread::ErrorCode code, const char* says) {
+    REQUIRE_FALSE(ck.ok());
+    INFO(ck.error().str());
+    CHECK(ck.error().code() == code);
+    CHECK(ck.error().str().find(says) != std::string::npos);
+  };
+  // A real checkpoint, gzipped (generate.py: err_gzip.pt; torch.load refuses it too).
+  check(ptread::Checkpoint::open(fixture_dir() + "/err_gzip.pt"), ptread::ErrorCode::unknown_format,
+        "gzip-compressed data: decompress it first");
+  // Formats torch 1.13 cannot write here: the heads they start with.
+  std::vector<unsigned char> flatbuffer(64, 0);  // root offset, then the file identifier
+  flatbuffer[0] = 0x18;
+  std::memcpy(flatbuffer.data() + 4, "PTMF", 4);
+  check(ptread::Checkpoint::open_memory(flatbuffer.data(), flatbuffer.size()), ptread::ErrorCode::unsupported_format,
+        "TorchScript mobile flatbuffer");
+  std::vector<unsigned char> preview(64, 0);
+  std::memcpy(preview.data(), "PYTORCH1", 8);
+  check(ptread::Checkpoint::open_memory(preview.data(), preview.size()), ptread::ErrorCode::unsupported_format,
+        "PyTorch 1.0 preview");
 }
