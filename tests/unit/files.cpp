@@ -9,8 +9,14 @@
 #include "support/helpers.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <fcntl.h>
 #include <iterator>
+#include <mutex>
+#include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace ptread_test;
@@ -118,5 +124,46 @@ TEST_CASE("storages are filled in pieces by several threads, and a failed piece 
     auto st = ptread::detail::run_fill_jobs(**src, jobs, threads, 1000);
     REQUIRE_FALSE(st.ok());
     CHECK(st.error().code() == ptread::ErrorCode::truncated);
+  }
+}
+
+TEST_CASE("a path that is not a regular file is refused at once, a named pipe too", "[files]") {
+  for (ptread::LoadMode mode : {ptread::LoadMode::mmap, ptread::LoadMode::read}) {
+    ptread::Options o;
+    o.mode = mode;
+    INFO(ptread::load_mode_name(mode));
+    auto dir = ptread::Checkpoint::open("/tmp", o);
+    REQUIRE_FALSE(dir.ok());
+    CHECK(dir.error().code() == ptread::ErrorCode::io_error);
+    CHECK(dir.error().str().find("'/tmp' is not a regular file") != std::string::npos);
+
+    // A FIFO no one writes to: opening it for reading would wait for a writer. Should the
+    // open hang, a helper opens the writing end after a minute (so the test ends) and
+    // says it had to.
+    const std::string fifo = "/tmp/ptread-fifo-" + std::to_string(::getpid());
+    ::unlink(fifo.c_str());
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    std::mutex m;
+    std::condition_variable cv;
+    bool opened = false, had_to_unblock = false;
+    std::thread helper([&] {
+      std::unique_lock<std::mutex> lock(m);
+      if (cv.wait_for(lock, std::chrono::seconds(60), [&] { return opened; })) return;
+      had_to_unblock = true;
+      const int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (w >= 0) ::close(w);
+    });
+    auto ck = ptread::Checkpoint::open(fifo, o);
+    {
+      std::lock_guard<std::mutex> lock(m);
+      opened = true;
+    }
+    cv.notify_all();
+    helper.join();
+    ::unlink(fifo.c_str());
+    CHECK_FALSE(had_to_unblock);
+    REQUIRE_FALSE(ck.ok());
+    CHECK(ck.error().code() == ptread::ErrorCode::io_error);
+    CHECK(ck.error().str().find("is not a regular file") != std::string::npos);
   }
 }
