@@ -296,6 +296,25 @@ TEST_CASE("pickle: Limits bound the memo, the stack and containers", "[pickle]")
     CHECK(r->root.code() == ptread::ErrorCode::limit_exceeded);
     CHECK(contains(r->root.error().message(), "max_container_items"));
     CHECK(contains(r->root.error().message(), "APPEND"));
+    // A container made at once from the items above a MARK: TUPLE, LIST.
+    for (char op : {'t', 'l'}) {
+      INFO("opcode " << op);
+      Bytes q = {0x80, 0x02, '('};
+      for (int i = 0; i < 10; ++i) q << std::string("N");
+      q.push_back(static_cast<uint8_t>(op));
+      q.push_back('.');
+      r = run_pickle(q, narrow);  // 10 items
+      REQUIRE(r->root.ok());
+      CHECK(r->graph().at(*r->root).items.size() == 10);
+      q = {0x80, 0x02, '('};
+      for (int i = 0; i < 12; ++i) q << std::string("N");
+      q.push_back(static_cast<uint8_t>(op));
+      q.push_back('.');
+      r = run_pickle(q, narrow);
+      REQUIRE_FALSE(r->root.ok());
+      CHECK(r->root.code() == ptread::ErrorCode::limit_exceeded);
+      CHECK(contains(r->root.error().message(), "max_container_items"));
+    }
   }
 }
 
