@@ -103,10 +103,13 @@ class Value {
     }
   }
   Value operator[](int i) const { return i < 0 ? Value() : (*this)[static_cast<size_t>(i)]; }
-  // Dict value under a string key, or an object's attribute (from its state dict), or
-  // else, for an object of a dict subclass, its item under that key.
+  // Dict value under a string key, or an object's attribute (its __dict__, then its
+  // __slots__), or else, for an object of a dict subclass, its item under that key.
   Value operator[](std::string_view key) const {
-    for (const uint32_t d : {attribute_dict(), is_object() ? node().items[detail::kObjDictItems] : detail::kNoNode}) {
+    uint32_t attrs = detail::kNoNode, slots = detail::kNoNode;
+    if (is_dict()) attrs = node_;
+    if (is_object()) detail::object_state(m_->graph, node().items[detail::kObjState], &attrs, &slots);
+    for (const uint32_t d : {attrs, slots, is_object() ? node().items[detail::kObjDictItems] : detail::kNoNode}) {
       if (d == detail::kNoNode || m_->graph.kind(d) != ValueKind::dict) continue;
       const auto& it = m_->graph.at(d).items;
       for (size_t k = 0; k + 1 < it.size(); k += 2) {
@@ -156,17 +159,6 @@ class Value {
                       is_missing() ? std::string("no such value (expected ") + want + ")"
                                    : std::string("expected ") + want + ", found " + value_kind_name(kind()) +
                                          " " + repr().substr(0, 60));
-  }
-  uint32_t attribute_dict() const {
-    if (is_dict()) return node_;
-    if (is_object()) {
-      uint32_t s = node().items[detail::kObjState];
-      if (s != detail::kNoNode && m_->graph.kind(s) == ValueKind::tuple && m_->graph.at(s).items.size() == 2) {
-        s = m_->graph.at(s).items[0];
-      }
-      if (s != detail::kNoNode && m_->graph.kind(s) == ValueKind::dict) return s;
-    }
-    return detail::kNoNode;
   }
   Value object_slot(uint32_t slot) const {
     if (!is_object()) return Value();

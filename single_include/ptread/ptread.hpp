@@ -3240,6 +3240,25 @@ struct Graph {
   uint32_t empty_tuple_ = kNoNode;
 };
 
+// An object's BUILD state as Python's default __reduce_ex__ makes it: its __dict__, or for a
+// class with __slots__ the pair (__dict__ or None, {slot: value} or None), which BUILD sets
+// as attributes both. *attrs: the dict state (kNoNode: none); *slots: the slot dict
+// (kNoNode: none). Any other state is *attrs as it is.
+inline void object_state(const Graph& g, uint32_t state, uint32_t* attrs, uint32_t* slots) {
+  *attrs = state;
+  *slots = kNoNode;
+  if (state == kNoNode || g.kind(state) != ValueKind::tuple || g.count(state) != 2) return;
+  const uint32_t d = g.at(state).items[0], s = g.at(state).items[1];
+  const bool d_dict = g.kind(d) == ValueKind::dict, s_dict = g.kind(s) == ValueKind::dict;
+  if (d_dict) {
+    *attrs = d;
+    if (s_dict) *slots = s;
+  } else if (g.kind(d) == ValueKind::none && s_dict) {
+    *attrs = kNoNode;
+    *slots = s;
+  }
+}
+
 // ---- little-endian integers, as the pickle stores them ----
 
 // The 4 bytes at p as a little-endian uint32 (BININT, LONG_BINGET, LONG_BINPUT ...).
@@ -6399,10 +6418,13 @@ class Value {
     }
   }
   Value operator[](int i) const { return i < 0 ? Value() : (*this)[static_cast<size_t>(i)]; }
-  // Dict value under a string key, or an object's attribute (from its state dict), or
-  // else, for an object of a dict subclass, its item under that key.
+  // Dict value under a string key, or an object's attribute (its __dict__, then its
+  // __slots__), or else, for an object of a dict subclass, its item under that key.
   Value operator[](std::string_view key) const {
-    for (const uint32_t d : {attribute_dict(), is_object() ? node().items[detail::kObjDictItems] : detail::kNoNode}) {
+    uint32_t attrs = detail::kNoNode, slots = detail::kNoNode;
+    if (is_dict()) attrs = node_;
+    if (is_object()) detail::object_state(m_->graph, node().items[detail::kObjState], &attrs, &slots);
+    for (const uint32_t d : {attrs, slots, is_object() ? node().items[detail::kObjDictItems] : detail::kNoNode}) {
       if (d == detail::kNoNode || m_->graph.kind(d) != ValueKind::dict) continue;
       const auto& it = m_->graph.at(d).items;
       for (size_t k = 0; k + 1 < it.size(); k += 2) {
@@ -6452,17 +6474,6 @@ class Value {
                       is_missing() ? std::string("no such value (expected ") + want + ")"
                                    : std::string("expected ") + want + ", found " + value_kind_name(kind()) +
                                          " " + repr().substr(0, 60));
-  }
-  uint32_t attribute_dict() const {
-    if (is_dict()) return node_;
-    if (is_object()) {
-      uint32_t s = node().items[detail::kObjState];
-      if (s != detail::kNoNode && m_->graph.kind(s) == ValueKind::tuple && m_->graph.at(s).items.size() == 2) {
-        s = m_->graph.at(s).items[0];
-      }
-      if (s != detail::kNoNode && m_->graph.kind(s) == ValueKind::dict) return s;
-    }
-    return detail::kNoNode;
   }
   Value object_slot(uint32_t slot) const {
     if (!is_object()) return Value();
@@ -6917,13 +6928,11 @@ class Namer {
     return false;
   }
 
-  // An object's children, named as state_dict() names module state.
+  // An object's children, named as state_dict() names module state; other objects' by
+  // attribute name (__dict__, then __slots__).
   void collect_object(const NodeView& n) {
-    uint32_t state = n.items[kObjState];
-    if (state != kNoNode && g_.kind(state) == ValueKind::tuple && g_.count(state) == 2 &&
-        g_.kind(g_.at(state).items[0]) == ValueKind::dict) {
-      state = g_.at(state).items[0];  // (dict state, slot state)
-    }
+    uint32_t state = kNoNode, slots = kNoNode;
+    object_state(g_, n.items[kObjState], &state, &slots);
     const uint32_t cls = n.items[kObjClass];
     if (state != kNoNode && g_.kind(state) == ValueKind::dict) {
       const uint32_t params = g_.dict_get(state, "_parameters");
@@ -6960,9 +6969,10 @@ class Namer {
       add_attributes(g_.at(state).items, n.items[kObjDictItems]);
     } else if (state != kNoNode) {
       children_.push_back({state, 0, kKeyNone});
-    } else if (n.items[kObjArgs] != kNoNode) {
+    } else if (slots == kNoNode && n.items[kObjArgs] != kNoNode) {
       add_indexed(g_.at(n.items[kObjArgs]).items);
     }
+    if (slots != kNoNode) add_attributes(g_.at(slots).items, n.items[kObjDictItems]);
     if (n.items[kObjListItems] != kNoNode) add_indexed(g_.at(n.items[kObjListItems]).items);
     if (n.items[kObjDictItems] != kNoNode) add_pairs(g_.at(n.items[kObjDictItems]).items);
   }

@@ -306,6 +306,25 @@ struct Graph {
   uint32_t empty_tuple_ = kNoNode;
 };
 
+// An object's BUILD state as Python's default __reduce_ex__ makes it: its __dict__, or for a
+// class with __slots__ the pair (__dict__ or None, {slot: value} or None), which BUILD sets
+// as attributes both. *attrs: the dict state (kNoNode: none); *slots: the slot dict
+// (kNoNode: none). Any other state is *attrs as it is.
+inline void object_state(const Graph& g, uint32_t state, uint32_t* attrs, uint32_t* slots) {
+  *attrs = state;
+  *slots = kNoNode;
+  if (state == kNoNode || g.kind(state) != ValueKind::tuple || g.count(state) != 2) return;
+  const uint32_t d = g.at(state).items[0], s = g.at(state).items[1];
+  const bool d_dict = g.kind(d) == ValueKind::dict, s_dict = g.kind(s) == ValueKind::dict;
+  if (d_dict) {
+    *attrs = d;
+    if (s_dict) *slots = s;
+  } else if (g.kind(d) == ValueKind::none && s_dict) {
+    *attrs = kNoNode;
+    *slots = s;
+  }
+}
+
 // ---- little-endian integers, as the pickle stores them ----
 
 // The 4 bytes at p as a little-endian uint32 (BININT, LONG_BINGET, LONG_BINPUT ...).

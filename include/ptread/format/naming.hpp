@@ -305,13 +305,11 @@ class Namer {
     return false;
   }
 
-  // An object's children, named as state_dict() names module state.
+  // An object's children, named as state_dict() names module state; other objects' by
+  // attribute name (__dict__, then __slots__).
   void collect_object(const NodeView& n) {
-    uint32_t state = n.items[kObjState];
-    if (state != kNoNode && g_.kind(state) == ValueKind::tuple && g_.count(state) == 2 &&
-        g_.kind(g_.at(state).items[0]) == ValueKind::dict) {
-      state = g_.at(state).items[0];  // (dict state, slot state)
-    }
+    uint32_t state = kNoNode, slots = kNoNode;
+    object_state(g_, n.items[kObjState], &state, &slots);
     const uint32_t cls = n.items[kObjClass];
     if (state != kNoNode && g_.kind(state) == ValueKind::dict) {
       const uint32_t params = g_.dict_get(state, "_parameters");
@@ -348,9 +346,10 @@ class Namer {
       add_attributes(g_.at(state).items, n.items[kObjDictItems]);
     } else if (state != kNoNode) {
       children_.push_back({state, 0, kKeyNone});
-    } else if (n.items[kObjArgs] != kNoNode) {
+    } else if (slots == kNoNode && n.items[kObjArgs] != kNoNode) {
       add_indexed(g_.at(n.items[kObjArgs]).items);
     }
+    if (slots != kNoNode) add_attributes(g_.at(slots).items, n.items[kObjDictItems]);
     if (n.items[kObjListItems] != kNoNode) add_indexed(g_.at(n.items[kObjListItems]).items);
     if (n.items[kObjDictItems] != kNoNode) add_pairs(g_.at(n.items[kObjDictItems]).items);
   }
