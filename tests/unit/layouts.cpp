@@ -41,4 +41,6 @@ TEST_CASE("a meta tensor (no data) is listed as unsupported with its reason", "[
   CHECK(ck->unsupported()[0].name == "m");
   CHECK(ck->unsupported()[0].reason.find("meta tensor") != std::string::npos);
   CHECK(ck->root()["m"].kind() == ptread::ValueKind::unsupported);
+  CHECK(ck->root()["m"].unsupported_reason() == ck->unsupported()[0].reason);
+  CHECK(ck->root()["w"].unsupported_reason().empty());  // (None: not an unsupported entry)
 }
