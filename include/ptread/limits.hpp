@@ -14,7 +14,7 @@ struct Limits {
   // Pickle VM
   size_t max_memo_entries = size_t{1} << 24;      // distinct memo keys
   size_t max_stack_depth = size_t{1} << 24;       // values on the VM stack at once
-  size_t max_container_items = size_t{1} << 26;   // items in one list, tuple, dict or set
+  size_t max_container_items = size_t{1} << 26;   // items in one list, tuple, set, or dict (its pairs)
   size_t max_nesting_depth = 4096;                // containers inside containers (walks)
   size_t max_pickle_bytes = size_t{1} << 32;      // size of data.pkl (4 GiB)
   // Tensors

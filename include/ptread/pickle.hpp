@@ -444,13 +444,15 @@ class PickleVM {
     floor_ = stack_.size();
   }
   // Pops the topmost MARK; the items above it are stack_[*m, size()), still on the stack.
-  PTREAD_ALWAYS_INLINE bool pop_mark(size_t* m) {
+  // per_item: the stack values one item of the container they make takes (a dict's: 2, a
+  // key and a value; Limits::max_container_items counts a dict's pairs, as append_items).
+  PTREAD_ALWAYS_INLINE bool pop_mark(size_t* m, size_t per_item = 1) {
     if (marks_.empty()) return fail(ErrorCode::pickle_malformed, "no MARK on the stack");
     *m = marks_.back();
     marks_.pop_back();
     floor_ = marks_.empty() ? 0 : marks_.back();
     const size_t n = stack_.size() - *m;
-    if (n > limits_.max_container_items || n > kMaxItems) {
+    if (n / per_item > limits_.max_container_items || n > kMaxItems) {
       return fail(ErrorCode::limit_exceeded, "more items than Limits::max_container_items");
     }
     return true;
@@ -461,7 +463,7 @@ class PickleVM {
   // A container from the items above the topmost MARK, pushed in their place.
   PTREAD_ALWAYS_INLINE bool container_from_mark(ValueKind kind) {
     size_t m = 0;
-    if (!pop_mark(&m)) return false;
+    if (!pop_mark(&m, kind == ValueKind::dict ? 2 : 1)) return false;
     if (kind == ValueKind::dict && count_from(m) % 2) {
       return fail(ErrorCode::pickle_malformed, "odd number of items for DICT");
     }
@@ -1009,7 +1011,7 @@ class PickleVM {
       return fail(ErrorCode::pickle_malformed, std::string("cannot add items to a ") + value_kind_name(have));
     }
     const size_t n = g_.count(target);
-    if (n + count > limits_.max_container_items * (pairs ? 2 : 1) || n + count > kMaxItems) {
+    if ((n + count) / (pairs ? 2 : 1) > limits_.max_container_items || n + count > kMaxItems) {  // (a dict: pairs)
       return fail(ErrorCode::limit_exceeded, "more items than Limits::max_container_items");
     }
     g_.append(target, items, count);
@@ -1018,7 +1020,7 @@ class PickleVM {
   // APPENDS, ADDITEMS, SETITEMS: the items above the MARK go into the value below it.
   bool append_from_mark(bool pairs) {
     size_t m = 0;
-    if (!pop_mark(&m)) return false;
+    if (!pop_mark(&m, pairs ? 2 : 1)) return false;
     if (m <= floor_) return underflow();
     const uint32_t target = stack_[m - 1];
     if (op() == 0x90 && g_.kind(target) != ValueKind::set) return fail(ErrorCode::pickle_malformed, "ADDITEMS on a non-set");

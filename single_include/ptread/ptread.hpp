@@ -318,7 +318,7 @@ struct Limits {
   // Pickle VM
   size_t max_memo_entries = size_t{1} << 24;      // distinct memo keys
   size_t max_stack_depth = size_t{1} << 24;       // values on the VM stack at once
-  size_t max_container_items = size_t{1} << 26;   // items in one list, tuple, dict or set
+  size_t max_container_items = size_t{1} << 26;   // items in one list, tuple, set, or dict (its pairs)
   size_t max_nesting_depth = 4096;                // containers inside containers (walks)
   size_t max_pickle_bytes = size_t{1} << 32;      // size of data.pkl (4 GiB)
   // Tensors
@@ -4085,13 +4085,15 @@ class PickleVM {
     floor_ = stack_.size();
   }
   // Pops the topmost MARK; the items above it are stack_[*m, size()), still on the stack.
-  PTREAD_ALWAYS_INLINE bool pop_mark(size_t* m) {
+  // per_item: the stack values one item of the container they make takes (a dict's: 2, a
+  // key and a value; Limits::max_container_items counts a dict's pairs, as append_items).
+  PTREAD_ALWAYS_INLINE bool pop_mark(size_t* m, size_t per_item = 1) {
     if (marks_.empty()) return fail(ErrorCode::pickle_malformed, "no MARK on the stack");
     *m = marks_.back();
     marks_.pop_back();
     floor_ = marks_.empty() ? 0 : marks_.back();
     const size_t n = stack_.size() - *m;
-    if (n > limits_.max_container_items || n > kMaxItems) {
+    if (n / per_item > limits_.max_container_items || n > kMaxItems) {
       return fail(ErrorCode::limit_exceeded, "more items than Limits::max_container_items");
     }
     return true;
@@ -4102,7 +4104,7 @@ class PickleVM {
   // A container from the items above the topmost MARK, pushed in their place.
   PTREAD_ALWAYS_INLINE bool container_from_mark(ValueKind kind) {
     size_t m = 0;
-    if (!pop_mark(&m)) return false;
+    if (!pop_mark(&m, kind == ValueKind::dict ? 2 : 1)) return false;
     if (kind == ValueKind::dict && count_from(m) % 2) {
       return fail(ErrorCode::pickle_malformed, "odd number of items for DICT");
     }
@@ -4650,7 +4652,7 @@ class PickleVM {
       return fail(ErrorCode::pickle_malformed, std::string("cannot add items to a ") + value_kind_name(have));
     }
     const size_t n = g_.count(target);
-    if (n + count > limits_.max_container_items * (pairs ? 2 : 1) || n + count > kMaxItems) {
+    if ((n + count) / (pairs ? 2 : 1) > limits_.max_container_items || n + count > kMaxItems) {  // (a dict: pairs)
       return fail(ErrorCode::limit_exceeded, "more items than Limits::max_container_items");
     }
     g_.append(target, items, count);
@@ -4659,7 +4661,7 @@ class PickleVM {
   // APPENDS, ADDITEMS, SETITEMS: the items above the MARK go into the value below it.
   bool append_from_mark(bool pairs) {
     size_t m = 0;
-    if (!pop_mark(&m)) return false;
+    if (!pop_mark(&m, pairs ? 2 : 1)) return false;
     if (m <= floor_) return underflow();
     const uint32_t target = stack_[m - 1];
     if (op() == 0x90 && g_.kind(target) != ValueKind::set) return fail(ErrorCode::pickle_malformed, "ADDITEMS on a non-set");

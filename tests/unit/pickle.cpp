@@ -315,6 +315,48 @@ TEST_CASE("pickle: Limits bound the memo, the stack and containers", "[pickle]")
       CHECK(r->root.code() == ptread::ErrorCode::limit_exceeded);
       CHECK(contains(r->root.error().message(), "max_container_items"));
     }
+    // A dict's items are its pairs, however they come: DICT from a MARK, one SETITEMS, or
+    // EMPTY_DICT then SETITEMS in two batches. 10 pairs (20 values above the MARK) fit.
+    auto dict_pickle = [](int pairs, bool setitems) {
+      Bytes q = {0x80, 0x02};
+      if (setitems) q.push_back('}');
+      q.push_back('(');
+      for (int i = 0; i < pairs; ++i) {
+        q.push_back('K');
+        q.push_back(static_cast<uint8_t>(i));
+        q << std::string("N");
+      }
+      q.push_back(setitems ? 'u' : 'd');
+      q.push_back('.');
+      return q;
+    };
+    for (bool setitems : {false, true}) {
+      INFO((setitems ? "SETITEMS" : "DICT"));
+      r = run_pickle(dict_pickle(10, setitems), narrow);
+      REQUIRE(r->root.ok());
+      CHECK(r->graph().at(*r->root).kind == ptread::ValueKind::dict);
+      CHECK(r->graph().at(*r->root).items.size() == 20);  // keys and values
+      r = run_pickle(dict_pickle(11, setitems), narrow);
+      REQUIRE_FALSE(r->root.ok());
+      CHECK(r->root.code() == ptread::ErrorCode::limit_exceeded);
+      CHECK(contains(r->root.error().message(), "max_container_items"));
+    }
+    Bytes two = {0x80, 0x02, '}', '('};  // 6 pairs, then 4 more, then one more
+    for (int i = 0; i < 11; ++i) {
+      two.push_back('K');
+      two.push_back(static_cast<uint8_t>(i));
+      two << std::string("N");
+      if (i == 5) two << std::string("u(");
+    }
+    Bytes ten(two.begin(), two.end() - 3);  // without the last pair
+    ten << std::string("u.");
+    r = run_pickle(ten, narrow);
+    REQUIRE(r->root.ok());
+    CHECK(r->graph().at(*r->root).items.size() == 20);
+    two << std::string("u.");
+    r = run_pickle(two, narrow);
+    REQUIRE_FALSE(r->root.ok());
+    CHECK(r->root.code() == ptread::ErrorCode::limit_exceeded);
   }
 }
 
