@@ -7146,13 +7146,13 @@ class TorchHooks : public PickleHooks {
       if (k == StringIndex::npos) continue;
       const StoredRecord& r = records[n];
       if (!fits(k, r.data, r.size)) return false;
-      m_.storage_table.rebind(k, r.data, r.size);
+      m_.storage_table.rebind(k, r.data, m_.storage_table.nbytes(k));  // (a longer record: its first bytes)
     }
     for (const auto& hk : hashed_keys_) {
       uint64_t size = 0;
       const uint8_t* data = by_name(hk.first, &size);
       if (!fits(hk.second, data, size)) return false;
-      m_.storage_table.rebind(hk.second, data, size);
+      m_.storage_table.rebind(hk.second, data, m_.storage_table.nbytes(hk.second));
     }
     return true;
   }
@@ -7197,7 +7197,8 @@ class TorchHooks : public PickleHooks {
     }
     const bool key_node = r.key != kNoNode;  // else a text in the pickle (copied where the index keeps it)
     if ((key_node && !is_text(g, r.key)) || !is_text(g, r.location) || r.numel < 0 || r.rank > limits_.max_rank) return kNoNode;
-    const auto storage = find_or_load(g, key_node ? g.text(r.key) : r.key_text, key_node, static_cast<uint64_t>(r.numel), dtype);
+    DType stored = dtype;
+    const auto storage = find_or_load(g, key_node ? g.text(r.key) : r.key_text, key_node, static_cast<uint64_t>(r.numel), dtype, &stored);
     if (!storage) return kNoNode;
     TensorSpec t;
     t.dims = r.dims;
@@ -7205,7 +7206,7 @@ class TorchHooks : public PickleHooks {
     t.offset = r.offset;
     t.storage = *storage;
     t.location = r.location;
-    t.dtype = dtype;
+    t.dtype = stored;
     t.requires_grad = r.requires_grad;
     const auto tensor = add_tensor(g, t, r.rank);
     return tensor ? *tensor : kNoNode;
@@ -7221,6 +7222,11 @@ class TorchHooks : public PickleHooks {
   DType storage_dtype(uint32_t index) const {
     return index < table_dtype_.size() ? static_cast<DType>(table_dtype_[index]) : DType::U8;
   }
+  // The first storage referenced again under another dtype or size ("" when none): those
+  // references got the first one's storage, as torch.load gives them. torch.jit.load gives
+  // each reference of a TorchScript archive a storage of its own dtype and size instead
+  // (torch never writes such archives: jit.save repeats one reference of each storage).
+  const std::string& retyped() const noexcept { return retyped_; }
 
   // After the pickle: views of storages (legacy view metadata) point into their roots, and
   // every storage the pickle references has its bytes.
@@ -7292,19 +7298,29 @@ class TorchHooks : public PickleHooks {
     if (g.kind(it[4]) != ValueKind::integer || g.at(it[4]).i < 0) {
       return make_error(ErrorCode::bad_tensor_args, "storage '" + std::string(key) + "' has no valid element count");
     }
-    PTREAD_TRY(uint32_t index, find_or_load(g, key, key.data() != digits, static_cast<uint64_t>(g.at(it[4]).i), dtype));
+    DType stored = dtype;  // the storage's: its first reference's
+    PTREAD_TRY(uint32_t index, find_or_load(g, key, key.data() != digits, static_cast<uint64_t>(g.at(it[4]).i), dtype, &stored));
     if (it.size() == 6 && g.kind(it[5]) != ValueKind::none) {
       if (placeholders_) {
         return make_error(ErrorCode::unsupported_format, "storage view metadata with placeholder storages");
       }
+      // A view is of this reference's dtype (its offset and size count its elements), and
+      // again the first reference of its own key makes it.
       PTREAD_TRY(index, storage_view(g, it[5], index, dtype));
+      stored = storage_dtype(index);
     }
-    return g.emit_int(ValueKind::storage, index, static_cast<int64_t>((uint64_t{it[3]} << 8) | static_cast<uint8_t>(dtype)));
+    return g.emit_int(ValueKind::storage, index, static_cast<int64_t>((uint64_t{it[3]} << 8) | static_cast<uint8_t>(stored)));
   }
 
-  // The index of storage `key` of numel elements of dtype: found (and checked to hold them)
-  // or loaded. held: key is a view of text the graph keeps (else it is copied there).
-  PTREAD_ALWAYS_INLINE Result<uint32_t> find_or_load(Graph& g, std::string_view key, bool held, uint64_t numel, DType dtype) {
+  // The index of storage `key`, referenced as numel elements of dtype: found, or loaded.
+  // As torch.load does (torch.serialization: loaded_storages, deserialized_objects), a key's
+  // first reference makes its storage, of that reference's dtype and numel * element size
+  // bytes (a longer record is cut to that), and later references get that storage as it is,
+  // whatever class and count they name: *stored (dtype, as the caller set it) becomes the
+  // storage's dtype, and a view is checked against its size. held: key is a view of text
+  // the graph keeps (else it is copied there).
+  PTREAD_ALWAYS_INLINE Result<uint32_t> find_or_load(Graph& g, std::string_view key, bool held, uint64_t numel, DType dtype,
+                                                     DType* stored) {
     uint64_t nbytes;
     if (mul_overflow(numel, dtype_size(dtype), &nbytes)) {
       return make_error(ErrorCode::shape_overflow, "storage '" + std::string(key) + "' byte size overflows");
@@ -7313,20 +7329,25 @@ class TorchHooks : public PickleHooks {
     const bool numbered = decimal_key(key, &number);
     uint32_t index = find_storage(key, numbered, number);
     if (index != StringIndex::npos) {
-      const uint64_t first = m_.storage_table.nbytes(index);
-      if (first < nbytes) {
-        return make_error(ErrorCode::storage_too_small,
-                          "storage '" + std::string(key) + "' is referenced with " + std::to_string(nbytes) +
-                              " bytes but was first referenced with " + std::to_string(first));
+      const DType first = static_cast<DType>(table_dtype_[index]);
+      if (PTREAD_UNLIKELY(first != dtype || nbytes != m_.storage_table.nbytes(index)) && retyped_.empty()) {
+        retyped_ = "storage '" + std::string(key) + "' is referenced as " + dtype_name(first) + " of " +
+                   std::to_string(m_.storage_table.nbytes(index)) + " bytes, then as " + dtype_name(dtype) + " of " +
+                   std::to_string(nbytes) + " bytes";
       }
+      *stored = first;
     } else {
       const StoredRecord* r = numbered && records_ != nullptr && number < records_->size() ? &(*records_)[number] : nullptr;
       if (placeholders_) {
         m_.storage_table.add_view(nullptr, nbytes);
       } else if (r != nullptr && r->data != nullptr && r->size >= nbytes && !(records_big_endian_ && dtype_swap_unit(dtype) > 1)) {
-        m_.storage_table.add_view(r->data, r->size);
+        m_.storage_table.add_view(r->data, nbytes);
       } else {
         PTREAD_TRY(auto st, loader_(key, nbytes, dtype));
+        if (st->nbytes() > nbytes) {  // a record longer than the storage: its first nbytes (st keeps them)
+          const uint8_t* p = st->data();
+          st = std::make_shared<const Storage>(p, static_cast<size_t>(nbytes), std::move(st));
+        }
         m_.storage_table.add(std::move(st));
       }
       index = add_storage(g, key, held, numbered, number, dtype);
@@ -7755,6 +7776,7 @@ class TorchHooks : public PickleHooks {
   std::vector<std::pair<std::string_view, uint32_t>> hashed_keys_;  // the other keys (views held by the graph), their storage
   StringIndex storage_index_;                // positions in hashed_keys_
   std::vector<uint8_t> table_dtype_;         // per storage_table entry made from a persistent id
+  std::string retyped_;                      // retyped()
   struct View {
     uint32_t view, root;
     size_t offset, nbytes;
@@ -9411,6 +9433,15 @@ inline void apply_plan(ZipPlan& plan, Model& m) {
   m.script_classes = std::move(plan.script_classes);
 }
 
+// A storage referenced again under another dtype or size (TorchHooks::retyped) gets the
+// first reference's storage, as torch.load gives it; in a TorchScript archive, which
+// torch.jit.load reads each reference of on its own, that would be a guess: refused.
+inline Status check_retyped(const Model& m, const TorchHooks& hooks) {
+  if (m.format != Format::torchscript || hooks.retyped().empty()) return {};
+  return make_error(ErrorCode::unsupported_format,
+                    hooks.retyped() + " in a TorchScript archive (torch.jit.save never writes that)");
+}
+
 // TorchScript's tensor constants: their own pickle and storage keys.
 inline Status read_zip_constants(const ReadOptions& opt, Model& m, const ZipArchive& zip, const ZipPlan& plan,
                                  ZipStorages& storages) {
@@ -9425,6 +9456,7 @@ inline Status read_zip_constants(const ReadOptions& opt, Model& m, const ZipArch
   PickleVM cvm(m.graph, chooks, opt.limits, std::string(constants->name));
   cvm.set_tensor_runs(opt.tensor_runs);
   PTREAD_TRY(m.constants_root, cvm.run(cpkl.data, cpkl.size));
+  PTREAD_CHECK(check_retyped(m, chooks));
   return chooks.finish();
 }
 
@@ -9451,6 +9483,7 @@ inline Status read_zip_pickles(const std::shared_ptr<const Source>& src, const R
   vm.set_tensor_runs(opt.tensor_runs);
   PTREAD_TRY(m.root, vm.run(pickle.data, pickle.size));
   vm.give_chunks(m.pool, listed_chunks(m));
+  PTREAD_CHECK(check_retyped(m, hooks));
   PTREAD_CHECK(hooks.finish());
   return read_zip_constants(opt, m, zip, plan, storages);
 }
@@ -9528,6 +9561,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
       return false;
     }
     apply_plan(plan, m);
+    PTREAD_CHECK(check_retyped(m, hooks));
     PTREAD_CHECK(read_zip_constants(opt, m, zip, plan, storages));
     return true;
   };

@@ -170,7 +170,9 @@ TEST_CASE("tensor runs: a storage key read as text by one run and gotten by late
     // the opcodes share it (the dump shows sharing).
     CHECK(on == off);
     CHECK(taken == 3);  // t1, t2 and t3 as runs
-    CHECK(off.find("storages: 96 96\n") != std::string::npos);  // '0' and '1': t2 and t3 view t1's
+    // '0' and '1' (t2 and t3 view t1's), each of the 6 floats its first reference names,
+    // though the loader has 96 bytes for them (torch.load cuts a longer record so)
+    CHECK(off.find("storages: 24 24\n") != std::string::npos);
   }
 }
 

@@ -1007,3 +1007,54 @@ TEST_CASE("Limits::max_pickle_bytes bounds data.pkl, TorchScript's code/ files a
   REQUIRE(within.ok());
   CHECK(within->tensor_count() == ptread::Checkpoint::open(trace)->tensor_count());
 }
+
+TEST_CASE("zip: a storage referenced under two dtypes reads as torch.load; in TorchScript, refused", "[zip]") {
+  // storage_references.pt (expectations from torch.load, checked with every fixture) refers
+  // to storage '0' as FloatStorage, then DoubleStorage: torch.load gives each tensor the
+  // first reference's storage. torch.jit.load reads each reference on its own instead, so
+  // the same records in a TorchScript archive (a constants.pkl beside data.pkl) are refused,
+  // in every way the archive can be opened, and never read with one of the two answers.
+  const std::string path = fixture_dir() + "/storage_references.pt";
+  const std::vector<unsigned char> file = read_file(path);
+  REQUIRE(!file.empty());
+  auto src = std::make_shared<ptread::detail::MemorySource>(file.data(), file.size(), path);
+  auto zip = ptread::detail::ZipArchive::open(src, ptread::Limits{});
+  REQUIRE(zip.ok());
+  for (bool torchscript : {false, true}) {
+    INFO((torchscript ? "with constants.pkl" : "as saved"));
+    ZipWriter w;
+    for (const auto& e : zip->entries()) {
+      auto bytes = zip->read(e);
+      REQUIRE(bytes.ok());
+      w.add(std::string(e.name), std::vector<uint8_t>(bytes->data, bytes->data + bytes->size));
+      if (torchscript && e.name == "storage_references/data.pkl") {
+        w.add("storage_references/constants.pkl", std::vector<uint8_t>{0x80, 0x02, ')', '.'});
+      }
+    }
+    const std::vector<uint8_t> out = w.build().flat();
+    TempFile tmp("refs.pt");
+    REQUIRE(write_file(tmp.path, out.data(), out.size()));
+    for (int way = 0; way < 3; ++way) {
+      INFO("way " << way << " (memory, mmap, read)");
+      ptread::Options o;
+      o.mode = way == 2 ? LoadMode::read : LoadMode::mmap;
+      for (unsigned threads : {1u, 2u}) {  // 2: the directory walked beside the pickle
+        o.threads = threads;
+        auto ck = way == 0 ? open_mem(out, o) : ptread::Checkpoint::open(tmp.path, o);
+        if (torchscript) {
+          check_fails(ck, ErrorCode::unsupported_format, "storage '0' is referenced as F32 of 24 bytes, then as F64");
+          continue;
+        }
+        REQUIRE(ck.ok());
+        REQUIRE(ck->tensors().size() == 6);
+        const ptread::Tensor* b = ck->find("b");
+        REQUIRE(b != nullptr);
+        CHECK(b->dtype() == ptread::DType::F32);
+        CHECK(b->storage()->nbytes() == 24);
+        const ptread::Tensor* e = ck->find("e");  // a record of 16 bytes, a storage of 8
+        REQUIRE(e != nullptr);
+        CHECK(e->storage()->nbytes() == 8);
+      }
+    }
+  }
+}

@@ -359,6 +359,15 @@ inline void apply_plan(ZipPlan& plan, Model& m) {
   m.script_classes = std::move(plan.script_classes);
 }
 
+// A storage referenced again under another dtype or size (TorchHooks::retyped) gets the
+// first reference's storage, as torch.load gives it; in a TorchScript archive, which
+// torch.jit.load reads each reference of on its own, that would be a guess: refused.
+inline Status check_retyped(const Model& m, const TorchHooks& hooks) {
+  if (m.format != Format::torchscript || hooks.retyped().empty()) return {};
+  return make_error(ErrorCode::unsupported_format,
+                    hooks.retyped() + " in a TorchScript archive (torch.jit.save never writes that)");
+}
+
 // TorchScript's tensor constants: their own pickle and storage keys.
 inline Status read_zip_constants(const ReadOptions& opt, Model& m, const ZipArchive& zip, const ZipPlan& plan,
                                  ZipStorages& storages) {
@@ -373,6 +382,7 @@ inline Status read_zip_constants(const ReadOptions& opt, Model& m, const ZipArch
   PickleVM cvm(m.graph, chooks, opt.limits, std::string(constants->name));
   cvm.set_tensor_runs(opt.tensor_runs);
   PTREAD_TRY(m.constants_root, cvm.run(cpkl.data, cpkl.size));
+  PTREAD_CHECK(check_retyped(m, chooks));
   return chooks.finish();
 }
 
@@ -399,6 +409,7 @@ inline Status read_zip_pickles(const std::shared_ptr<const Source>& src, const R
   vm.set_tensor_runs(opt.tensor_runs);
   PTREAD_TRY(m.root, vm.run(pickle.data, pickle.size));
   vm.give_chunks(m.pool, listed_chunks(m));
+  PTREAD_CHECK(check_retyped(m, hooks));
   PTREAD_CHECK(hooks.finish());
   return read_zip_constants(opt, m, zip, plan, storages);
 }
@@ -476,6 +487,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
       return false;
     }
     apply_plan(plan, m);
+    PTREAD_CHECK(check_retyped(m, hooks));
     PTREAD_CHECK(read_zip_constants(opt, m, zip, plan, storages));
     return true;
   };

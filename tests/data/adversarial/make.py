@@ -579,11 +579,13 @@ def tensor_files():
 
     # One storage key referenced under two storage classes.
     two = lambda second: pickle(p_dict([(p_str("a"), tensor("0", 4)), (p_str("b"), second)]))
-    emit("storage_dtype_conflict_larger.pt", ck(two(tensor("0", 4, cls="DoubleStorage"))), "storage_too_small",
-         "storage '0' (16 bytes) is FloatStorage of 4 for 'a', DoubleStorage of 4 (32 bytes) for 'b'")
+    # (torch.load keeps the storage of a key's first reference: 'b' is F32 over its 16 bytes.)
+    emit("storage_dtype_conflict_larger.pt", ck(two(tensor("0", 4, cls="DoubleStorage"))), "ok",
+         "storage '0' (16 bytes) is FloatStorage of 4 for 'a', DoubleStorage of 4 (32 bytes) for 'b': "
+         "'b' gets the first reference's storage, F32 [4], as torch.load gives it")
     emit("storage_dtype_conflict_fits.pt", ck(two(tensor("0", 2, cls="DoubleStorage"))), "ok",
          "storage '0' is FloatStorage of 4 for 'a', DoubleStorage of 2 (the same 16 bytes) for 'b': "
-         "safe to read either way (torch 1.13 reuses the first TypedStorage: 'b' comes back F32)")
+         "'b' comes back F32 [2], as torch.load gives it")
     emit("storage_numel_past_record.pt", ck(pickle(p_dict([(p_str("t"), tensor("0", 8, size=(4,)))]))),
          "storage_too_small", "the persistent id says 8 floats; record data/0 holds 16 bytes")
     emit("storage_numel_overflow.pt", one(tensor("0", 1 << 62, size=(4,), cls="DoubleStorage")),
@@ -654,19 +656,20 @@ def legacy_files():
     t1 = rebuild_v2(lpid("FloatStorage", "0", 4, view=p_tuple([p_str("5"), p_int(2), p_int(10)])), 0, (2,), (1,))
     emit("legacy_view_past_root.pt", legacy(obj(t1=t1), ["0"], BASE_DATA), "view_out_of_bounds",
          "view metadata ('5', offset 2, size 10) of a 4-element root storage")
-    # Storage '0' is 17 bytes, first referenced as bytes (so its place in the file needs no
-    # alignment), then as 2 doubles: the F64 tensor's data must still be aligned for double.
+    # Storage '0' is 17 bytes of U8, storage '1' 2 doubles right after it, at an odd offset
+    # in the file: the F64 tensor's data must still be aligned for double.
     t0 = rebuild_v2(lpid("ByteStorage", "0", 17), 0, (17,), (1,))
-    t1 = rebuild_v2(lpid("DoubleStorage", "0", 2), 0, (2,), (1,))
-    for k in range(8):  # a padding string that puts the storage at an odd offset (8n + 1)
+    t1 = rebuild_v2(lpid("DoubleStorage", "1", 2), 0, (2,), (1,))
+    doubles = struct.pack("<2d", 1.5, -2.25)
+    for k in range(8):  # a padding string that puts storage '1' at an odd offset (8n + 1)
         o = pickle(p_dict([(p_str("u8"), t0), (p_str("f64"), t1), (p_str("pad"), p_str("p" * k))]))
-        f = legacy(o, ["0"], {"0": bytes(range(1, 18))}, {"0": 17})
-        if (len(f) - 17) % 8 == 1:
+        f = legacy(o, ["0", "1"], {"0": bytes(range(1, 18)), "1": doubles}, {"0": 17, "1": 2})
+        if (len(f) - 16) % 8 == 1:
             break
-    assert (len(f) - 17) % 8 == 1
-    emit("legacy_dtype_conflict_align.pt", f, "ok",
-         "storage '0' (17 bytes at an odd file offset) is ByteStorage of 17 for 'u8', DoubleStorage of 2 for "
-         "'f64': safe to read; the F64 tensor must hand out 8-byte aligned data")
+    assert (len(f) - 16) % 8 == 1
+    emit("legacy_odd_offset_align.pt", f, "ok",
+         "storage '1' (2 doubles) lies at an odd file offset, after storage '0' (17 bytes of U8): the "
+         "F64 tensor must hand out 8-byte aligned data")
 
 
 # ---------------------------------------------------------------------------------------
