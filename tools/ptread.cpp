@@ -872,6 +872,11 @@ class TreePrinter {
       out_ += "<unsupported: " + display(v.unsupported_reason()) + ">\n";
       return;
     }
+    if (k == K::storage) {  // a storage saved on its own: its dtype, size and device
+      const auto st = v.as_storage();
+      out_ += st ? "storage " + display(tensor_label(*st)) + "\n" : "<storage: " + display(st.error().message()) + ">\n";
+      return;
+    }
     if (k == K::quantized) {
       const auto q = v.as_quantized();
       std::string shape;

@@ -2965,7 +2965,7 @@ enum class ValueKind : uint8_t {
   unsupported,  // a tensor-like entry ptread cannot read (nested, meta ...), with a reason
   quantized,    // a quantized tensor (index into the checkpoint's quantized table)
   sparse,       // a sparse tensor (index into the checkpoint's sparse table)
-  storage,      // a persistent-id storage reference (internal; never left in a finished tree)
+  storage,      // a storage saved on its own (Value::as_storage); inside the reader, a persistent id
   missing,      // the result of looking up something absent
 };
 
@@ -6328,6 +6328,8 @@ inline Status realign_storages(Model& m) {
 }  // namespace ptread
 // ---- end ptread/format/model.hpp ----
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -6351,6 +6353,7 @@ class Value {
   bool is_dict() const noexcept { return kind() == ValueKind::dict; }
   bool is_object() const noexcept { return kind() == ValueKind::object; }
   bool is_tensor() const noexcept { return kind() == ValueKind::tensor; }
+  bool is_storage() const noexcept { return kind() == ValueKind::storage; }
   explicit operator bool() const noexcept { return !is_missing(); }
 
   Result<bool> as_bool() const {
@@ -6382,6 +6385,31 @@ class Value {
   Result<const Tensor*> as_tensor() const {
     if (is_tensor()) return &m_->tensor(node().ref);
     return mismatch("tensor");
+  }
+  // A storage saved on its own, not in a tensor (torch.save(t.storage()), or beside tensors
+  // in a dict; torch.load gives a TypedStorage): all of it as a 1-D tensor of its dtype (its
+  // class's, the first reference's; U8 for an UntypedStorage), sharing its bytes with the
+  // tensors over it. A storage whose bytes lie where its dtype's alignment does not hold
+  // (legacy files) is copied.
+  Result<Tensor> as_storage() const {
+    if (!is_storage()) return mismatch("storage");
+    const detail::NodeView n = node();  // ref: the storage; i: dtype, location node << 8
+    const DType dtype = static_cast<DType>(n.i & 0xff);
+    const uint32_t location = static_cast<uint32_t>(static_cast<uint64_t>(n.i) >> 8);
+    std::shared_ptr<const Storage> st = m_->storage_table.shared(n.ref);
+    const size_t unit = dtype_size(dtype);
+    if (st->data() != nullptr && reinterpret_cast<uintptr_t>(st->data()) % std::min<size_t>(unit, 8) != 0) {
+      PTREAD_TRY(auto buf, detail::allocate_aligned(st->nbytes()));
+      std::memcpy(buf.get(), st->data(), st->nbytes());
+      const uint8_t* p = buf.get();
+      st = std::make_shared<const Storage>(p, st->nbytes(), std::move(buf));
+    }
+    std::string device = "cpu";
+    if (location != detail::kNoNode && (m_->graph.kind(location) == ValueKind::string || m_->graph.kind(location) == ValueKind::bytes)) {
+      device = m_->graph.text(location);
+    }
+    const int64_t count = static_cast<int64_t>(st->nbytes() / unit);
+    return Tensor::view(std::move(st), dtype, {count}, {1}, 0, std::move(device));
   }
   Result<QuantizedTensor> as_quantized() const {
     if (kind() == ValueKind::quantized) return m_->make_quantized(node().ref);

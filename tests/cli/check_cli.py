@@ -166,6 +166,14 @@ for name, fmt in [("legacy_model.pt", "legacy"), ("ts_script.pt", "torchscript")
     first = run("tree", os.path.join(fixtures, name)).stdout.split(b"\n")[0]
     if first != f"# format: {fmt}".encode():
         fail("tree", name, "first line", first)
+# Storages saved on their own: tree shows each with the dtype and size torch.load gives it.
+for name in ("storages.pt", "legacy_storages.pt"):
+    lines = run("tree", os.path.join(fixtures, name)).stdout.decode().split("\n")
+    for s in expected["files"][name]["scalars"]:
+        if s["type"] == "storage":
+            want = f"{s['path'][0]}: storage {s['dtype']}[{s['size']}]"
+            if want not in lines:
+                fail("tree", name, "no line", repr(want))
 
 # audit: exit 0 when torch.load(weights_only=True) accepts every global, 3 when not, 1 when
 # unreadable; --json lists each global with its count.

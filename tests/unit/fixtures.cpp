@@ -276,6 +276,16 @@ void check_file(const std::string& file, const Json& exp, ptread::LoadMode mode)
       std::sort(got.begin(), got.end());
       std::sort(want.begin(), want.end());
       CHECK(got == want);
+    } else if (type == "storage") {
+      // A storage saved on its own: a 1-D tensor of its dtype over all of it, aligned.
+      CHECK(v.is_storage());
+      auto r = v.as_storage();
+      if (got_value(r)) {
+        CHECK(ptread::dtype_name(r->dtype()) == s["dtype"].as_string());
+        CHECK(r->numel() == s["size"].as_int());
+        CHECK(tensor_sha256(*r) == s["sha256"].as_string());
+        CHECK(reinterpret_cast<uintptr_t>(r->data_ptr()) % std::min<size_t>(r->element_size(), 8) == 0);
+      }
     } else if (type == "dict") {
       // dict and its subclasses (OrderedDict, Counter, defaultdict); "class" is not
       // checked: a C++ Value has no class for dicts.
@@ -375,6 +385,7 @@ TEST_CASE("Value accessors of the wrong type say what they expected and found", 
   mismatch(none.as_tensor(), "tensor", "None");
   mismatch(acc.as_quantized(), "quantized tensor", "float");
   mismatch(acc.as_sparse(), "sparse tensor", "float");
+  mismatch(epoch.as_storage(), "storage", "int");
   // What converts, as in Python: bool -> int, int -> float.
   CHECK(*flag.as_int() == 1);
   CHECK(*epoch.as_float() == 7.0);
@@ -392,6 +403,38 @@ TEST_CASE("Value accessors of the wrong type say what they expected and found", 
   CHECK(m.error().code() == ptread::ErrorCode::not_found);
   CHECK_FALSE(static_cast<bool>(gone));
   CHECK(static_cast<bool>(none));
+}
+
+TEST_CASE("storages saved on their own share their bytes with the tensors over them", "[fixtures][value]") {
+  // storages.pt and legacy_storages.pt (expected.json's scalars hold their dtypes, sizes and
+  // bytes): 'w_storage' is the storage of tensor 'w'; 'w' is a tensor, not a storage.
+  for (const char* name : {"storages.pt", "legacy_storages.pt"}) {
+    for (auto mode : {ptread::LoadMode::mmap, ptread::LoadMode::read, ptread::LoadMode::memory}) {
+      INFO(name << ", mode " << ptread::load_mode_name(mode));
+      std::vector<unsigned char> keep;
+      auto ck = open_in_mode(fixture_dir() + "/" + name, mode, &keep);
+      REQUIRE(ck.ok());
+      const ptread::Tensor* w = ck->find("w");
+      REQUIRE(w != nullptr);
+      auto ws = ck->root()["w_storage"].as_storage();
+      REQUIRE(ws.ok());
+      CHECK(ws->storage() == w->storage());
+      CHECK(ws->data_ptr() == w->data_ptr());
+      CHECK(ws->numel() == w->numel());
+      CHECK_FALSE(ck->root()["w"].is_storage());
+      auto not_one = ck->root()["w"].as_storage();
+      REQUIRE_FALSE(not_one.ok());
+      CHECK(not_one.error().code() == ptread::ErrorCode::invalid_argument);
+      CHECK(ck->tensor_count() == 1);  // storages are no tensors: ls lists 'w' alone
+      if (mode == ptread::LoadMode::memory && std::string(name) == "storages.pt") {
+        // A view of the file's bytes, no copy: 'half' lies in its stored record.
+        auto half = ck->root()["half"].as_storage();
+        REQUIRE(half.ok());
+        const auto* p = static_cast<const unsigned char*>(half->data_ptr());
+        CHECK((p >= keep.data() && p + half->nbytes() <= keep.data() + keep.size()));
+      }
+    }
+  }
 }
 
 TEST_CASE("files mistaken for checkpoints are named for what they are", "[fixtures][errors]") {

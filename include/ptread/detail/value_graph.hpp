@@ -31,7 +31,7 @@ enum class ValueKind : uint8_t {
   unsupported,  // a tensor-like entry ptread cannot read (nested, meta ...), with a reason
   quantized,    // a quantized tensor (index into the checkpoint's quantized table)
   sparse,       // a sparse tensor (index into the checkpoint's sparse table)
-  storage,      // a persistent-id storage reference (internal; never left in a finished tree)
+  storage,      // a storage saved on its own (Value::as_storage); inside the reader, a persistent id
   missing,      // the result of looking up something absent
 };
 
