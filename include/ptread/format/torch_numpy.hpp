@@ -33,7 +33,7 @@ inline Result<TorchHooks::NumpyType> TorchHooks::numpy_dtype(const Graph& g, uin
       known = true;
     }
   }
-  if (!known) return make_error(ErrorCode::unknown_dtype, "numpy dtype '" + std::string(code) + "' has no tensor equivalent");
+  if (!known) return make_error(ErrorCode::unknown_dtype, "numpy array of dtype '" + std::string(code) + "': no tensor equivalent");
   const uint32_t st = n.items[kObjState];
   if (st != kNoNode && g.kind(st) == ValueKind::tuple && g.at(st).items.size() > 1) {
     const uint32_t order = g.at(st).items[1];
@@ -65,7 +65,14 @@ inline Status TorchHooks::numpy_array(Graph& g, uint32_t obj, uint32_t state) {
     g.set_leaf(obj, ValueKind::unsupported, g.nodes[u].ref);
     return {};
   }
-  PTREAD_TRY(NumpyType nt, numpy_dtype(g, it[2]));
+  auto typed = numpy_dtype(g, it[2]);
+  if (!typed && typed.error().code() == ErrorCode::unknown_dtype) {
+    // Strings, dates, records ... (numpy.dtype('<U3'), 'M8', 'V12'): listed, not read.
+    const uint32_t u = unsupported(g, typed.error().message());
+    g.set_leaf(obj, ValueKind::unsupported, g.nodes[u].ref);
+    return {};
+  }
+  PTREAD_TRY(NumpyType nt, std::move(typed));
   PTREAD_TRY(size_t rank, dims_count(g, it[1], "numpy shape"));
   int64_t* dims = new_dims(g, rank);
   PTREAD_CHECK(read_dims(g, it[1], "numpy shape", dims));
