@@ -7555,13 +7555,15 @@ class TorchHooks : public PickleHooks {
     const uint64_t unit = dtype_size(dtype), root_bytes = m_.storage_table.nbytes(root);
     uint64_t off_bytes = 0, size_bytes = 0;
     if (offset < 0 || size < 0 || mul_overflow(static_cast<uint64_t>(offset), unit, &off_bytes) ||
-        mul_overflow(static_cast<uint64_t>(size), unit, &size_bytes) || off_bytes > root_bytes ||
-        size_bytes > root_bytes - off_bytes) {
+        mul_overflow(static_cast<uint64_t>(size), unit, &size_bytes)) {
       return make_error(ErrorCode::view_out_of_bounds,
                         "storage view '" + std::string(key) + "' (offset " + std::to_string(offset) + ", size " +
-                            std::to_string(size) + ") reaches past its root storage of " +
-                            std::to_string(root_bytes) + " bytes");
+                            std::to_string(size) + ") of a root storage of " + std::to_string(root_bytes) + " bytes");
     }
+    // torch slices the root's bytes, root[off:off + size], as Python slices: a view that
+    // reaches past the root's end ends there (its tensors are checked against what is left).
+    off_bytes = std::min(off_bytes, root_bytes);
+    size_bytes = std::min(size_bytes, root_bytes - off_bytes);
     m_.storage_table.add_view(nullptr, size_bytes);  // its bytes: finish()
     const uint32_t index = add_storage(g, key, key.data() != digits, numbered, number, dtype);
     views_.push_back(View{index, root, static_cast<size_t>(off_bytes), static_cast<size_t>(size_bytes)});
