@@ -122,6 +122,10 @@ inline void walk(const ptread::Value& v, int depth) {
   if (v.kind() == ptread::ValueKind::tensor) (void)v.as_tensor();
   if (v.kind() == ptread::ValueKind::quantized) (void)v.as_quantized();
   if (v.kind() == ptread::ValueKind::sparse) (void)v.as_sparse();
+  if (v.kind() == ptread::ValueKind::storage) {  // a storage saved on its own: every byte read
+    auto s = v.as_storage();
+    if (s) (void)s->to_float32();
+  }
 }
 
 // Zip archives read with one thread and with two (the directory walked beside data.pkl,
