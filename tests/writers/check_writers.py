@@ -72,7 +72,8 @@ def flatten(obj, prefix=""):
     if isinstance(obj, torch.Tensor):
         out.append((prefix, obj))
     elif isinstance(obj, np.ndarray):  # numpy arrays are tensors (in native byte order)
-        out.append((prefix, torch.from_numpy(obj.astype(obj.dtype.newbyteorder("="), order="K"))))
+        if obj.dtype.kind in "biufc":  # (strings, dates, records, objects: unsupported entries)
+            out.append((prefix, torch.from_numpy(obj.astype(obj.dtype.newbyteorder("="), order="K"))))
     elif isinstance(obj, argparse.Namespace):
         out += flatten(vars(obj), prefix)
     elif isinstance(obj, (torch.nn.Module, torch.jit.ScriptModule)):
