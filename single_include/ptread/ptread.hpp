@@ -8336,8 +8336,11 @@ inline Result<std::shared_ptr<Model>> read_legacy_checkpoint(std::shared_ptr<con
 //   tensors    a pickled count; per tensor a pickle (key, storage_key, tensor class), then
 //              int32 ndim, 4 bytes of padding, ndim int64 sizes, ndim int64 strides, an int64
 //              storage offset
-//   pickle     the object; a persistent id is a key of `tensors` (or `storages`) as text,
-//              or a tuple (class, source_file, source) for the classes of whole models
+//   pickle     the object; a persistent id is a key of `tensors` (or of `storages`: a
+//              storage saved on its own) as text, or a tuple (class, source_file, source)
+//              for the classes of whole models
+// torch.load keeps storages, views and tensors in one table by key, a later entry replacing
+// an earlier one of the same key; ptread follows it (see persistent_load, read_tensors).
 // Numbers are in the saving host's order; files from big-endian hosts are refused (see
 // read()).
 
@@ -8436,6 +8439,8 @@ class TarHooks final : public TorchHooks {
   using TorchHooks::TorchHooks;
   std::unordered_map<int64_t, uint32_t> tensors;   // key -> spec
   std::unordered_map<int64_t, uint32_t> storages;  // key -> storage table index
+  std::vector<DType> dtypes;                        // per storage table entry
+  std::vector<uint32_t> locations;                  // per storage table entry: its location text node
 
   // Tar pickles name their storages their own way: no TensorRun shortcut.
   uint32_t tensor_run(Graph&, const TensorRun&) override { return kNoNode; }
@@ -8457,7 +8462,12 @@ class TarHooks final : public TorchHooks {
     }
     auto t = tensors.find(key);
     if (t != tensors.end()) return g.emit_int(ValueKind::tensor, t->second, 0);
-    if (storages.count(key)) return unsupported(g, "a bare storage (not a tensor) is not supported");
+    auto s = storages.find(key);
+    if (s != storages.end()) {  // a storage saved on its own: a node as the other formats make
+      const uint32_t index = s->second;
+      return g.emit_int(ValueKind::storage, index,
+                        static_cast<int64_t>((uint64_t{locations[index]} << 8) | static_cast<uint8_t>(dtypes[index])));
+    }
     return make_error(ErrorCode::record_missing, "tar persistent id " + std::to_string(key) + " names no saved tensor or storage");
   }
 
@@ -8601,18 +8611,23 @@ class TarReader {
         return make_error(ErrorCode::record_missing, "tar: storage view of unknown storage " + std::to_string(root_key));
       }
       const uint32_t root = r->second;
-      const DType dtype = dtypes_[root];
+      const DType dtype = hooks_->dtypes[root];
       const int64_t offset = g.at(vn.items[2]).i, numel = g.at(vn.items[3]).i;
       const uint64_t root_bytes = model_->storage_table.nbytes(root);
       uint64_t ob = 0, nb = 0;
       if (offset < 0 || numel < 0 || mul_overflow(static_cast<uint64_t>(offset), dtype_size(dtype), &ob) ||
-          mul_overflow(static_cast<uint64_t>(numel), dtype_size(dtype), &nb) || ob > root_bytes || nb > root_bytes - ob) {
-        return make_error(ErrorCode::view_out_of_bounds, "tar: storage view " + std::to_string(target) + " reaches past storage " +
-                                                             std::to_string(root_key));
+          mul_overflow(static_cast<uint64_t>(numel), dtype_size(dtype), &nb)) {
+        return make_error(ErrorCode::view_out_of_bounds, "tar: storage view " + std::to_string(target) + " (offset " +
+                                                             std::to_string(offset) + ", " + std::to_string(numel) +
+                                                             " elements) of storage " + std::to_string(root_key));
       }
+      // torch slices the root's bytes, root[ob:ob + nb], as Python slices: a view that
+      // reaches past the root's end ends there (its tensors are checked against what is left).
+      ob = std::min(ob, root_bytes);
+      nb = std::min(nb, root_bytes - ob);
       const uint32_t index = model_->storage_table.add_view(nullptr, 0);
       model_->storage_table.set_slice(index, root, ob, nb);
-      index_storage(target, index, dtype, locations_[root]);
+      index_storage(target, index, dtype, hooks_->locations[root]);
     }
     return {};
   }
@@ -8621,8 +8636,8 @@ class TarReader {
     index_storage(key, model_->storage_table.add(std::move(st)), dtype, location);
   }
   void index_storage(int64_t key, uint32_t index, DType dtype, uint32_t location) {
-    dtypes_.push_back(dtype);
-    locations_.push_back(location);
+    hooks_->dtypes.push_back(dtype);
+    hooks_->locations.push_back(location);
     hooks_->storages[key] = index;
   }
 
@@ -8640,6 +8655,10 @@ class TarReader {
       const Items it = g.at(rec).items;
       PTREAD_TRY(int64_t key, key_of(it[0], "tensor"));
       PTREAD_TRY(int64_t storage_key, key_of(it[1], "tensor storage"));
+      if (hooks_->tensors.count(storage_key)) {  // torch's one key table holds that tensor now, not a storage
+        return make_error(ErrorCode::legacy_corrupt, "tar: tensor " + std::to_string(key) + " names tensor " +
+                                                         std::to_string(storage_key) + " as its storage");
+      }
       auto s = hooks_->storages.find(storage_key);
       if (s == hooks_->storages.end()) {
         return make_error(ErrorCode::record_missing, "tar: tensor " + std::to_string(key) + " names unknown storage " +
@@ -8663,8 +8682,8 @@ class TarReader {
       spec.rank = static_cast<uint32_t>(ndim);
       spec.offset = static_cast<int64_t>(offset);
       spec.storage = s->second;
-      spec.dtype = dtypes_[s->second];
-      spec.location = locations_[s->second];
+      spec.dtype = hooks_->dtypes[s->second];
+      spec.location = hooks_->locations[s->second];
       int64_t numel = 0;
       PTREAD_CHECK(check_view(dims, spec.rank, dims + spec.rank, spec.rank, spec.offset, spec.dtype,
                               model_->storage_table.nbytes(spec.storage), &numel));
@@ -8678,8 +8697,6 @@ class TarReader {
   std::shared_ptr<Model> model_;
   std::unique_ptr<TarHooks> hooks_;
   std::unique_ptr<PickleVM> vm_;
-  std::vector<DType> dtypes_;       // per storage table entry
-  std::vector<uint32_t> locations_; // per storage table entry: its location text node
 };
 
 inline Result<std::shared_ptr<Model>> read_tar_checkpoint(std::shared_ptr<const Source> src, const ReadOptions& opt) {

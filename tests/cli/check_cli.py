@@ -28,7 +28,8 @@ SIZES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, 
          "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8, "C64": 8}
 CODES = {"empty_file": 101, "git_lfs_pointer": 102, "html_page": 103, "safetensors_file": 104,
          "unknown_format": 105, "truncated": 106, "no_data_pkl": 204, "record_missing": 205,
-         "unknown_storage_class": 400, "unknown_dtype": 401, "view_out_of_bounds": 403}
+         "legacy_corrupt": 206, "unknown_storage_class": 400, "unknown_dtype": 401,
+         "view_out_of_bounds": 403}
 failures = []
 
 

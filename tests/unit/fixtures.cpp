@@ -334,6 +334,7 @@ ptread::ErrorCode code_for(const std::string& keyword) {
       {"unknown_storage_class", ErrorCode::unknown_storage_class},
       {"unknown_dtype", ErrorCode::unknown_dtype},
       {"unknown_format", ErrorCode::unknown_format},
+      {"legacy_corrupt", ErrorCode::legacy_corrupt},
   };
   auto it = m.find(keyword);
   return it == m.end() ? ErrorCode::ok : it->second;
