@@ -18,6 +18,7 @@
 // items are bounded by the values on the stack, all checked against Limits.
 #pragma once
 
+#include "detail/dict_keys.hpp"
 #include "detail/run_template.hpp"
 #include "detail/value_graph.hpp"
 
@@ -159,6 +160,7 @@ class PickleVM {
     template_wait_ = 0;
     made_.clear();
     floor_ = 0;
+    dicts_from_ = g_.dicts.size();
     // The opcodes torch.save writes are handled here, the read position in a local; the
     // others by step(), through p_.
     const uint8_t* p = data;
@@ -174,6 +176,7 @@ class PickleVM {
         case '.': {
           // Python's STOP returns the top value, whatever lies below it.
           if (stack_.size() <= floor_) return error(ErrorCode::pickle_malformed, "STOP with an empty stack");
+          if (g_.dicts.size() > dicts_from_) PTREAD_CHECK(python_dicts());
           if (consumed) *consumed = static_cast<size_t>(p - begin_);
           return stack_.back();
         }
@@ -467,6 +470,7 @@ class PickleVM {
     if (kind == ValueKind::dict && count_from(m) % 2) {
       return fail(ErrorCode::pickle_malformed, "odd number of items for DICT");
     }
+    if (kind == ValueKind::dict && !hashable_keys(items_from(m), count_from(m))) return false;
     const uint32_t c = g_.add_container(kind, items_from(m), count_from(m));
     drop_from(m);
     return push(c);
@@ -1010,6 +1014,7 @@ class PickleVM {
     if (have != want && !(!pairs && have == ValueKind::set && op() == 0x90)) {
       return fail(ErrorCode::pickle_malformed, std::string("cannot add items to a ") + value_kind_name(have));
     }
+    if (pairs && !hashable_keys(items, count)) return false;
     const size_t n = g_.count(target);
     if ((n + count) / (pairs ? 2 : 1) > limits_.max_container_items || n + count > kMaxItems) {  // (a dict: pairs)
       return fail(ErrorCode::limit_exceeded, "more items than Limits::max_container_items");
@@ -1017,6 +1022,36 @@ class PickleVM {
     g_.append(target, items, count);
     return true;
   }
+  // Python's d[k] = v fails (TypeError) for a key it cannot hash: here, at the same opcode.
+  // (A tuple walk longer than 4096 steps is left to DictKeys, which the STOP runs.)
+  bool hashable_keys(const uint32_t* items, size_t count) {
+    for (size_t k = 0; k < count; k += 2) {
+      const ValueKind kind = g_.kind(items[k]);
+      if (PTREAD_LIKELY(kind == ValueKind::string)) continue;
+      size_t budget = 4096;
+      const ValueKind bad = unhashable(items[k], &budget);
+      if (bad != ValueKind::missing) {
+        return fail(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(bad) +
+                                                     " as a dict key (unhashable in Python: torch.load fails on it)");
+      }
+    }
+    return true;
+  }
+  // The kind that makes key unhashable (a list, dict or set, in it or in its tuples and
+  // frozensets), or missing.
+  ValueKind unhashable(uint32_t key, size_t* budget) const {
+    const ValueKind kind = g_.kind(key);
+    if (kind == ValueKind::list || kind == ValueKind::dict || kind == ValueKind::set) return kind;
+    if (kind != ValueKind::tuple && kind != ValueKind::frozenset) return ValueKind::missing;
+    for (const uint32_t item : g_.at(key).items) {
+      if (*budget == 0) return ValueKind::missing;
+      --*budget;
+      const ValueKind bad = unhashable(item, budget);
+      if (bad != ValueKind::missing) return bad;
+    }
+    return ValueKind::missing;
+  }
+
   // APPENDS, ADDITEMS, SETITEMS: the items above the MARK go into the value below it.
   bool append_from_mark(bool pairs) {
     size_t m = 0;
@@ -1046,6 +1081,19 @@ class PickleVM {
     }
     return e;
   }
+  // The dicts this pickle made, as Python holds them: a key set twice once (DictKeys).
+  PTREAD_NOINLINE Status python_dicts() {
+    DictKeys keys(g_, pool_, limits_.max_nesting_depth);
+    for (size_t k = dicts_from_; k < g_.dicts.size(); ++k) {
+      Status st = keys.dedup(g_, g_.dicts[k]);
+      if (!st) {
+        Error e = std::move(st).error();
+        e.add_context("(a dict of '" + where_ + "')");
+        return e;
+      }
+    }
+    return {};
+  }
   Result<std::string> python_string_literal(std::string_view s);
   Result<std::string> raw_unicode_escape(std::string_view s);
 
@@ -1068,6 +1116,7 @@ class PickleVM {
   std::unordered_map<uint64_t, uint32_t> memo_far_;
   size_t memo_count_ = 0;
   bool runs_ = true;                // set_tensor_runs
+  size_t dicts_from_ = 0;           // g_.dicts made by this run
   size_t runs_taken_ = 0;
   size_t template_runs_ = 0;         // of them, read by template_
   RunTemplate template_;             // of a run read in full (see tensor_run)

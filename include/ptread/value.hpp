@@ -147,12 +147,18 @@ class Value {
     return Value();
   }
   Value operator[](const char* key) const { return (*this)[std::string_view(key)]; }
-  // Dict value under an int key (optimizer state: state[0]).
+  // Dict value under an int key (optimizer state: state[0]); as in Python, a key equal to
+  // it (True for 1, 0.0 for 0) is that key.
   Value at_int_key(int64_t key) const {
     if (!is_dict()) return Value();
     const auto& it = node().items;
     for (size_t k = 0; k + 1 < it.size(); k += 2) {
-      if (m_->graph.kind(it[k]) == ValueKind::integer && m_->graph.at(it[k]).i == key) return Value(m_, it[k + 1]);
+      const detail::NodeView kn = m_->graph.at(it[k]);
+      if (((kn.kind == ValueKind::integer || kn.kind == ValueKind::boolean) && kn.i == key) ||
+          (kn.kind == ValueKind::floating && kn.f == static_cast<double>(key) && kn.f >= -0x1p63 && kn.f < 0x1p63 &&
+           static_cast<int64_t>(kn.f) == key)) {
+        return Value(m_, it[k + 1]);
+      }
     }
     return Value();
   }

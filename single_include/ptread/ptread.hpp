@@ -2811,24 +2811,185 @@ class Tensor {
 // Memory is linear in the pickle's size: each opcode makes at most one node, and container
 // items are bounded by the values on the stack, all checked against Limits.
 
-// ---- begin ptread/detail/run_template.hpp ----
-// ptread — the template of one tensor's opcodes (a TensorRun, see pickle.hpp), made from a
-// run the VM read and took, to read the next runs of the same shape by comparing bytes.
-//
-// A state dict of many tensors of one dtype and shape (features per item, shards of a
-// table, a layer's tensors repeated) pickles each tensor as the same opcodes: the same
-// memo gets, the same int opcodes, the same tuple opcodes. Only some bytes differ from one
-// tensor to the next: the storage key's text, the keys of the memo puts, and the values of
-// the ints (numel, offset, sizes, strides). The template keeps where those "holes" are;
-// a later run whose other bytes equal the template's (a few 8-byte compares) is then read
-// by decoding its holes alone. The VM checks the holes exactly as its opcode reader checks
-// them (the put keys, the text's UTF-8, a LONG1's size), and its gets (the same keys) give
-// the values they gave the run the template was made from while no memo entry is
-// overwritten, so a run is taken this way only if the reader would take it, with the same
-// values (tests/unit/run_template.cpp compares the two on runs that differ in every hole,
-// and on damaged ones).
+// ---- begin ptread/detail/dict_keys.hpp ----
+// ptread — Python's dict semantics for the dicts a pickle builds. The pickle VM appends
+// every key it is given (DICT, SETITEM, SETITEMS, OrderedDict and Counter arguments); Python
+// stores d[k] = v, so a key given twice keeps its first place and takes the last value, and
+// keys compare as Python compares them: 1 == 1.0 == True, -0.0 == 0, str != bytes, tuples
+// item by item, frozensets as sets, a class by its name, anything else by identity (a NaN
+// equals only itself). A key Python cannot hash (a list, dict or set, or a tuple or
+// frozenset holding one) makes torch.load fail: here it is an error naming it.
+// torch.save never writes a key twice; crafted files do, and a reader that kept both would
+// show other tensors than torch.load gives.
 
-// #include "../config.hpp": inlined above
+// ---- begin ptread/detail/flat_map.hpp ----
+// ptread — a small open-addressing hash index from strings to positions.
+//
+// StringIndex maps a string to a uint32 position in a table the caller owns (zip entries,
+// storages, named tensors): the keys are not stored, a `key_at(position)` function gives
+// them back. Slots are 8 bytes (32 bits of hash, the position), linear probing, at most
+// half full.
+
+// #include "arena.hpp": inlined above
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+namespace ptread {
+namespace detail {
+
+inline uint64_t hash_mix(uint64_t h) noexcept {
+  h ^= h >> 32;
+  h *= 0xd6e8feb86659fd93ull;
+  h ^= h >> 32;
+  return h;
+}
+
+inline uint64_t hash_string(std::string_view s) noexcept {
+  constexpr uint64_t m = 0x9e3779b97f4a7c15ull;
+  const char* p = s.data();
+  size_t n = s.size();
+  uint64_t h = 0x243f6a8885a308d3ull ^ (static_cast<uint64_t>(n) * m);
+  while (n >= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    h = (h ^ w) * m;
+    h ^= h >> 29;
+    p += 8;
+    n -= 8;
+  }
+  if (n > 0) {  // 1 to 7 bytes, read without a variable-length copy
+    uint64_t w;
+    if (n >= 4) {
+      uint32_t lo, hi;
+      std::memcpy(&lo, p, 4);
+      std::memcpy(&hi, p + n - 4, 4);
+      w = lo | (static_cast<uint64_t>(hi) << 32);
+    } else {
+      w = static_cast<uint64_t>(static_cast<unsigned char>(p[0])) |
+          (static_cast<uint64_t>(static_cast<unsigned char>(p[n / 2])) << 8) |
+          (static_cast<uint64_t>(static_cast<unsigned char>(p[n - 1])) << 16);
+    }
+    h = (h ^ w) * m;
+    h ^= h >> 29;
+  }
+  return hash_mix(h);
+}
+
+// The number a canonical decimal text spells ("0", "17"; not "017", "+1" or "1e3"),
+// when it is below 10^9.
+PTREAD_ALWAYS_INLINE bool decimal_key(std::string_view s, uint32_t* out) noexcept {
+  const size_t n = s.size();
+  if (n - 1 > 8 || (s[0] == '0' && n > 1)) return false;  // 1 to 9 digits (n - 1 wraps for 0)
+  uint32_t v = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const uint32_t d = static_cast<uint32_t>(static_cast<unsigned char>(s[k])) - uint32_t{'0'};
+    if (d > 9) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
+class StringIndex {
+ public:
+  static constexpr uint32_t npos = 0xffffffffu;
+
+  size_t size() const noexcept { return size_; }
+
+  // Room for n keys without rehashing.
+  void reserve(size_t n) {
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    if (cap > slots_.size()) rehash(cap);
+  }
+
+  // The position stored under key, or npos.
+  template <class KeyAt>
+  uint32_t find(std::string_view key, const KeyAt& key_at) const {
+    if (size_ == 0) return npos;
+    const uint32_t h = static_cast<uint32_t>(hash_string(key));
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.pos == npos) return npos;
+      if (s.hash == h && key_at(s.pos) == key) return s.pos;
+    }
+  }
+
+  // Stores pos under key unless the key is present; returns the position now under key.
+  template <class KeyAt>
+  uint32_t insert(std::string_view key, uint32_t pos, const KeyAt& key_at) {
+    if (2 * (size_ + 1) > slots_.size()) rehash(slots_.empty() ? 16 : slots_.size() * 2);
+    return insert_hashed(key, static_cast<uint32_t>(hash_string(key)), pos, key_at);
+  }
+
+  // Inserts positions 0 .. n-1 under key_at(position), in order (the first of equal keys
+  // wins). The slots are random accesses into a table larger than the caches: they are
+  // prefetched a few keys ahead.
+  template <class KeyAt>
+  void insert_all(uint32_t n, const KeyAt& key_at) {
+    reserve(size_ + n);
+    constexpr uint32_t kAhead = 16;
+    uint32_t ahead[kAhead];
+    for (uint64_t i = 0; i < uint64_t{n} + kAhead; ++i) {
+      const uint32_t slot = static_cast<uint32_t>(i % kAhead);
+      if (i >= kAhead) {  // key i - kAhead, whose slot was prefetched
+        const uint32_t j = static_cast<uint32_t>(i - kAhead);
+        insert_hashed(key_at(j), ahead[slot], j, key_at);
+      }
+      if (i < n) {
+        const uint32_t h = static_cast<uint32_t>(hash_string(key_at(static_cast<uint32_t>(i))));
+        ahead[slot] = h;
+        __builtin_prefetch(&slots_[h & mask_], 1);
+      }
+    }
+  }
+
+ private:
+  struct Slot {
+    uint32_t hash;
+    uint32_t pos;
+  };
+
+  template <class KeyAt>
+  uint32_t insert_hashed(std::string_view key, uint32_t h, uint32_t pos, const KeyAt& key_at) {
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (s.pos == npos) {
+        s.hash = h;
+        s.pos = pos;
+        ++size_;
+        return pos;
+      }
+      if (s.hash == h && key_at(s.pos) == key) return s.pos;
+    }
+  }
+
+  void rehash(size_t cap) {
+    std::vector<Slot> old;
+    reserve_huge(old, cap);
+    old.resize(cap, Slot{0, npos});
+    old.swap(slots_);
+    mask_ = cap - 1;
+    for (const Slot& s : old) {
+      if (s.pos == npos) continue;
+      size_t i = s.hash & mask_;
+      while (slots_[i].pos != npos) i = (i + 1) & mask_;
+      slots_[i] = s;
+    }
+  }
+
+  std::vector<Slot> slots_;
+  size_t size_ = 0;
+  size_t mask_ = 0;
+};
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/detail/flat_map.hpp ----
 // ---- begin ptread/detail/value_graph.hpp ----
 // ptread — the value graph the pickle VM builds: nodes for None, bools, ints (any size),
 // floats, str, bytes, containers, globals, generic objects, tensors; arena-allocated,
@@ -3057,6 +3218,7 @@ struct NodeView {
 struct Graph {
   SegmentedVector<Node> nodes;
   Arena arena;
+  std::vector<uint32_t> dicts;  // the dict nodes, in the order made (the VM's DictKeys pass)
 
   // pool: where its blocks come from (it must outlive the graph), or nullptr.
   explicit Graph(BlockPool* pool = nullptr) : nodes(pool), arena(pool) {
@@ -3138,7 +3300,9 @@ struct Graph {
   uint32_t add_container(ValueKind kind) { return add_container(kind, nullptr, 0); }
   PTREAD_ALWAYS_INLINE uint32_t add_container(ValueKind kind, const uint32_t* items, size_t count) {
     if (kind == ValueKind::tuple && count == 0) return empty_tuple();  // () is one object, as in Python
-    return emit_items(kind, static_cast<uint32_t>(count), new_items(items, count, capacity(kind, count)));
+    const uint32_t id = emit_items(kind, static_cast<uint32_t>(count), new_items(items, count, capacity(kind, count)));
+    if (kind == ValueKind::dict) dicts.push_back(id);
+    return id;
   }
   uint32_t add_global(std::string_view module, std::string_view name) {
     return add_interned_global(intern(module), intern(name));
@@ -3202,11 +3366,12 @@ struct Graph {
   }
   // The number of items of a container or object node.
   size_t count(uint32_t i) const { return has_items(nodes[i].kind) ? nodes[i].ref : 0; }
-  // For dicts: the value under a string key, or kNoNode.
+  // For dicts: the value under a string key, or kNoNode. The last one: a dict the VM is
+  // still making may hold a key twice, and Python's d[k] = v keeps the last value.
   uint32_t dict_get(uint32_t d, std::string_view key) const {
     const Items it = at(d).items;
-    for (size_t k = 0; k + 1 < it.size(); k += 2) {
-      if (is_string(it[k], key)) return it[k + 1];
+    for (size_t k = it.size() & ~size_t{1}; k >= 2; k -= 2) {
+      if (is_string(it[k - 2], key)) return it[k - 1];
     }
     return kNoNode;
   }
@@ -3411,6 +3576,300 @@ inline void append_utf8(std::string* out, uint32_t cp) {
 }  // namespace detail
 }  // namespace ptread
 // ---- end ptread/detail/value_graph.hpp ----
+
+#include <cmath>
+#include <cstdint>
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace ptread {
+namespace detail {
+
+class DictKeys {
+ public:
+  // pool: where the tables of large dicts come from (the pickle VM's: memory its reserve has
+  // faulted in already, and that the model's names reuse after).
+  DictKeys(const Graph& g, BlockPool& pool, size_t max_depth) : g_(g), pool_(pool), max_depth_(max_depth) {}
+
+  // Removes the repeated keys of dict node d (first place, last value). Dicts of up to 16
+  // keys compare every pair; larger ones go through a hash table (of the low halves of the
+  // keys' hashes; slots: key indexes).
+  Status dedup(Graph& g, uint32_t d) {
+    Node& n = g.nodes[d];
+    if (n.kind != ValueKind::dict || n.ref < 2) return {};  // (a dict of one key: is it hashable?)
+    const uint32_t pairs = n.ref / 2;
+    budget_ = (size_t{1} << 22) + 256 * size_t{pairs};
+    uint32_t* it = n.items;
+    uint32_t small[16];
+    uint32_t* const hashes = pairs <= 16 ? small : static_cast<uint32_t*>(pool_.allocate(pairs * sizeof(uint32_t)));
+    for (uint32_t k = 0; k < pairs; ++k) {
+      const Node& key = g.nodes[it[2 * k]];
+      if (PTREAD_LIKELY(key.kind == ValueKind::string && key.ref != kLongText)) {  // hash()'s, inline
+        hashes[k] = static_cast<uint32_t>(hash_string(std::string_view(key.text, key.ref)));
+      } else {
+        PTREAD_TRY(uint64_t h, hash(it[2 * k]));
+        hashes[k] = static_cast<uint32_t>(h);
+      }
+    }
+    first_.clear();  // made when a key repeats: per key, the earlier key it repeats, or kNoNode
+    if (pairs <= 16) {
+      for (uint32_t k = 1; k < pairs; ++k) {
+        for (uint32_t j = 0; j < k; ++j) {
+          if (hashes[j] != hashes[k] || (!first_.empty() && first_[j] != kNoNode)) continue;
+          PTREAD_TRY(bool same, equal(it[2 * j], it[2 * k]));
+          if (same) {
+            repeats(k, j, pairs);
+            break;
+          }
+        }
+      }
+    } else {
+      size_t cap = 32;
+      while (cap < 2 * size_t{pairs}) cap *= 2;
+      uint32_t* const slots = static_cast<uint32_t*>(pool_.allocate(cap * sizeof(uint32_t)));  // keys that repeat none, by hash
+      std::fill(slots, slots + cap, kNoNode);
+      const size_t mask = cap - 1;
+      constexpr uint32_t kAhead = 8;  // the slots are random accesses into a table larger than L1
+      for (uint32_t k = 0; k < pairs; ++k) {
+        if (k + kAhead < pairs) __builtin_prefetch(&slots[hashes[k + kAhead] & mask], 1);
+        for (size_t s = hashes[k] & mask;; s = (s + 1) & mask) {
+          const uint32_t j = slots[s];
+          if (j == kNoNode) {
+            slots[s] = k;
+            break;
+          }
+          if (hashes[j] != hashes[k]) continue;
+          PTREAD_TRY(bool same, equal(it[2 * j], it[2 * k]));
+          if (same) {
+            repeats(k, j, pairs);
+            break;
+          }
+        }
+      }
+    }
+    if (first_.empty()) return {};
+    // d[k] = v: the value goes to the key's first place (a key that repeats none, moved
+    // already: first_[k] < k); the repeat is dropped.
+    place_.resize(pairs);
+    uint32_t out = 0;
+    for (uint32_t k = 0; k < pairs; ++k) {
+      if (first_[k] != kNoNode) {
+        it[2 * place_[first_[k]] + 1] = it[2 * k + 1];
+        continue;
+      }
+      place_[k] = out;
+      it[2 * out] = it[2 * k];
+      it[2 * out + 1] = it[2 * k + 1];
+      ++out;
+    }
+    n.ref = 2 * out;
+    return {};
+  }
+
+  // hash(key), consistent with equal(); an error for keys Python cannot hash.
+  Result<uint64_t> hash(uint32_t k, size_t depth = 0) {
+    const Node& n = g_.nodes[k];
+    switch (n.kind) {
+      case ValueKind::none: return uint64_t{0x6e6f6e65};
+      case ValueKind::boolean: case ValueKind::integer: return mix(static_cast<uint64_t>(n.i));
+      case ValueKind::floating: {
+        int64_t i = 0;
+        if (float_as_int64(n.f, &i)) return mix(static_cast<uint64_t>(i));
+        if (std::isfinite(n.f) && n.f == std::floor(n.f)) return kBigHash;  // beyond 64 bits, as big ints
+        uint64_t bits;
+        std::memcpy(&bits, &n.f, sizeof bits);
+        return mix(bits ^ 0x666c6f6174ull);
+      }
+      case ValueKind::big_integer: return kBigHash;
+      case ValueKind::string: return hash_string(g_.text(k));
+      case ValueKind::bytes: return mix(hash_string(g_.text(k)) ^ 0x6279746573ull);
+      case ValueKind::global: return mix(hash_string(g_.global_module(k)) ^ (hash_string(g_.global_name(k)) << 1));
+      case ValueKind::storage: return mix(uint64_t{n.ref} ^ 0x73746f72ull << 32);
+      case ValueKind::tuple: case ValueKind::frozenset: {
+        // Items in order (a frozenset's: summed, as any order is the same set).
+        uint64_t h = mix(uint64_t{n.ref} ^ (n.kind == ValueKind::tuple ? 0x7475ull : 0x6673ull) << 40);
+        uint64_t sum = 0;
+        if (depth >= max_depth_) return too_deep();
+        for (uint32_t j = 0; j < n.ref; ++j) {
+          if (!spend()) return over_budget();
+          PTREAD_TRY(uint64_t e, hash(n.items[j], depth + 1));
+          if (n.kind == ValueKind::tuple) h = mix(h ^ e); else sum += e;
+        }
+        return n.kind == ValueKind::tuple ? h : mix(h ^ sum);
+      }
+      case ValueKind::list: case ValueKind::dict: case ValueKind::set:
+        return make_error(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(n.kind) +
+                                                           " as a dict key (unhashable in Python: torch.load fails on it)");
+      default: return mix(uint64_t{k} ^ 0x6964ull << 48);  // objects, tensors ...: by identity
+    }
+  }
+
+  // key a == key b, as Python's dict decides (identity first, then ==).
+  Result<bool> equal(uint32_t a, uint32_t b, size_t depth = 0) {
+    if (a == b) return true;
+    if (!spend()) return over_budget();
+    const Node& x = g_.nodes[a];
+    const Node& y = g_.nodes[b];
+    if (numeric(x.kind) && numeric(y.kind)) return numbers_equal(a, b);
+    if (x.kind != y.kind) return false;
+    switch (x.kind) {
+      case ValueKind::none: return true;
+      case ValueKind::string: case ValueKind::bytes: return g_.text(a) == g_.text(b);
+      case ValueKind::global: return g_.global_module(a) == g_.global_module(b) && g_.global_name(a) == g_.global_name(b);
+      case ValueKind::storage: return x.ref == y.ref;  // torch.load gives one storage object per key
+      case ValueKind::tuple:
+        if (x.ref != y.ref) return false;
+        if (depth >= max_depth_) return too_deep();
+        for (uint32_t j = 0; j < x.ref; ++j) {
+          PTREAD_TRY(bool same, equal(x.items[j], y.items[j], depth + 1));
+          if (!same) return false;
+        }
+        return true;
+      case ValueKind::frozenset: {
+        if (depth >= max_depth_) return too_deep();
+        PTREAD_TRY(bool ab, contains_all(a, b, depth + 1));
+        if (!ab) return false;
+        return contains_all(b, a, depth + 1);
+      }
+      default: return false;  // by identity
+    }
+  }
+
+ private:
+  static constexpr uint64_t kBigHash = 0x626967696e74ull;
+
+  void repeats(uint32_t k, uint32_t j, uint32_t pairs) {
+    if (first_.empty()) first_.assign(pairs, kNoNode);
+    first_[k] = j;
+  }
+
+  static uint64_t mix(uint64_t h) noexcept {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
+  }
+  static bool numeric(ValueKind k) noexcept {
+    return k == ValueKind::boolean || k == ValueKind::integer || k == ValueKind::big_integer || k == ValueKind::floating;
+  }
+  // f as an int64 when it is one exactly.
+  static bool float_as_int64(double f, int64_t* out) noexcept {
+    if (!(f >= -9223372036854775808.0 && f < 9223372036854775808.0) || f != std::floor(f)) return false;
+    *out = static_cast<int64_t>(f);
+    return true;
+  }
+  // Two's complement little-endian bytes without redundant sign bytes (LONG1 may carry them).
+  static std::string_view minimal(std::string_view le) noexcept {
+    size_t n = le.size();
+    while (n > 1) {
+      const uint8_t last = static_cast<uint8_t>(le[n - 1]), prev = static_cast<uint8_t>(le[n - 2]);
+      if ((last == 0x00 && !(prev & 0x80)) || (last == 0xff && (prev & 0x80))) --n; else break;
+    }
+    return le.substr(0, n);
+  }
+  // An integral finite double as minimal two's complement little-endian bytes.
+  static std::string float_bytes(double f) {
+    int e = 0;
+    const double m = std::frexp(std::fabs(f), &e);  // |f| = m * 2^e, m in [0.5, 1)
+    uint64_t mant = static_cast<uint64_t>(std::ldexp(m, 53));
+    int shift = e - 53;
+    std::string out(static_cast<size_t>(e / 8 + 2), '\0');
+    if (shift < 0) {  // (|f| < 2^53: only reached for values that fit, never called then)
+      mant >>= -shift;
+      shift = 0;
+    }
+    for (int bit = 0; bit < 64; ++bit) {
+      if (mant >> bit & 1) out[static_cast<size_t>((bit + shift) / 8)] |= static_cast<char>(1 << ((bit + shift) % 8));
+    }
+    if (f < 0) {  // two's complement: invert, add 1
+      unsigned carry = 1;
+      for (char& c : out) {
+        const unsigned v = (~static_cast<unsigned>(static_cast<uint8_t>(c)) & 0xffu) + carry;
+        c = static_cast<char>(v & 0xffu);
+        carry = v >> 8;
+      }
+    }
+    return std::string(minimal(out));
+  }
+  bool numbers_equal(uint32_t a, uint32_t b) const {
+    const Node& x = g_.nodes[a];
+    const Node& y = g_.nodes[b];
+    const bool xi = x.kind != ValueKind::floating && x.kind != ValueKind::big_integer;
+    const bool yi = y.kind != ValueKind::floating && y.kind != ValueKind::big_integer;
+    if (xi && yi) return x.i == y.i;
+    if (x.kind == ValueKind::floating && y.kind == ValueKind::floating) return x.f == y.f;
+    if (x.kind == ValueKind::big_integer && y.kind == ValueKind::big_integer) return minimal(g_.text(a)) == minimal(g_.text(b));
+    if (x.kind == ValueKind::big_integer || y.kind == ValueKind::big_integer) {
+      // A big int (beyond 64 bits, as the VM keeps them) equals only a float of its value.
+      const uint32_t big = x.kind == ValueKind::big_integer ? a : b;
+      const Node& other = x.kind == ValueKind::big_integer ? y : x;
+      int64_t i = 0;
+      if (other.kind != ValueKind::floating || !std::isfinite(other.f) || other.f != std::floor(other.f) ||
+          float_as_int64(other.f, &i)) {
+        return false;
+      }
+      return float_bytes(other.f) == minimal(g_.text(big));
+    }
+    const double f = x.kind == ValueKind::floating ? x.f : y.f;
+    const int64_t i = x.kind == ValueKind::floating ? y.i : x.i;
+    int64_t fi = 0;
+    return float_as_int64(f, &fi) && fi == i;
+  }
+  // Every item of frozenset a is in frozenset b.
+  Result<bool> contains_all(uint32_t a, uint32_t b, size_t depth) {
+    const Node& x = g_.nodes[a];
+    const Node& y = g_.nodes[b];
+    for (uint32_t j = 0; j < x.ref; ++j) {
+      bool found = false;
+      for (uint32_t k = 0; k < y.ref && !found; ++k) {
+        PTREAD_TRY(found, equal(x.items[j], y.items[k], depth));
+      }
+      if (!found) return false;
+    }
+    return true;
+  }
+  // Tuples and frozensets can share items (memo gets), so hashing and comparing keys could
+  // take exponential time (Python's would too): the walks of one dict have a budget, 2^22
+  // steps and 256 a key.
+  bool spend() noexcept { return budget_ == 0 ? false : (--budget_, true); }
+  static Error too_deep() {
+    return make_error(ErrorCode::limit_exceeded, "a dict key nests tuples deeper than Limits::max_nesting_depth");
+  }
+  static Error over_budget() {
+    return make_error(ErrorCode::limit_exceeded, "hashing and comparing the keys of a dict took over 2^22 + 256 steps a key (tuple keys sharing items)");
+  }
+
+  const Graph& g_;
+  BlockPool& pool_;
+  size_t max_depth_;
+  size_t budget_ = 0;  // set by dedup()
+  std::vector<uint32_t> first_, place_;  // only for a dict with a repeated key
+};
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/detail/dict_keys.hpp ----
+// ---- begin ptread/detail/run_template.hpp ----
+// ptread — the template of one tensor's opcodes (a TensorRun, see pickle.hpp), made from a
+// run the VM read and took, to read the next runs of the same shape by comparing bytes.
+//
+// A state dict of many tensors of one dtype and shape (features per item, shards of a
+// table, a layer's tensors repeated) pickles each tensor as the same opcodes: the same
+// memo gets, the same int opcodes, the same tuple opcodes. Only some bytes differ from one
+// tensor to the next: the storage key's text, the keys of the memo puts, and the values of
+// the ints (numel, offset, sizes, strides). The template keeps where those "holes" are;
+// a later run whose other bytes equal the template's (a few 8-byte compares) is then read
+// by decoding its holes alone. The VM checks the holes exactly as its opcode reader checks
+// them (the put keys, the text's UTF-8, a LONG1's size), and its gets (the same keys) give
+// the values they gave the run the template was made from while no memo entry is
+// overwritten, so a run is taken this way only if the reader would take it, with the same
+// values (tests/unit/run_template.cpp compares the two on runs that differ in every hole,
+// and on damaged ones).
+
+// #include "../config.hpp": inlined above
+// #include "value_graph.hpp"  // fits_int64, load_u32: inlined above
 
 #include <cstddef>
 #include <cstdint>
@@ -3800,6 +4259,7 @@ class PickleVM {
     template_wait_ = 0;
     made_.clear();
     floor_ = 0;
+    dicts_from_ = g_.dicts.size();
     // The opcodes torch.save writes are handled here, the read position in a local; the
     // others by step(), through p_.
     const uint8_t* p = data;
@@ -3815,6 +4275,7 @@ class PickleVM {
         case '.': {
           // Python's STOP returns the top value, whatever lies below it.
           if (stack_.size() <= floor_) return error(ErrorCode::pickle_malformed, "STOP with an empty stack");
+          if (g_.dicts.size() > dicts_from_) PTREAD_CHECK(python_dicts());
           if (consumed) *consumed = static_cast<size_t>(p - begin_);
           return stack_.back();
         }
@@ -4108,6 +4569,7 @@ class PickleVM {
     if (kind == ValueKind::dict && count_from(m) % 2) {
       return fail(ErrorCode::pickle_malformed, "odd number of items for DICT");
     }
+    if (kind == ValueKind::dict && !hashable_keys(items_from(m), count_from(m))) return false;
     const uint32_t c = g_.add_container(kind, items_from(m), count_from(m));
     drop_from(m);
     return push(c);
@@ -4651,6 +5113,7 @@ class PickleVM {
     if (have != want && !(!pairs && have == ValueKind::set && op() == 0x90)) {
       return fail(ErrorCode::pickle_malformed, std::string("cannot add items to a ") + value_kind_name(have));
     }
+    if (pairs && !hashable_keys(items, count)) return false;
     const size_t n = g_.count(target);
     if ((n + count) / (pairs ? 2 : 1) > limits_.max_container_items || n + count > kMaxItems) {  // (a dict: pairs)
       return fail(ErrorCode::limit_exceeded, "more items than Limits::max_container_items");
@@ -4658,6 +5121,36 @@ class PickleVM {
     g_.append(target, items, count);
     return true;
   }
+  // Python's d[k] = v fails (TypeError) for a key it cannot hash: here, at the same opcode.
+  // (A tuple walk longer than 4096 steps is left to DictKeys, which the STOP runs.)
+  bool hashable_keys(const uint32_t* items, size_t count) {
+    for (size_t k = 0; k < count; k += 2) {
+      const ValueKind kind = g_.kind(items[k]);
+      if (PTREAD_LIKELY(kind == ValueKind::string)) continue;
+      size_t budget = 4096;
+      const ValueKind bad = unhashable(items[k], &budget);
+      if (bad != ValueKind::missing) {
+        return fail(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(bad) +
+                                                     " as a dict key (unhashable in Python: torch.load fails on it)");
+      }
+    }
+    return true;
+  }
+  // The kind that makes key unhashable (a list, dict or set, in it or in its tuples and
+  // frozensets), or missing.
+  ValueKind unhashable(uint32_t key, size_t* budget) const {
+    const ValueKind kind = g_.kind(key);
+    if (kind == ValueKind::list || kind == ValueKind::dict || kind == ValueKind::set) return kind;
+    if (kind != ValueKind::tuple && kind != ValueKind::frozenset) return ValueKind::missing;
+    for (const uint32_t item : g_.at(key).items) {
+      if (*budget == 0) return ValueKind::missing;
+      --*budget;
+      const ValueKind bad = unhashable(item, budget);
+      if (bad != ValueKind::missing) return bad;
+    }
+    return ValueKind::missing;
+  }
+
   // APPENDS, ADDITEMS, SETITEMS: the items above the MARK go into the value below it.
   bool append_from_mark(bool pairs) {
     size_t m = 0;
@@ -4687,6 +5180,19 @@ class PickleVM {
     }
     return e;
   }
+  // The dicts this pickle made, as Python holds them: a key set twice once (DictKeys).
+  PTREAD_NOINLINE Status python_dicts() {
+    DictKeys keys(g_, pool_, limits_.max_nesting_depth);
+    for (size_t k = dicts_from_; k < g_.dicts.size(); ++k) {
+      Status st = keys.dedup(g_, g_.dicts[k]);
+      if (!st) {
+        Error e = std::move(st).error();
+        e.add_context("(a dict of '" + where_ + "')");
+        return e;
+      }
+    }
+    return {};
+  }
   Result<std::string> python_string_literal(std::string_view s);
   Result<std::string> raw_unicode_escape(std::string_view s);
 
@@ -4709,6 +5215,7 @@ class PickleVM {
   std::unordered_map<uint64_t, uint32_t> memo_far_;
   size_t memo_count_ = 0;
   bool runs_ = true;                // set_tensor_runs
+  size_t dicts_from_ = 0;           // g_.dicts made by this run
   size_t runs_taken_ = 0;
   size_t template_runs_ = 0;         // of them, read by template_
   RunTemplate template_;             // of a run read in full (see tensor_run)
@@ -5178,174 +5685,7 @@ inline std::string python_str(const Graph& g, uint32_t i, bool repr = false, int
 // ---- begin ptread/format/model.hpp ----
 // ptread — what a format reader produces: the object graph, its tensors, and names.
 
-// ---- begin ptread/detail/flat_map.hpp ----
-// ptread — a small open-addressing hash index from strings to positions.
-//
-// StringIndex maps a string to a uint32 position in a table the caller owns (zip entries,
-// storages, named tensors): the keys are not stored, a `key_at(position)` function gives
-// them back. Slots are 8 bytes (32 bits of hash, the position), linear probing, at most
-// half full.
-
-// #include "arena.hpp": inlined above
-
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <string_view>
-#include <vector>
-
-namespace ptread {
-namespace detail {
-
-inline uint64_t hash_mix(uint64_t h) noexcept {
-  h ^= h >> 32;
-  h *= 0xd6e8feb86659fd93ull;
-  h ^= h >> 32;
-  return h;
-}
-
-inline uint64_t hash_string(std::string_view s) noexcept {
-  constexpr uint64_t m = 0x9e3779b97f4a7c15ull;
-  const char* p = s.data();
-  size_t n = s.size();
-  uint64_t h = 0x243f6a8885a308d3ull ^ (static_cast<uint64_t>(n) * m);
-  while (n >= 8) {
-    uint64_t w;
-    std::memcpy(&w, p, 8);
-    h = (h ^ w) * m;
-    h ^= h >> 29;
-    p += 8;
-    n -= 8;
-  }
-  if (n > 0) {  // 1 to 7 bytes, read without a variable-length copy
-    uint64_t w;
-    if (n >= 4) {
-      uint32_t lo, hi;
-      std::memcpy(&lo, p, 4);
-      std::memcpy(&hi, p + n - 4, 4);
-      w = lo | (static_cast<uint64_t>(hi) << 32);
-    } else {
-      w = static_cast<uint64_t>(static_cast<unsigned char>(p[0])) |
-          (static_cast<uint64_t>(static_cast<unsigned char>(p[n / 2])) << 8) |
-          (static_cast<uint64_t>(static_cast<unsigned char>(p[n - 1])) << 16);
-    }
-    h = (h ^ w) * m;
-    h ^= h >> 29;
-  }
-  return hash_mix(h);
-}
-
-// The number a canonical decimal text spells ("0", "17"; not "017", "+1" or "1e3"),
-// when it is below 10^9.
-PTREAD_ALWAYS_INLINE bool decimal_key(std::string_view s, uint32_t* out) noexcept {
-  const size_t n = s.size();
-  if (n - 1 > 8 || (s[0] == '0' && n > 1)) return false;  // 1 to 9 digits (n - 1 wraps for 0)
-  uint32_t v = 0;
-  for (size_t k = 0; k < n; ++k) {
-    const uint32_t d = static_cast<uint32_t>(static_cast<unsigned char>(s[k])) - uint32_t{'0'};
-    if (d > 9) return false;
-    v = v * 10 + d;
-  }
-  *out = v;
-  return true;
-}
-
-class StringIndex {
- public:
-  static constexpr uint32_t npos = 0xffffffffu;
-
-  size_t size() const noexcept { return size_; }
-
-  // Room for n keys without rehashing.
-  void reserve(size_t n) {
-    size_t cap = 16;
-    while (cap < 2 * n) cap *= 2;
-    if (cap > slots_.size()) rehash(cap);
-  }
-
-  // The position stored under key, or npos.
-  template <class KeyAt>
-  uint32_t find(std::string_view key, const KeyAt& key_at) const {
-    if (size_ == 0) return npos;
-    const uint32_t h = static_cast<uint32_t>(hash_string(key));
-    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
-      const Slot& s = slots_[i];
-      if (s.pos == npos) return npos;
-      if (s.hash == h && key_at(s.pos) == key) return s.pos;
-    }
-  }
-
-  // Stores pos under key unless the key is present; returns the position now under key.
-  template <class KeyAt>
-  uint32_t insert(std::string_view key, uint32_t pos, const KeyAt& key_at) {
-    if (2 * (size_ + 1) > slots_.size()) rehash(slots_.empty() ? 16 : slots_.size() * 2);
-    return insert_hashed(key, static_cast<uint32_t>(hash_string(key)), pos, key_at);
-  }
-
-  // Inserts positions 0 .. n-1 under key_at(position), in order (the first of equal keys
-  // wins). The slots are random accesses into a table larger than the caches: they are
-  // prefetched a few keys ahead.
-  template <class KeyAt>
-  void insert_all(uint32_t n, const KeyAt& key_at) {
-    reserve(size_ + n);
-    constexpr uint32_t kAhead = 16;
-    uint32_t ahead[kAhead];
-    for (uint64_t i = 0; i < uint64_t{n} + kAhead; ++i) {
-      const uint32_t slot = static_cast<uint32_t>(i % kAhead);
-      if (i >= kAhead) {  // key i - kAhead, whose slot was prefetched
-        const uint32_t j = static_cast<uint32_t>(i - kAhead);
-        insert_hashed(key_at(j), ahead[slot], j, key_at);
-      }
-      if (i < n) {
-        const uint32_t h = static_cast<uint32_t>(hash_string(key_at(static_cast<uint32_t>(i))));
-        ahead[slot] = h;
-        __builtin_prefetch(&slots_[h & mask_], 1);
-      }
-    }
-  }
-
- private:
-  struct Slot {
-    uint32_t hash;
-    uint32_t pos;
-  };
-
-  template <class KeyAt>
-  uint32_t insert_hashed(std::string_view key, uint32_t h, uint32_t pos, const KeyAt& key_at) {
-    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
-      Slot& s = slots_[i];
-      if (s.pos == npos) {
-        s.hash = h;
-        s.pos = pos;
-        ++size_;
-        return pos;
-      }
-      if (s.hash == h && key_at(s.pos) == key) return s.pos;
-    }
-  }
-
-  void rehash(size_t cap) {
-    std::vector<Slot> old;
-    reserve_huge(old, cap);
-    old.resize(cap, Slot{0, npos});
-    old.swap(slots_);
-    mask_ = cap - 1;
-    for (const Slot& s : old) {
-      if (s.pos == npos) continue;
-      size_t i = s.hash & mask_;
-      while (slots_[i].pos != npos) i = (i + 1) & mask_;
-      slots_[i] = s;
-    }
-  }
-
-  std::vector<Slot> slots_;
-  size_t size_ = 0;
-  size_t mask_ = 0;
-};
-
-}  // namespace detail
-}  // namespace ptread
-// ---- end ptread/detail/flat_map.hpp ----
+// #include "../detail/flat_map.hpp": inlined above
 // ---- begin ptread/detail/nn_parallel.hpp ----
 // ptread — a small process-wide worker pool for the nn layers (std::thread, no OpenMP).
 //
@@ -6464,12 +6804,18 @@ class Value {
     return Value();
   }
   Value operator[](const char* key) const { return (*this)[std::string_view(key)]; }
-  // Dict value under an int key (optimizer state: state[0]).
+  // Dict value under an int key (optimizer state: state[0]); as in Python, a key equal to
+  // it (True for 1, 0.0 for 0) is that key.
   Value at_int_key(int64_t key) const {
     if (!is_dict()) return Value();
     const auto& it = node().items;
     for (size_t k = 0; k + 1 < it.size(); k += 2) {
-      if (m_->graph.kind(it[k]) == ValueKind::integer && m_->graph.at(it[k]).i == key) return Value(m_, it[k + 1]);
+      const detail::NodeView kn = m_->graph.at(it[k]);
+      if (((kn.kind == ValueKind::integer || kn.kind == ValueKind::boolean) && kn.i == key) ||
+          (kn.kind == ValueKind::floating && kn.f == static_cast<double>(key) && kn.f >= -0x1p63 && kn.f < 0x1p63 &&
+           static_cast<int64_t>(kn.f) == key)) {
+        return Value(m_, it[k + 1]);
+      }
     }
     return Value();
   }

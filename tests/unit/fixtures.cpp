@@ -6,6 +6,8 @@
 // checks run on freshly generated files.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "support/helpers.hpp"
 
 #include <algorithm>
@@ -335,6 +337,7 @@ ptread::ErrorCode code_for(const std::string& keyword) {
       {"unknown_dtype", ErrorCode::unknown_dtype},
       {"unknown_format", ErrorCode::unknown_format},
       {"legacy_corrupt", ErrorCode::legacy_corrupt},
+      {"pickle_malformed", ErrorCode::pickle_malformed},
   };
   auto it = m.find(keyword);
   return it == m.end() ? ErrorCode::ok : it->second;
@@ -407,9 +410,10 @@ TEST_CASE("Value accessors of the wrong type say what they expected and found", 
 }
 
 TEST_CASE("storages saved on their own share their bytes with the tensors over them", "[fixtures][value]") {
-  // storages.pt and legacy_storages.pt (expected.json's scalars hold their dtypes, sizes and
-  // bytes): 'w_storage' is the storage of tensor 'w'; 'w' is a tensor, not a storage.
-  for (const char* name : {"storages.pt", "legacy_storages.pt"}) {
+  // storages.pt, legacy_storages.pt and tar_storages.pt (expected.json's scalars hold their
+  // dtypes, sizes and bytes): 'w_storage' is the storage of tensor 'w'; 'w' is a tensor, not
+  // a storage.
+  for (const char* name : {"storages.pt", "legacy_storages.pt", "tar_storages.pt"}) {
     for (auto mode : {ptread::LoadMode::mmap, ptread::LoadMode::read, ptread::LoadMode::memory}) {
       INFO(name << ", mode " << ptread::load_mode_name(mode));
       std::vector<unsigned char> keep;
@@ -426,7 +430,8 @@ TEST_CASE("storages saved on their own share their bytes with the tensors over t
       auto not_one = ck->root()["w"].as_storage();
       REQUIRE_FALSE(not_one.ok());
       CHECK(not_one.error().code() == ptread::ErrorCode::invalid_argument);
-      CHECK(ck->tensor_count() == 1);  // storages are no tensors: ls lists 'w' alone
+      // storages are no tensors: ls lists 'w' alone (and the tar file's 'root' and 'v')
+      CHECK(ck->tensor_count() == (std::string(name) == "tar_storages.pt" ? 3u : 1u));
       if (mode == ptread::LoadMode::memory && std::string(name) == "storages.pt") {
         // A view of the file's bytes, no copy: 'half' lies in its stored record.
         auto half = ck->root()["half"].as_storage();
@@ -436,6 +441,27 @@ TEST_CASE("storages saved on their own share their bytes with the tensors over t
       }
     }
   }
+}
+
+TEST_CASE("dicts given a key twice hold it once, as Python's dicts do", "[fixtures][value]") {
+  // dict_keys.pt (generate.py, torch.load's result in expected.json): keys 'w', 'x', 1
+  // (given as 1, True, 1.0), ..., -0.0 (given as -0.0, 0).
+  auto ck = ptread::Checkpoint::open(fixture_dir() + "/dict_keys.pt");
+  REQUIRE(ck.ok());
+  const ptread::Value root = ck->root();
+  CHECK(root.size() == 15);
+  CHECK(root.key(0).as_string().value() == "w");
+  CHECK(root.key(1).as_string().value() == "x");
+  CHECK(root.key(2).is_int());  // the first of 1, True, 1.0: an int
+  // Value lookups find the one key, its last value: the tensor listed under its name.
+  CHECK(root["w"].as_tensor().value() == ck->find("w"));
+  CHECK(root.at_int_key(1).as_tensor().value() == ck->find("1"));
+  // Python's d[0] finds the key -0.0 (0 == -0.0); ptread's at_int_key too.
+  REQUIRE(root.key(5).is_float());
+  CHECK(std::signbit(root.key(5).as_float().value()));
+  CHECK(root.at_int_key(0).as_tensor().value() == ck->find("-0.0"));
+  CHECK(root["od"].size() == 2);
+  CHECK(root["od"]["p"].as_tensor().value() == ck->find("od.p"));
 }
 
 TEST_CASE("files mistaken for checkpoints are named for what they are", "[fixtures][errors]") {

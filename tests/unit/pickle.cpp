@@ -385,3 +385,20 @@ TEST_CASE("pickle: 100000 nested lists run without deep recursion", "[pickle]") 
   // python_str stops at a fixed depth instead of recursing 100000 times.
   CHECK(ptread::detail::python_str(g, *r->root, true).size() < 200);
 }
+
+TEST_CASE("pickle: dict keys whose hash would take 2^60 steps fail promptly", "[pickle]") {
+  // t0 = (1, 1), t(k+1) = (tk, tk) through the memo: 60 levels, 2^60 leaves. Python's hash
+  // of it walks every leaf (it would not finish); ptread's key check has a budget, and a
+  // dict of two such keys is limit_exceeded.
+  Bytes p = {0x80, 0x02, '}', '(', 'K', 1, 'K', 1, 0x86, 'q', 0, '0'};
+  for (uint8_t k = 0; k < 60; ++k) {
+    const uint8_t get[] = {'h', k, 'h', k, 0x86, 'q', static_cast<uint8_t>(k + 1), '0'};  // made, memoized, popped
+    p.insert(p.end(), get, get + sizeof get);
+  }
+  const uint8_t rest[] = {'h', 60, 'K', 1, 'h', 30, 'K', 2, 'u', '.'};  // {t60: 1, t30: 2}
+  p.insert(p.end(), rest, rest + sizeof rest);
+  auto r = run_pickle(p);
+  REQUIRE_FALSE(r->root.ok());
+  CHECK(r->root.error().code() == ptread::ErrorCode::limit_exceeded);
+  CHECK(contains(r->root.error().message(), "keys of a dict"));
+}

@@ -123,6 +123,7 @@ struct NodeView {
 struct Graph {
   SegmentedVector<Node> nodes;
   Arena arena;
+  std::vector<uint32_t> dicts;  // the dict nodes, in the order made (the VM's DictKeys pass)
 
   // pool: where its blocks come from (it must outlive the graph), or nullptr.
   explicit Graph(BlockPool* pool = nullptr) : nodes(pool), arena(pool) {
@@ -204,7 +205,9 @@ struct Graph {
   uint32_t add_container(ValueKind kind) { return add_container(kind, nullptr, 0); }
   PTREAD_ALWAYS_INLINE uint32_t add_container(ValueKind kind, const uint32_t* items, size_t count) {
     if (kind == ValueKind::tuple && count == 0) return empty_tuple();  // () is one object, as in Python
-    return emit_items(kind, static_cast<uint32_t>(count), new_items(items, count, capacity(kind, count)));
+    const uint32_t id = emit_items(kind, static_cast<uint32_t>(count), new_items(items, count, capacity(kind, count)));
+    if (kind == ValueKind::dict) dicts.push_back(id);
+    return id;
   }
   uint32_t add_global(std::string_view module, std::string_view name) {
     return add_interned_global(intern(module), intern(name));
@@ -268,11 +271,12 @@ struct Graph {
   }
   // The number of items of a container or object node.
   size_t count(uint32_t i) const { return has_items(nodes[i].kind) ? nodes[i].ref : 0; }
-  // For dicts: the value under a string key, or kNoNode.
+  // For dicts: the value under a string key, or kNoNode. The last one: a dict the VM is
+  // still making may hold a key twice, and Python's d[k] = v keeps the last value.
   uint32_t dict_get(uint32_t d, std::string_view key) const {
     const Items it = at(d).items;
-    for (size_t k = 0; k + 1 < it.size(); k += 2) {
-      if (is_string(it[k], key)) return it[k + 1];
+    for (size_t k = it.size() & ~size_t{1}; k >= 2; k -= 2) {
+      if (is_string(it[k - 2], key)) return it[k - 1];
     }
     return kNoNode;
   }

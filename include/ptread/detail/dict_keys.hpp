@@ -1,0 +1,287 @@
+// ptread — Python's dict semantics for the dicts a pickle builds. The pickle VM appends
+// every key it is given (DICT, SETITEM, SETITEMS, OrderedDict and Counter arguments); Python
+// stores d[k] = v, so a key given twice keeps its first place and takes the last value, and
+// keys compare as Python compares them: 1 == 1.0 == True, -0.0 == 0, str != bytes, tuples
+// item by item, frozensets as sets, a class by its name, anything else by identity (a NaN
+// equals only itself). A key Python cannot hash (a list, dict or set, or a tuple or
+// frozenset holding one) makes torch.load fail: here it is an error naming it.
+// torch.save never writes a key twice; crafted files do, and a reader that kept both would
+// show other tensors than torch.load gives.
+#pragma once
+
+#include "flat_map.hpp"
+#include "value_graph.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace ptread {
+namespace detail {
+
+class DictKeys {
+ public:
+  // pool: where the tables of large dicts come from (the pickle VM's: memory its reserve has
+  // faulted in already, and that the model's names reuse after).
+  DictKeys(const Graph& g, BlockPool& pool, size_t max_depth) : g_(g), pool_(pool), max_depth_(max_depth) {}
+
+  // Removes the repeated keys of dict node d (first place, last value). Dicts of up to 16
+  // keys compare every pair; larger ones go through a hash table (of the low halves of the
+  // keys' hashes; slots: key indexes).
+  Status dedup(Graph& g, uint32_t d) {
+    Node& n = g.nodes[d];
+    if (n.kind != ValueKind::dict || n.ref < 2) return {};  // (a dict of one key: is it hashable?)
+    const uint32_t pairs = n.ref / 2;
+    budget_ = (size_t{1} << 22) + 256 * size_t{pairs};
+    uint32_t* it = n.items;
+    uint32_t small[16];
+    uint32_t* const hashes = pairs <= 16 ? small : static_cast<uint32_t*>(pool_.allocate(pairs * sizeof(uint32_t)));
+    for (uint32_t k = 0; k < pairs; ++k) {
+      const Node& key = g.nodes[it[2 * k]];
+      if (PTREAD_LIKELY(key.kind == ValueKind::string && key.ref != kLongText)) {  // hash()'s, inline
+        hashes[k] = static_cast<uint32_t>(hash_string(std::string_view(key.text, key.ref)));
+      } else {
+        PTREAD_TRY(uint64_t h, hash(it[2 * k]));
+        hashes[k] = static_cast<uint32_t>(h);
+      }
+    }
+    first_.clear();  // made when a key repeats: per key, the earlier key it repeats, or kNoNode
+    if (pairs <= 16) {
+      for (uint32_t k = 1; k < pairs; ++k) {
+        for (uint32_t j = 0; j < k; ++j) {
+          if (hashes[j] != hashes[k] || (!first_.empty() && first_[j] != kNoNode)) continue;
+          PTREAD_TRY(bool same, equal(it[2 * j], it[2 * k]));
+          if (same) {
+            repeats(k, j, pairs);
+            break;
+          }
+        }
+      }
+    } else {
+      size_t cap = 32;
+      while (cap < 2 * size_t{pairs}) cap *= 2;
+      uint32_t* const slots = static_cast<uint32_t*>(pool_.allocate(cap * sizeof(uint32_t)));  // keys that repeat none, by hash
+      std::fill(slots, slots + cap, kNoNode);
+      const size_t mask = cap - 1;
+      constexpr uint32_t kAhead = 8;  // the slots are random accesses into a table larger than L1
+      for (uint32_t k = 0; k < pairs; ++k) {
+        if (k + kAhead < pairs) __builtin_prefetch(&slots[hashes[k + kAhead] & mask], 1);
+        for (size_t s = hashes[k] & mask;; s = (s + 1) & mask) {
+          const uint32_t j = slots[s];
+          if (j == kNoNode) {
+            slots[s] = k;
+            break;
+          }
+          if (hashes[j] != hashes[k]) continue;
+          PTREAD_TRY(bool same, equal(it[2 * j], it[2 * k]));
+          if (same) {
+            repeats(k, j, pairs);
+            break;
+          }
+        }
+      }
+    }
+    if (first_.empty()) return {};
+    // d[k] = v: the value goes to the key's first place (a key that repeats none, moved
+    // already: first_[k] < k); the repeat is dropped.
+    place_.resize(pairs);
+    uint32_t out = 0;
+    for (uint32_t k = 0; k < pairs; ++k) {
+      if (first_[k] != kNoNode) {
+        it[2 * place_[first_[k]] + 1] = it[2 * k + 1];
+        continue;
+      }
+      place_[k] = out;
+      it[2 * out] = it[2 * k];
+      it[2 * out + 1] = it[2 * k + 1];
+      ++out;
+    }
+    n.ref = 2 * out;
+    return {};
+  }
+
+  // hash(key), consistent with equal(); an error for keys Python cannot hash.
+  Result<uint64_t> hash(uint32_t k, size_t depth = 0) {
+    const Node& n = g_.nodes[k];
+    switch (n.kind) {
+      case ValueKind::none: return uint64_t{0x6e6f6e65};
+      case ValueKind::boolean: case ValueKind::integer: return mix(static_cast<uint64_t>(n.i));
+      case ValueKind::floating: {
+        int64_t i = 0;
+        if (float_as_int64(n.f, &i)) return mix(static_cast<uint64_t>(i));
+        if (std::isfinite(n.f) && n.f == std::floor(n.f)) return kBigHash;  // beyond 64 bits, as big ints
+        uint64_t bits;
+        std::memcpy(&bits, &n.f, sizeof bits);
+        return mix(bits ^ 0x666c6f6174ull);
+      }
+      case ValueKind::big_integer: return kBigHash;
+      case ValueKind::string: return hash_string(g_.text(k));
+      case ValueKind::bytes: return mix(hash_string(g_.text(k)) ^ 0x6279746573ull);
+      case ValueKind::global: return mix(hash_string(g_.global_module(k)) ^ (hash_string(g_.global_name(k)) << 1));
+      case ValueKind::storage: return mix(uint64_t{n.ref} ^ 0x73746f72ull << 32);
+      case ValueKind::tuple: case ValueKind::frozenset: {
+        // Items in order (a frozenset's: summed, as any order is the same set).
+        uint64_t h = mix(uint64_t{n.ref} ^ (n.kind == ValueKind::tuple ? 0x7475ull : 0x6673ull) << 40);
+        uint64_t sum = 0;
+        if (depth >= max_depth_) return too_deep();
+        for (uint32_t j = 0; j < n.ref; ++j) {
+          if (!spend()) return over_budget();
+          PTREAD_TRY(uint64_t e, hash(n.items[j], depth + 1));
+          if (n.kind == ValueKind::tuple) h = mix(h ^ e); else sum += e;
+        }
+        return n.kind == ValueKind::tuple ? h : mix(h ^ sum);
+      }
+      case ValueKind::list: case ValueKind::dict: case ValueKind::set:
+        return make_error(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(n.kind) +
+                                                           " as a dict key (unhashable in Python: torch.load fails on it)");
+      default: return mix(uint64_t{k} ^ 0x6964ull << 48);  // objects, tensors ...: by identity
+    }
+  }
+
+  // key a == key b, as Python's dict decides (identity first, then ==).
+  Result<bool> equal(uint32_t a, uint32_t b, size_t depth = 0) {
+    if (a == b) return true;
+    if (!spend()) return over_budget();
+    const Node& x = g_.nodes[a];
+    const Node& y = g_.nodes[b];
+    if (numeric(x.kind) && numeric(y.kind)) return numbers_equal(a, b);
+    if (x.kind != y.kind) return false;
+    switch (x.kind) {
+      case ValueKind::none: return true;
+      case ValueKind::string: case ValueKind::bytes: return g_.text(a) == g_.text(b);
+      case ValueKind::global: return g_.global_module(a) == g_.global_module(b) && g_.global_name(a) == g_.global_name(b);
+      case ValueKind::storage: return x.ref == y.ref;  // torch.load gives one storage object per key
+      case ValueKind::tuple:
+        if (x.ref != y.ref) return false;
+        if (depth >= max_depth_) return too_deep();
+        for (uint32_t j = 0; j < x.ref; ++j) {
+          PTREAD_TRY(bool same, equal(x.items[j], y.items[j], depth + 1));
+          if (!same) return false;
+        }
+        return true;
+      case ValueKind::frozenset: {
+        if (depth >= max_depth_) return too_deep();
+        PTREAD_TRY(bool ab, contains_all(a, b, depth + 1));
+        if (!ab) return false;
+        return contains_all(b, a, depth + 1);
+      }
+      default: return false;  // by identity
+    }
+  }
+
+ private:
+  static constexpr uint64_t kBigHash = 0x626967696e74ull;
+
+  void repeats(uint32_t k, uint32_t j, uint32_t pairs) {
+    if (first_.empty()) first_.assign(pairs, kNoNode);
+    first_[k] = j;
+  }
+
+  static uint64_t mix(uint64_t h) noexcept {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
+  }
+  static bool numeric(ValueKind k) noexcept {
+    return k == ValueKind::boolean || k == ValueKind::integer || k == ValueKind::big_integer || k == ValueKind::floating;
+  }
+  // f as an int64 when it is one exactly.
+  static bool float_as_int64(double f, int64_t* out) noexcept {
+    if (!(f >= -9223372036854775808.0 && f < 9223372036854775808.0) || f != std::floor(f)) return false;
+    *out = static_cast<int64_t>(f);
+    return true;
+  }
+  // Two's complement little-endian bytes without redundant sign bytes (LONG1 may carry them).
+  static std::string_view minimal(std::string_view le) noexcept {
+    size_t n = le.size();
+    while (n > 1) {
+      const uint8_t last = static_cast<uint8_t>(le[n - 1]), prev = static_cast<uint8_t>(le[n - 2]);
+      if ((last == 0x00 && !(prev & 0x80)) || (last == 0xff && (prev & 0x80))) --n; else break;
+    }
+    return le.substr(0, n);
+  }
+  // An integral finite double as minimal two's complement little-endian bytes.
+  static std::string float_bytes(double f) {
+    int e = 0;
+    const double m = std::frexp(std::fabs(f), &e);  // |f| = m * 2^e, m in [0.5, 1)
+    uint64_t mant = static_cast<uint64_t>(std::ldexp(m, 53));
+    int shift = e - 53;
+    std::string out(static_cast<size_t>(e / 8 + 2), '\0');
+    if (shift < 0) {  // (|f| < 2^53: only reached for values that fit, never called then)
+      mant >>= -shift;
+      shift = 0;
+    }
+    for (int bit = 0; bit < 64; ++bit) {
+      if (mant >> bit & 1) out[static_cast<size_t>((bit + shift) / 8)] |= static_cast<char>(1 << ((bit + shift) % 8));
+    }
+    if (f < 0) {  // two's complement: invert, add 1
+      unsigned carry = 1;
+      for (char& c : out) {
+        const unsigned v = (~static_cast<unsigned>(static_cast<uint8_t>(c)) & 0xffu) + carry;
+        c = static_cast<char>(v & 0xffu);
+        carry = v >> 8;
+      }
+    }
+    return std::string(minimal(out));
+  }
+  bool numbers_equal(uint32_t a, uint32_t b) const {
+    const Node& x = g_.nodes[a];
+    const Node& y = g_.nodes[b];
+    const bool xi = x.kind != ValueKind::floating && x.kind != ValueKind::big_integer;
+    const bool yi = y.kind != ValueKind::floating && y.kind != ValueKind::big_integer;
+    if (xi && yi) return x.i == y.i;
+    if (x.kind == ValueKind::floating && y.kind == ValueKind::floating) return x.f == y.f;
+    if (x.kind == ValueKind::big_integer && y.kind == ValueKind::big_integer) return minimal(g_.text(a)) == minimal(g_.text(b));
+    if (x.kind == ValueKind::big_integer || y.kind == ValueKind::big_integer) {
+      // A big int (beyond 64 bits, as the VM keeps them) equals only a float of its value.
+      const uint32_t big = x.kind == ValueKind::big_integer ? a : b;
+      const Node& other = x.kind == ValueKind::big_integer ? y : x;
+      int64_t i = 0;
+      if (other.kind != ValueKind::floating || !std::isfinite(other.f) || other.f != std::floor(other.f) ||
+          float_as_int64(other.f, &i)) {
+        return false;
+      }
+      return float_bytes(other.f) == minimal(g_.text(big));
+    }
+    const double f = x.kind == ValueKind::floating ? x.f : y.f;
+    const int64_t i = x.kind == ValueKind::floating ? y.i : x.i;
+    int64_t fi = 0;
+    return float_as_int64(f, &fi) && fi == i;
+  }
+  // Every item of frozenset a is in frozenset b.
+  Result<bool> contains_all(uint32_t a, uint32_t b, size_t depth) {
+    const Node& x = g_.nodes[a];
+    const Node& y = g_.nodes[b];
+    for (uint32_t j = 0; j < x.ref; ++j) {
+      bool found = false;
+      for (uint32_t k = 0; k < y.ref && !found; ++k) {
+        PTREAD_TRY(found, equal(x.items[j], y.items[k], depth));
+      }
+      if (!found) return false;
+    }
+    return true;
+  }
+  // Tuples and frozensets can share items (memo gets), so hashing and comparing keys could
+  // take exponential time (Python's would too): the walks of one dict have a budget, 2^22
+  // steps and 256 a key.
+  bool spend() noexcept { return budget_ == 0 ? false : (--budget_, true); }
+  static Error too_deep() {
+    return make_error(ErrorCode::limit_exceeded, "a dict key nests tuples deeper than Limits::max_nesting_depth");
+  }
+  static Error over_budget() {
+    return make_error(ErrorCode::limit_exceeded, "hashing and comparing the keys of a dict took over 2^22 + 256 steps a key (tuple keys sharing items)");
+  }
+
+  const Graph& g_;
+  BlockPool& pool_;
+  size_t max_depth_;
+  size_t budget_ = 0;  // set by dedup()
+  std::vector<uint32_t> first_, place_;  // only for a dict with a repeated key
+};
+
+}  // namespace detail
+}  // namespace ptread
