@@ -7821,7 +7821,8 @@ class TorchHooks : public PickleHooks {
   Status build(Graph& g, uint32_t obj, uint32_t state) override {
     Node& n = g.nodes[obj];
     if (n.kind == ValueKind::object) {
-      n.items[kObjState] = state;
+      const uint32_t before = n.items[kObjState];
+      n.items[kObjState] = before == kNoNode ? state : merged_state(g, before, state);
       const uint32_t cls = n.items[kObjClass];
       if (is_numpy(g, cls, "ndarray")) return numpy_array(g, obj, state);
       // torch 0.1-0.3 pickled Parameters and Variables as Parameter() with the state
@@ -7844,6 +7845,34 @@ class TorchHooks : public PickleHooks {
   }
 
  protected:
+  // BUILD again on an object (crafted: the pickler writes one per object). Python's default
+  // BUILD (and nn.Module's __setstate__) updates the instance's __dict__ and sets its slots,
+  // so the attributes of both states hold, a later value replacing an earlier one (the dict
+  // made here is in g.dicts: the STOP's DictKeys pass keeps each name once). A state that
+  // is no attribute dict (a class's own __setstate__ reads it) replaces the one before.
+  static uint32_t merged_state(Graph& g, uint32_t before, uint32_t state) {
+    if (g.kind(state) == ValueKind::none) return before;  // BUILD None sets nothing
+    uint32_t a[2], sl[2];
+    object_state(g, before, &a[0], &sl[0]);
+    object_state(g, state, &a[1], &sl[1]);
+    auto empty = [&g](uint32_t x) { return x == kNoNode || g.kind(x) == ValueKind::none; };
+    for (const uint32_t x : {a[0], a[1]}) {
+      if (!empty(x) && g.kind(x) != ValueKind::dict) return state;
+    }
+    auto concat = [&](const uint32_t* parts) -> uint32_t {
+      if (empty(parts[0]) && empty(parts[1])) return kNoNode;
+      const uint32_t d = g.add_container(ValueKind::dict);
+      for (size_t k = 0; k < 2; ++k) {
+        if (!empty(parts[k])) g.append(d, g.at(parts[k]).items.data(), g.at(parts[k]).items.size());
+      }
+      return d;
+    };
+    const uint32_t attrs = concat(a), slots = concat(sl);
+    if (slots == kNoNode) return attrs == kNoNode ? state : attrs;
+    const uint32_t pair[2] = {attrs == kNoNode ? kNoneNode : attrs, slots};
+    return g.add_container(ValueKind::tuple, pair, 2);
+  }
+
   enum class RebuildKind { v1, v2, v3 };
 
   // The storage table. torch names storages "0", "1", ... : such keys index a vector,
