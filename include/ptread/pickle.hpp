@@ -160,7 +160,7 @@ class PickleVM {
     template_wait_ = 0;
     made_.clear();
     floor_ = 0;
-    dicts_from_ = g_.dicts.size();
+    hashed_from_ = g_.hashed.size();
     // The opcodes torch.save writes are handled here, the read position in a local; the
     // others by step(), through p_.
     const uint8_t* p = data;
@@ -176,7 +176,7 @@ class PickleVM {
         case '.': {
           // Python's STOP returns the top value, whatever lies below it.
           if (stack_.size() <= floor_) return error(ErrorCode::pickle_malformed, "STOP with an empty stack");
-          if (g_.dicts.size() > dicts_from_) PTREAD_CHECK(python_dicts());
+          if (g_.hashed.size() > hashed_from_) PTREAD_CHECK(python_keys());
           if (consumed) *consumed = static_cast<size_t>(p - begin_);
           return stack_.back();
         }
@@ -470,7 +470,10 @@ class PickleVM {
     if (kind == ValueKind::dict && count_from(m) % 2) {
       return fail(ErrorCode::pickle_malformed, "odd number of items for DICT");
     }
-    if (kind == ValueKind::dict && !hashable_keys(items_from(m), count_from(m))) return false;
+    if ((kind == ValueKind::dict || kind == ValueKind::frozenset) &&
+        !hashable_keys(items_from(m), count_from(m), kind == ValueKind::dict ? 2 : 1)) {
+      return false;
+    }
     const uint32_t c = g_.add_container(kind, items_from(m), count_from(m));
     drop_from(m);
     return push(c);
@@ -1014,7 +1017,7 @@ class PickleVM {
     if (have != want && !(!pairs && have == ValueKind::set && op() == 0x90)) {
       return fail(ErrorCode::pickle_malformed, std::string("cannot add items to a ") + value_kind_name(have));
     }
-    if (pairs && !hashable_keys(items, count)) return false;
+    if ((pairs || have == ValueKind::set) && !hashable_keys(items, count, pairs ? 2 : 1)) return false;
     const size_t n = g_.count(target);
     if ((n + count) / (pairs ? 2 : 1) > limits_.max_container_items || n + count > kMaxItems) {  // (a dict: pairs)
       return fail(ErrorCode::limit_exceeded, "more items than Limits::max_container_items");
@@ -1022,17 +1025,19 @@ class PickleVM {
     g_.append(target, items, count);
     return true;
   }
-  // Python's d[k] = v fails (TypeError) for a key it cannot hash: here, at the same opcode.
-  // (A tuple walk longer than 4096 steps is left to DictKeys, which the STOP runs.)
-  bool hashable_keys(const uint32_t* items, size_t count) {
-    for (size_t k = 0; k < count; k += 2) {
+  // Python's d[k] = v and s.add(k) fail (TypeError) for a key it cannot hash: here, at the
+  // same opcode. stride: 2 for a dict's keys and values, 1 for a set's items. (A tuple walk
+  // longer than 4096 steps is left to DictKeys, which the STOP runs.)
+  bool hashable_keys(const uint32_t* items, size_t count, size_t stride) {
+    for (size_t k = 0; k < count; k += stride) {
       const ValueKind kind = g_.kind(items[k]);
       if (PTREAD_LIKELY(kind == ValueKind::string)) continue;
       size_t budget = 4096;
       const ValueKind bad = unhashable(items[k], &budget);
       if (bad != ValueKind::missing) {
         return fail(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(bad) +
-                                                     " as a dict key (unhashable in Python: torch.load fails on it)");
+                                                     (stride == 2 ? " as a dict key" : " in a set") +
+                                                     " (unhashable in Python: torch.load fails on it)");
       }
     }
     return true;
@@ -1081,14 +1086,15 @@ class PickleVM {
     }
     return e;
   }
-  // The dicts this pickle made, as Python holds them: a key set twice once (DictKeys).
-  PTREAD_NOINLINE Status python_dicts() {
+  // The dicts and sets this pickle made, as Python holds them: a key given twice once
+  // (DictKeys).
+  PTREAD_NOINLINE Status python_keys() {
     DictKeys keys(g_, pool_, limits_.max_nesting_depth);
-    for (size_t k = dicts_from_; k < g_.dicts.size(); ++k) {
-      Status st = keys.dedup(g_, g_.dicts[k]);
+    for (size_t k = hashed_from_; k < g_.hashed.size(); ++k) {
+      Status st = keys.dedup(g_, g_.hashed[k]);
       if (!st) {
         Error e = std::move(st).error();
-        e.add_context("(a dict of '" + where_ + "')");
+        e.add_context("(a dict or set of '" + where_ + "')");
         return e;
       }
     }
@@ -1116,7 +1122,7 @@ class PickleVM {
   std::unordered_map<uint64_t, uint32_t> memo_far_;
   size_t memo_count_ = 0;
   bool runs_ = true;                // set_tensor_runs
-  size_t dicts_from_ = 0;           // g_.dicts made by this run
+  size_t hashed_from_ = 0;          // g_.hashed made by this run
   size_t runs_taken_ = 0;
   size_t template_runs_ = 0;         // of them, read by template_
   RunTemplate template_;             // of a run read in full (see tensor_run)

@@ -2812,9 +2812,10 @@ class Tensor {
 // items are bounded by the values on the stack, all checked against Limits.
 
 // ---- begin ptread/detail/dict_keys.hpp ----
-// ptread — Python's dict semantics for the dicts a pickle builds. The pickle VM appends
-// every key it is given (DICT, SETITEM, SETITEMS, OrderedDict and Counter arguments); Python
-// stores d[k] = v, so a key given twice keeps its first place and takes the last value, and
+// ptread — Python's dict semantics for the dicts (and sets) a pickle builds. The pickle VM
+// appends every key it is given (DICT, SETITEM, SETITEMS, OrderedDict and Counter
+// arguments; FROZENSET, ADDITEMS, set(...)); Python stores d[k] = v, so a key given twice
+// keeps its first place and takes the last value (a set keeps an item once), and
 // keys compare as Python compares them: 1 == 1.0 == True, -0.0 == 0, str != bytes, tuples
 // item by item, frozensets as sets, a class by its name, anything else by identity (a NaN
 // equals only itself). A key Python cannot hash (a list, dict or set, or a tuple or
@@ -3218,7 +3219,7 @@ struct NodeView {
 struct Graph {
   SegmentedVector<Node> nodes;
   Arena arena;
-  std::vector<uint32_t> dicts;  // the dict nodes, in the order made (the VM's DictKeys pass)
+  std::vector<uint32_t> hashed;  // the dict, set and frozenset nodes, in the order made (DictKeys)
 
   // pool: where its blocks come from (it must outlive the graph), or nullptr.
   explicit Graph(BlockPool* pool = nullptr) : nodes(pool), arena(pool) {
@@ -3301,7 +3302,7 @@ struct Graph {
   PTREAD_ALWAYS_INLINE uint32_t add_container(ValueKind kind, const uint32_t* items, size_t count) {
     if (kind == ValueKind::tuple && count == 0) return empty_tuple();  // () is one object, as in Python
     const uint32_t id = emit_items(kind, static_cast<uint32_t>(count), new_items(items, count, capacity(kind, count)));
-    if (kind == ValueKind::dict) dicts.push_back(id);
+    if (kind == ValueKind::dict || kind == ValueKind::set || kind == ValueKind::frozenset) hashed.push_back(id);
     return id;
   }
   uint32_t add_global(std::string_view module, std::string_view name) {
@@ -3592,23 +3593,27 @@ class DictKeys {
   // faulted in already, and that the model's names reuse after).
   DictKeys(const Graph& g, BlockPool& pool, size_t max_depth) : g_(g), pool_(pool), max_depth_(max_depth) {}
 
-  // Removes the repeated keys of dict node d (first place, last value). Dicts of up to 16
-  // keys compare every pair; larger ones go through a hash table (of the low halves of the
-  // keys' hashes; slots: key indexes).
+  // Removes the repeated keys of dict node d (first place, last value), or the repeated
+  // items of set or frozenset node d (the first kept). Up to 16 keys are compared pair by
+  // pair; more go through a hash table (of the low halves of the keys' hashes; slots: key
+  // indexes).
   Status dedup(Graph& g, uint32_t d) {
     Node& n = g.nodes[d];
-    if (n.kind != ValueKind::dict || n.ref < 2) return {};  // (a dict of one key: is it hashable?)
-    const uint32_t pairs = n.ref / 2;
+    const bool dict = n.kind == ValueKind::dict;
+    if (!dict && n.kind != ValueKind::set && n.kind != ValueKind::frozenset) return {};
+    const uint32_t w = dict ? 2 : 1;  // items a key: key and value, or the item
+    const uint32_t pairs = n.ref / w;  // keys (one key: is it hashable?)
+    if (pairs == 0) return {};
     budget_ = (size_t{1} << 22) + 256 * size_t{pairs};
     uint32_t* it = n.items;
     uint32_t small[16];
     uint32_t* const hashes = pairs <= 16 ? small : static_cast<uint32_t*>(pool_.allocate(pairs * sizeof(uint32_t)));
     for (uint32_t k = 0; k < pairs; ++k) {
-      const Node& key = g.nodes[it[2 * k]];
+      const Node& key = g.nodes[it[w * k]];
       if (PTREAD_LIKELY(key.kind == ValueKind::string && key.ref != kLongText)) {  // hash()'s, inline
         hashes[k] = static_cast<uint32_t>(hash_string(std::string_view(key.text, key.ref)));
       } else {
-        PTREAD_TRY(uint64_t h, hash(it[2 * k]));
+        PTREAD_TRY(uint64_t h, hash(it[w * k]));
         hashes[k] = static_cast<uint32_t>(h);
       }
     }
@@ -3617,7 +3622,7 @@ class DictKeys {
       for (uint32_t k = 1; k < pairs; ++k) {
         for (uint32_t j = 0; j < k; ++j) {
           if (hashes[j] != hashes[k] || (!first_.empty() && first_[j] != kNoNode)) continue;
-          PTREAD_TRY(bool same, equal(it[2 * j], it[2 * k]));
+          PTREAD_TRY(bool same, equal(it[w * j], it[w * k]));
           if (same) {
             repeats(k, j, pairs);
             break;
@@ -3640,7 +3645,7 @@ class DictKeys {
             break;
           }
           if (hashes[j] != hashes[k]) continue;
-          PTREAD_TRY(bool same, equal(it[2 * j], it[2 * k]));
+          PTREAD_TRY(bool same, equal(it[w * j], it[w * k]));
           if (same) {
             repeats(k, j, pairs);
             break;
@@ -3650,20 +3655,19 @@ class DictKeys {
     }
     if (first_.empty()) return {};
     // d[k] = v: the value goes to the key's first place (a key that repeats none, moved
-    // already: first_[k] < k); the repeat is dropped.
+    // already: first_[k] < k); the repeat is dropped. s.add(k): dropped.
     place_.resize(pairs);
     uint32_t out = 0;
     for (uint32_t k = 0; k < pairs; ++k) {
       if (first_[k] != kNoNode) {
-        it[2 * place_[first_[k]] + 1] = it[2 * k + 1];
+        if (dict) it[2 * place_[first_[k]] + 1] = it[2 * k + 1];
         continue;
       }
       place_[k] = out;
-      it[2 * out] = it[2 * k];
-      it[2 * out + 1] = it[2 * k + 1];
+      for (uint32_t j = 0; j < w; ++j) it[w * out + j] = it[w * k + j];
       ++out;
     }
-    n.ref = 2 * out;
+    n.ref = w * out;
     return {};
   }
 
@@ -3687,16 +3691,17 @@ class DictKeys {
       case ValueKind::global: return mix(hash_string(g_.global_module(k)) ^ (hash_string(g_.global_name(k)) << 1));
       case ValueKind::storage: return mix(uint64_t{n.ref} ^ 0x73746f72ull << 32);
       case ValueKind::tuple: case ValueKind::frozenset: {
-        // Items in order (a frozenset's: summed, as any order is the same set).
-        uint64_t h = mix(uint64_t{n.ref} ^ (n.kind == ValueKind::tuple ? 0x7475ull : 0x6673ull) << 40);
-        uint64_t sum = 0;
+        // A tuple's items in order. A frozenset's items are hashed only to find unhashable
+        // ones: the graph may hold an item twice (FROZENSET of 1, 1 is {1}), so its hash is
+        // one for all frozensets and equal() compares them as sets.
+        uint64_t h = mix(uint64_t{n.ref} ^ 0x7475ull << 40);
         if (depth >= max_depth_) return too_deep();
         for (uint32_t j = 0; j < n.ref; ++j) {
           if (!spend()) return over_budget();
           PTREAD_TRY(uint64_t e, hash(n.items[j], depth + 1));
-          if (n.kind == ValueKind::tuple) h = mix(h ^ e); else sum += e;
+          h = mix(h ^ e);
         }
-        return n.kind == ValueKind::tuple ? h : mix(h ^ sum);
+        return n.kind == ValueKind::tuple ? h : uint64_t{0x66726f7a656e};
       }
       case ValueKind::list: case ValueKind::dict: case ValueKind::set:
         return make_error(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(n.kind) +
@@ -4259,7 +4264,7 @@ class PickleVM {
     template_wait_ = 0;
     made_.clear();
     floor_ = 0;
-    dicts_from_ = g_.dicts.size();
+    hashed_from_ = g_.hashed.size();
     // The opcodes torch.save writes are handled here, the read position in a local; the
     // others by step(), through p_.
     const uint8_t* p = data;
@@ -4275,7 +4280,7 @@ class PickleVM {
         case '.': {
           // Python's STOP returns the top value, whatever lies below it.
           if (stack_.size() <= floor_) return error(ErrorCode::pickle_malformed, "STOP with an empty stack");
-          if (g_.dicts.size() > dicts_from_) PTREAD_CHECK(python_dicts());
+          if (g_.hashed.size() > hashed_from_) PTREAD_CHECK(python_keys());
           if (consumed) *consumed = static_cast<size_t>(p - begin_);
           return stack_.back();
         }
@@ -4569,7 +4574,10 @@ class PickleVM {
     if (kind == ValueKind::dict && count_from(m) % 2) {
       return fail(ErrorCode::pickle_malformed, "odd number of items for DICT");
     }
-    if (kind == ValueKind::dict && !hashable_keys(items_from(m), count_from(m))) return false;
+    if ((kind == ValueKind::dict || kind == ValueKind::frozenset) &&
+        !hashable_keys(items_from(m), count_from(m), kind == ValueKind::dict ? 2 : 1)) {
+      return false;
+    }
     const uint32_t c = g_.add_container(kind, items_from(m), count_from(m));
     drop_from(m);
     return push(c);
@@ -5113,7 +5121,7 @@ class PickleVM {
     if (have != want && !(!pairs && have == ValueKind::set && op() == 0x90)) {
       return fail(ErrorCode::pickle_malformed, std::string("cannot add items to a ") + value_kind_name(have));
     }
-    if (pairs && !hashable_keys(items, count)) return false;
+    if ((pairs || have == ValueKind::set) && !hashable_keys(items, count, pairs ? 2 : 1)) return false;
     const size_t n = g_.count(target);
     if ((n + count) / (pairs ? 2 : 1) > limits_.max_container_items || n + count > kMaxItems) {  // (a dict: pairs)
       return fail(ErrorCode::limit_exceeded, "more items than Limits::max_container_items");
@@ -5121,17 +5129,19 @@ class PickleVM {
     g_.append(target, items, count);
     return true;
   }
-  // Python's d[k] = v fails (TypeError) for a key it cannot hash: here, at the same opcode.
-  // (A tuple walk longer than 4096 steps is left to DictKeys, which the STOP runs.)
-  bool hashable_keys(const uint32_t* items, size_t count) {
-    for (size_t k = 0; k < count; k += 2) {
+  // Python's d[k] = v and s.add(k) fail (TypeError) for a key it cannot hash: here, at the
+  // same opcode. stride: 2 for a dict's keys and values, 1 for a set's items. (A tuple walk
+  // longer than 4096 steps is left to DictKeys, which the STOP runs.)
+  bool hashable_keys(const uint32_t* items, size_t count, size_t stride) {
+    for (size_t k = 0; k < count; k += stride) {
       const ValueKind kind = g_.kind(items[k]);
       if (PTREAD_LIKELY(kind == ValueKind::string)) continue;
       size_t budget = 4096;
       const ValueKind bad = unhashable(items[k], &budget);
       if (bad != ValueKind::missing) {
         return fail(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(bad) +
-                                                     " as a dict key (unhashable in Python: torch.load fails on it)");
+                                                     (stride == 2 ? " as a dict key" : " in a set") +
+                                                     " (unhashable in Python: torch.load fails on it)");
       }
     }
     return true;
@@ -5180,14 +5190,15 @@ class PickleVM {
     }
     return e;
   }
-  // The dicts this pickle made, as Python holds them: a key set twice once (DictKeys).
-  PTREAD_NOINLINE Status python_dicts() {
+  // The dicts and sets this pickle made, as Python holds them: a key given twice once
+  // (DictKeys).
+  PTREAD_NOINLINE Status python_keys() {
     DictKeys keys(g_, pool_, limits_.max_nesting_depth);
-    for (size_t k = dicts_from_; k < g_.dicts.size(); ++k) {
-      Status st = keys.dedup(g_, g_.dicts[k]);
+    for (size_t k = hashed_from_; k < g_.hashed.size(); ++k) {
+      Status st = keys.dedup(g_, g_.hashed[k]);
       if (!st) {
         Error e = std::move(st).error();
-        e.add_context("(a dict of '" + where_ + "')");
+        e.add_context("(a dict or set of '" + where_ + "')");
         return e;
       }
     }
@@ -5215,7 +5226,7 @@ class PickleVM {
   std::unordered_map<uint64_t, uint32_t> memo_far_;
   size_t memo_count_ = 0;
   bool runs_ = true;                // set_tensor_runs
-  size_t dicts_from_ = 0;           // g_.dicts made by this run
+  size_t hashed_from_ = 0;          // g_.hashed made by this run
   size_t runs_taken_ = 0;
   size_t template_runs_ = 0;         // of them, read by template_
   RunTemplate template_;             // of a run read in full (see tensor_run)

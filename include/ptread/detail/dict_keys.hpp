@@ -1,6 +1,7 @@
-// ptread — Python's dict semantics for the dicts a pickle builds. The pickle VM appends
-// every key it is given (DICT, SETITEM, SETITEMS, OrderedDict and Counter arguments); Python
-// stores d[k] = v, so a key given twice keeps its first place and takes the last value, and
+// ptread — Python's dict semantics for the dicts (and sets) a pickle builds. The pickle VM
+// appends every key it is given (DICT, SETITEM, SETITEMS, OrderedDict and Counter
+// arguments; FROZENSET, ADDITEMS, set(...)); Python stores d[k] = v, so a key given twice
+// keeps its first place and takes the last value (a set keeps an item once), and
 // keys compare as Python compares them: 1 == 1.0 == True, -0.0 == 0, str != bytes, tuples
 // item by item, frozensets as sets, a class by its name, anything else by identity (a NaN
 // equals only itself). A key Python cannot hash (a list, dict or set, or a tuple or
@@ -27,23 +28,27 @@ class DictKeys {
   // faulted in already, and that the model's names reuse after).
   DictKeys(const Graph& g, BlockPool& pool, size_t max_depth) : g_(g), pool_(pool), max_depth_(max_depth) {}
 
-  // Removes the repeated keys of dict node d (first place, last value). Dicts of up to 16
-  // keys compare every pair; larger ones go through a hash table (of the low halves of the
-  // keys' hashes; slots: key indexes).
+  // Removes the repeated keys of dict node d (first place, last value), or the repeated
+  // items of set or frozenset node d (the first kept). Up to 16 keys are compared pair by
+  // pair; more go through a hash table (of the low halves of the keys' hashes; slots: key
+  // indexes).
   Status dedup(Graph& g, uint32_t d) {
     Node& n = g.nodes[d];
-    if (n.kind != ValueKind::dict || n.ref < 2) return {};  // (a dict of one key: is it hashable?)
-    const uint32_t pairs = n.ref / 2;
+    const bool dict = n.kind == ValueKind::dict;
+    if (!dict && n.kind != ValueKind::set && n.kind != ValueKind::frozenset) return {};
+    const uint32_t w = dict ? 2 : 1;  // items a key: key and value, or the item
+    const uint32_t pairs = n.ref / w;  // keys (one key: is it hashable?)
+    if (pairs == 0) return {};
     budget_ = (size_t{1} << 22) + 256 * size_t{pairs};
     uint32_t* it = n.items;
     uint32_t small[16];
     uint32_t* const hashes = pairs <= 16 ? small : static_cast<uint32_t*>(pool_.allocate(pairs * sizeof(uint32_t)));
     for (uint32_t k = 0; k < pairs; ++k) {
-      const Node& key = g.nodes[it[2 * k]];
+      const Node& key = g.nodes[it[w * k]];
       if (PTREAD_LIKELY(key.kind == ValueKind::string && key.ref != kLongText)) {  // hash()'s, inline
         hashes[k] = static_cast<uint32_t>(hash_string(std::string_view(key.text, key.ref)));
       } else {
-        PTREAD_TRY(uint64_t h, hash(it[2 * k]));
+        PTREAD_TRY(uint64_t h, hash(it[w * k]));
         hashes[k] = static_cast<uint32_t>(h);
       }
     }
@@ -52,7 +57,7 @@ class DictKeys {
       for (uint32_t k = 1; k < pairs; ++k) {
         for (uint32_t j = 0; j < k; ++j) {
           if (hashes[j] != hashes[k] || (!first_.empty() && first_[j] != kNoNode)) continue;
-          PTREAD_TRY(bool same, equal(it[2 * j], it[2 * k]));
+          PTREAD_TRY(bool same, equal(it[w * j], it[w * k]));
           if (same) {
             repeats(k, j, pairs);
             break;
@@ -75,7 +80,7 @@ class DictKeys {
             break;
           }
           if (hashes[j] != hashes[k]) continue;
-          PTREAD_TRY(bool same, equal(it[2 * j], it[2 * k]));
+          PTREAD_TRY(bool same, equal(it[w * j], it[w * k]));
           if (same) {
             repeats(k, j, pairs);
             break;
@@ -85,20 +90,19 @@ class DictKeys {
     }
     if (first_.empty()) return {};
     // d[k] = v: the value goes to the key's first place (a key that repeats none, moved
-    // already: first_[k] < k); the repeat is dropped.
+    // already: first_[k] < k); the repeat is dropped. s.add(k): dropped.
     place_.resize(pairs);
     uint32_t out = 0;
     for (uint32_t k = 0; k < pairs; ++k) {
       if (first_[k] != kNoNode) {
-        it[2 * place_[first_[k]] + 1] = it[2 * k + 1];
+        if (dict) it[2 * place_[first_[k]] + 1] = it[2 * k + 1];
         continue;
       }
       place_[k] = out;
-      it[2 * out] = it[2 * k];
-      it[2 * out + 1] = it[2 * k + 1];
+      for (uint32_t j = 0; j < w; ++j) it[w * out + j] = it[w * k + j];
       ++out;
     }
-    n.ref = 2 * out;
+    n.ref = w * out;
     return {};
   }
 
@@ -122,16 +126,17 @@ class DictKeys {
       case ValueKind::global: return mix(hash_string(g_.global_module(k)) ^ (hash_string(g_.global_name(k)) << 1));
       case ValueKind::storage: return mix(uint64_t{n.ref} ^ 0x73746f72ull << 32);
       case ValueKind::tuple: case ValueKind::frozenset: {
-        // Items in order (a frozenset's: summed, as any order is the same set).
-        uint64_t h = mix(uint64_t{n.ref} ^ (n.kind == ValueKind::tuple ? 0x7475ull : 0x6673ull) << 40);
-        uint64_t sum = 0;
+        // A tuple's items in order. A frozenset's items are hashed only to find unhashable
+        // ones: the graph may hold an item twice (FROZENSET of 1, 1 is {1}), so its hash is
+        // one for all frozensets and equal() compares them as sets.
+        uint64_t h = mix(uint64_t{n.ref} ^ 0x7475ull << 40);
         if (depth >= max_depth_) return too_deep();
         for (uint32_t j = 0; j < n.ref; ++j) {
           if (!spend()) return over_budget();
           PTREAD_TRY(uint64_t e, hash(n.items[j], depth + 1));
-          if (n.kind == ValueKind::tuple) h = mix(h ^ e); else sum += e;
+          h = mix(h ^ e);
         }
-        return n.kind == ValueKind::tuple ? h : mix(h ^ sum);
+        return n.kind == ValueKind::tuple ? h : uint64_t{0x66726f7a656e};
       }
       case ValueKind::list: case ValueKind::dict: case ValueKind::set:
         return make_error(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(n.kind) +

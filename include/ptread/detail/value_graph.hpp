@@ -123,7 +123,7 @@ struct NodeView {
 struct Graph {
   SegmentedVector<Node> nodes;
   Arena arena;
-  std::vector<uint32_t> dicts;  // the dict nodes, in the order made (the VM's DictKeys pass)
+  std::vector<uint32_t> hashed;  // the dict, set and frozenset nodes, in the order made (DictKeys)
 
   // pool: where its blocks come from (it must outlive the graph), or nullptr.
   explicit Graph(BlockPool* pool = nullptr) : nodes(pool), arena(pool) {
@@ -206,7 +206,7 @@ struct Graph {
   PTREAD_ALWAYS_INLINE uint32_t add_container(ValueKind kind, const uint32_t* items, size_t count) {
     if (kind == ValueKind::tuple && count == 0) return empty_tuple();  // () is one object, as in Python
     const uint32_t id = emit_items(kind, static_cast<uint32_t>(count), new_items(items, count, capacity(kind, count)));
-    if (kind == ValueKind::dict) dicts.push_back(id);
+    if (kind == ValueKind::dict || kind == ValueKind::set || kind == ValueKind::frozenset) hashed.push_back(id);
     return id;
   }
   uint32_t add_global(std::string_view module, std::string_view name) {
