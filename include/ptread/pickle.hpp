@@ -1026,34 +1026,40 @@ class PickleVM {
     return true;
   }
   // Python's d[k] = v and s.add(k) fail (TypeError) for a key it cannot hash: here, at the
-  // same opcode. stride: 2 for a dict's keys and values, 1 for a set's items. (A tuple walk
-  // longer than 4096 steps is left to DictKeys, which the STOP runs.)
+  // same opcode. stride: 2 for a dict's keys and values, 1 for a set's items. A tuple or
+  // frozenset found hashable is marked (kHashableTag) and never walked again, so the checks
+  // of a whole pickle take time linear in its items, however often a key is given or
+  // shared (a tuple of two t(k) is t(k+1): through the memo, 2^60 leaves in 600 bytes).
   bool hashable_keys(const uint32_t* items, size_t count, size_t stride) {
     for (size_t k = 0; k < count; k += stride) {
       const ValueKind kind = g_.kind(items[k]);
       if (PTREAD_LIKELY(kind == ValueKind::string)) continue;
-      size_t budget = 4096;
-      const ValueKind bad = unhashable(items[k], &budget);
-      if (bad != ValueKind::missing) {
-        return fail(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(bad) +
-                                                     (stride == 2 ? " as a dict key" : " in a set") +
-                                                     " (unhashable in Python: torch.load fails on it)");
+      const ValueKind bad = unhashable(items[k], 0);
+      if (bad == ValueKind::missing) continue;
+      if (bad == kTooDeep) {
+        return fail(ErrorCode::limit_exceeded, std::string(stride == 2 ? "a dict key" : "a set item") +
+                                                   " nests tuples deeper than Limits::max_nesting_depth (or 4096)");
       }
+      return fail(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(bad) +
+                                                   (stride == 2 ? " as a dict key" : " in a set") +
+                                                   " (unhashable in Python: torch.load fails on it)");
     }
     return true;
   }
   // The kind that makes key unhashable (a list, dict or set, in it or in its tuples and
-  // frozensets), or missing.
-  ValueKind unhashable(uint32_t key, size_t* budget) const {
-    const ValueKind kind = g_.kind(key);
-    if (kind == ValueKind::list || kind == ValueKind::dict || kind == ValueKind::set) return kind;
-    if (kind != ValueKind::tuple && kind != ValueKind::frozenset) return ValueKind::missing;
-    for (const uint32_t item : g_.at(key).items) {
-      if (*budget == 0) return ValueKind::missing;
-      --*budget;
-      const ValueKind bad = unhashable(item, budget);
+  // frozensets), kTooDeep where those nest deeper than the limit (kMaxKeyNesting at most:
+  // this recurses), or missing.
+  static constexpr ValueKind kTooDeep = ValueKind::tuple;
+  ValueKind unhashable(uint32_t key, size_t depth) {
+    Node& n = g_.nodes[key];
+    if (n.kind == ValueKind::list || n.kind == ValueKind::dict || n.kind == ValueKind::set) return n.kind;
+    if ((n.kind != ValueKind::tuple && n.kind != ValueKind::frozenset) || n.tag == kHashableTag) return ValueKind::missing;
+    if (depth >= limits_.max_nesting_depth || depth >= kMaxKeyNesting) return kTooDeep;
+    for (uint32_t j = 0; j < n.ref; ++j) {
+      const ValueKind bad = unhashable(n.items[j], depth + 1);
       if (bad != ValueKind::missing) return bad;
     }
+    n.tag = kHashableTag;
     return ValueKind::missing;
   }
 

@@ -3188,7 +3188,8 @@ inline bool has_items(ValueKind k) noexcept {
 // A node as stored: 16 bytes. Graph::at() gives a NodeView of it.
 struct Node {
   ValueKind kind = ValueKind::none;
-  uint8_t tag = 0;   // global: the hooks' classification, cached (0: not classified yet)
+  uint8_t tag = 0;   // global: the hooks' classification, cached (0: not classified yet);
+                     // tuple, frozenset: kHashableTag once the VM found it hashable
   uint8_t tag2 = 0;  // global: second and third caches for the hooks
   uint8_t tag3 = 0;
   uint32_t ref = 0;  // text: its length (kLongText: see text); containers, objects: item
@@ -3202,6 +3203,9 @@ struct Node {
   };
 };
 inline constexpr uint32_t kLongText = 0xffffffffu;
+// Node::tag of a tuple or frozenset whose items the pickle VM found hashable, all the way
+// down (its items never change, so it is not walked again).
+inline constexpr uint8_t kHashableTag = 1;
 
 // What Graph::at() returns: a node's fields, its items as a view.
 struct NodeView {
@@ -3582,16 +3586,23 @@ inline void append_utf8(std::string* out, uint32_t cp) {
 #include <cstdint>
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 #include <vector>
 
 namespace ptread {
 namespace detail {
 
+// The key walks (here and the VM's hashable check) recurse, one level a nested tuple or
+// frozenset: at most Limits::max_nesting_depth levels, and never more than this.
+inline constexpr size_t kMaxKeyNesting = 4096;
+
 class DictKeys {
  public:
   // pool: where the tables of large dicts come from (the pickle VM's: memory its reserve has
-  // faulted in already, and that the model's names reuse after).
-  DictKeys(const Graph& g, BlockPool& pool, size_t max_depth) : g_(g), pool_(pool), max_depth_(max_depth) {}
+  // faulted in already, and that the model's names reuse after). One DictKeys serves all
+  // the dicts of a pickle: their walks share one budget.
+  DictKeys(const Graph& g, BlockPool& pool, size_t max_depth)
+      : g_(g), pool_(pool), max_depth_(std::min(max_depth, kMaxKeyNesting)) {}
 
   // Removes the repeated keys of dict node d (first place, last value), or the repeated
   // items of set or frozenset node d (the first kept). Up to 16 keys are compared pair by
@@ -3604,7 +3615,7 @@ class DictKeys {
     const uint32_t w = dict ? 2 : 1;  // items a key: key and value, or the item
     const uint32_t pairs = n.ref / w;  // keys (one key: is it hashable?)
     if (pairs == 0) return {};
-    budget_ = (size_t{1} << 22) + 256 * size_t{pairs};
+    budget_ += 256 * size_t{pairs};
     uint32_t* it = n.items;
     uint32_t small[16];
     uint32_t* const hashes = pairs <= 16 ? small : static_cast<uint32_t*>(pool_.allocate(pairs * sizeof(uint32_t)));
@@ -3674,6 +3685,18 @@ class DictKeys {
   // hash(key), consistent with equal(); an error for keys Python cannot hash.
   Result<uint64_t> hash(uint32_t k, size_t depth = 0) {
     const Node& n = g_.nodes[k];
+    if (n.kind == ValueKind::tuple || n.kind == ValueKind::frozenset) {
+      // Kept where it took 16 steps or more: a tuple shared by many keys (or twice in one:
+      // t(k+1) = (tk, tk)) is hashed once.
+      if (!hashes_.empty()) {
+        const auto known = hashes_.find(k);
+        if (known != hashes_.end()) return known->second;
+      }
+      const size_t before = budget_;
+      PTREAD_TRY(uint64_t h, hash_items(n, depth));
+      if (before - budget_ >= 16) hashes_.emplace(k, h);
+      return h;
+    }
     switch (n.kind) {
       case ValueKind::none: return uint64_t{0x6e6f6e65};
       case ValueKind::boolean: case ValueKind::integer: return mix(static_cast<uint64_t>(n.i));
@@ -3690,19 +3713,6 @@ class DictKeys {
       case ValueKind::bytes: return mix(hash_string(g_.text(k)) ^ 0x6279746573ull);
       case ValueKind::global: return mix(hash_string(g_.global_module(k)) ^ (hash_string(g_.global_name(k)) << 1));
       case ValueKind::storage: return mix(uint64_t{n.ref} ^ 0x73746f72ull << 32);
-      case ValueKind::tuple: case ValueKind::frozenset: {
-        // A tuple's items in order. A frozenset's items are hashed only to find unhashable
-        // ones: the graph may hold an item twice (FROZENSET of 1, 1 is {1}), so its hash is
-        // one for all frozensets and equal() compares them as sets.
-        uint64_t h = mix(uint64_t{n.ref} ^ 0x7475ull << 40);
-        if (depth >= max_depth_) return too_deep();
-        for (uint32_t j = 0; j < n.ref; ++j) {
-          if (!spend()) return over_budget();
-          PTREAD_TRY(uint64_t e, hash(n.items[j], depth + 1));
-          h = mix(h ^ e);
-        }
-        return n.kind == ValueKind::tuple ? h : uint64_t{0x66726f7a656e};
-      }
       case ValueKind::list: case ValueKind::dict: case ValueKind::set:
         return make_error(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(n.kind) +
                                                            " as a dict key (unhashable in Python: torch.load fails on it)");
@@ -3743,6 +3753,20 @@ class DictKeys {
 
  private:
   static constexpr uint64_t kBigHash = 0x626967696e74ull;
+
+  // A tuple's items in order. A frozenset's items are hashed only to find unhashable ones:
+  // the graph may hold an item twice (FROZENSET of 1, 1 is {1}), so its hash is one for
+  // all frozensets and equal() compares them as sets.
+  Result<uint64_t> hash_items(const Node& n, size_t depth) {
+    uint64_t h = mix(uint64_t{n.ref} ^ 0x7475ull << 40);
+    if (depth >= max_depth_) return too_deep();
+    for (uint32_t j = 0; j < n.ref; ++j) {
+      if (!spend()) return over_budget();
+      PTREAD_TRY(uint64_t e, hash(n.items[j], depth + 1));
+      h = mix(h ^ e);
+    }
+    return n.kind == ValueKind::tuple ? h : uint64_t{0x66726f7a656e};
+  }
 
   void repeats(uint32_t k, uint32_t j, uint32_t pairs) {
     if (first_.empty()) first_.assign(pairs, kNoNode);
@@ -3835,21 +3859,22 @@ class DictKeys {
     }
     return true;
   }
-  // Tuples and frozensets can share items (memo gets), so hashing and comparing keys could
-  // take exponential time (Python's would too): the walks of one dict have a budget, 2^22
-  // steps and 256 a key.
+  // Tuples and frozensets can share items (memo gets), so comparing keys could take
+  // exponential time (Python's would too; hashing is linear here, Python's is not): the
+  // walks of one pickle's dicts have a budget, 2^22 steps and 256 a key.
   bool spend() noexcept { return budget_ == 0 ? false : (--budget_, true); }
   static Error too_deep() {
-    return make_error(ErrorCode::limit_exceeded, "a dict key nests tuples deeper than Limits::max_nesting_depth");
+    return make_error(ErrorCode::limit_exceeded, "a dict key nests tuples deeper than Limits::max_nesting_depth (or 4096)");
   }
   static Error over_budget() {
-    return make_error(ErrorCode::limit_exceeded, "hashing and comparing the keys of a dict took over 2^22 + 256 steps a key (tuple keys sharing items)");
+    return make_error(ErrorCode::limit_exceeded, "hashing and comparing the keys of a pickle's dicts took over 2^22 + 256 steps a key (tuple keys sharing items)");
   }
 
   const Graph& g_;
   BlockPool& pool_;
   size_t max_depth_;
-  size_t budget_ = 0;  // set by dedup()
+  size_t budget_ = size_t{1} << 22;  // dedup() adds 256 a key
+  std::unordered_map<uint32_t, uint64_t> hashes_;  // tuple or frozenset node: its hash (hash())
   std::vector<uint32_t> first_, place_;  // only for a dict with a repeated key
 };
 
@@ -5130,34 +5155,40 @@ class PickleVM {
     return true;
   }
   // Python's d[k] = v and s.add(k) fail (TypeError) for a key it cannot hash: here, at the
-  // same opcode. stride: 2 for a dict's keys and values, 1 for a set's items. (A tuple walk
-  // longer than 4096 steps is left to DictKeys, which the STOP runs.)
+  // same opcode. stride: 2 for a dict's keys and values, 1 for a set's items. A tuple or
+  // frozenset found hashable is marked (kHashableTag) and never walked again, so the checks
+  // of a whole pickle take time linear in its items, however often a key is given or
+  // shared (a tuple of two t(k) is t(k+1): through the memo, 2^60 leaves in 600 bytes).
   bool hashable_keys(const uint32_t* items, size_t count, size_t stride) {
     for (size_t k = 0; k < count; k += stride) {
       const ValueKind kind = g_.kind(items[k]);
       if (PTREAD_LIKELY(kind == ValueKind::string)) continue;
-      size_t budget = 4096;
-      const ValueKind bad = unhashable(items[k], &budget);
-      if (bad != ValueKind::missing) {
-        return fail(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(bad) +
-                                                     (stride == 2 ? " as a dict key" : " in a set") +
-                                                     " (unhashable in Python: torch.load fails on it)");
+      const ValueKind bad = unhashable(items[k], 0);
+      if (bad == ValueKind::missing) continue;
+      if (bad == kTooDeep) {
+        return fail(ErrorCode::limit_exceeded, std::string(stride == 2 ? "a dict key" : "a set item") +
+                                                   " nests tuples deeper than Limits::max_nesting_depth (or 4096)");
       }
+      return fail(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(bad) +
+                                                   (stride == 2 ? " as a dict key" : " in a set") +
+                                                   " (unhashable in Python: torch.load fails on it)");
     }
     return true;
   }
   // The kind that makes key unhashable (a list, dict or set, in it or in its tuples and
-  // frozensets), or missing.
-  ValueKind unhashable(uint32_t key, size_t* budget) const {
-    const ValueKind kind = g_.kind(key);
-    if (kind == ValueKind::list || kind == ValueKind::dict || kind == ValueKind::set) return kind;
-    if (kind != ValueKind::tuple && kind != ValueKind::frozenset) return ValueKind::missing;
-    for (const uint32_t item : g_.at(key).items) {
-      if (*budget == 0) return ValueKind::missing;
-      --*budget;
-      const ValueKind bad = unhashable(item, budget);
+  // frozensets), kTooDeep where those nest deeper than the limit (kMaxKeyNesting at most:
+  // this recurses), or missing.
+  static constexpr ValueKind kTooDeep = ValueKind::tuple;
+  ValueKind unhashable(uint32_t key, size_t depth) {
+    Node& n = g_.nodes[key];
+    if (n.kind == ValueKind::list || n.kind == ValueKind::dict || n.kind == ValueKind::set) return n.kind;
+    if ((n.kind != ValueKind::tuple && n.kind != ValueKind::frozenset) || n.tag == kHashableTag) return ValueKind::missing;
+    if (depth >= limits_.max_nesting_depth || depth >= kMaxKeyNesting) return kTooDeep;
+    for (uint32_t j = 0; j < n.ref; ++j) {
+      const ValueKind bad = unhashable(n.items[j], depth + 1);
       if (bad != ValueKind::missing) return bad;
     }
+    n.tag = kHashableTag;
     return ValueKind::missing;
   }
 
@@ -7859,7 +7890,7 @@ class TorchHooks : public PickleHooks {
   // BUILD again on an object (crafted: the pickler writes one per object). Python's default
   // BUILD (and nn.Module's __setstate__) updates the instance's __dict__ and sets its slots,
   // so the attributes of both states hold, a later value replacing an earlier one (the dict
-  // made here is in g.dicts: the STOP's DictKeys pass keeps each name once). A state that
+  // made here is in g.hashed: the STOP's DictKeys pass keeps each name once). A state that
   // is no attribute dict (a class's own __setstate__ reads it) replaces the one before.
   static uint32_t merged_state(Graph& g, uint32_t before, uint32_t state) {
     if (g.kind(state) == ValueKind::none) return before;  // BUILD None sets nothing

@@ -92,6 +92,18 @@ bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
+// Opcodes that memoize t0 = (1, 1), t(k+1) = (tk, tk) at memo[memo + k]: 2^depth leaves in
+// 8 bytes a level (gen_pickles.py's shared_tuples).
+void shared_tuples(Bytes* p, uint8_t depth, uint8_t memo) {
+  const uint8_t t0[] = {'K', 1, 'K', 1, 0x86, 'q', memo, '0'};
+  p->insert(p->end(), t0, t0 + sizeof t0);
+  for (uint8_t k = 1; k <= depth; ++k) {
+    const uint8_t tk[] = {'h', static_cast<uint8_t>(memo + k - 1), 'h', static_cast<uint8_t>(memo + k - 1), 0x86, 'q',
+                          static_cast<uint8_t>(memo + k), '0'};
+    p->insert(p->end(), tk, tk + sizeof tk);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("pickle: builtin objects read as Python's pickle.loads reads them", "[pickle]") {
@@ -386,19 +398,62 @@ TEST_CASE("pickle: 100000 nested lists run without deep recursion", "[pickle]") 
   CHECK(ptread::detail::python_str(g, *r->root, true).size() < 200);
 }
 
-TEST_CASE("pickle: dict keys whose hash would take 2^60 steps fail promptly", "[pickle]") {
-  // t0 = (1, 1), t(k+1) = (tk, tk) through the memo: 60 levels, 2^60 leaves. Python's hash
-  // of it walks every leaf (it would not finish); ptread's key check has a budget, and a
-  // dict of two such keys is limit_exceeded.
-  Bytes p = {0x80, 0x02, '}', '(', 'K', 1, 'K', 1, 0x86, 'q', 0, '0'};
-  for (uint8_t k = 0; k < 60; ++k) {
-    const uint8_t get[] = {'h', k, 'h', k, 0x86, 'q', static_cast<uint8_t>(k + 1), '0'};  // made, memoized, popped
-    p.insert(p.end(), get, get + sizeof get);
+TEST_CASE("pickle: tuple keys sharing their items are hashed in linear time; comparing such keys has a budget", "[pickle]") {
+  // Python's hash of t60 walks its 2^60 leaves (it would not finish). ptread hashes each
+  // tuple once, however many keys and dicts share it: a list of a dict {t60: 1, t30: 2}
+  // and 1000 dicts {t60: 0} reads (pickles.json's hand/dict_shared_tuple_keys checks the
+  // same on t6 against pickle.loads).
+  {
+    Bytes p = {0x80, 0x02};
+    shared_tuples(&p, 60, 0);
+    const uint8_t first[] = {']', '(', '}', '(', 'h', 60, 'K', 1, 'h', 30, 'K', 2, 'u'};
+    p.insert(p.end(), first, first + sizeof first);
+    for (int k = 0; k < 1000; ++k) {
+      const uint8_t d[] = {'}', 'h', 60, 'K', 0, 's'};
+      p.insert(p.end(), d, d + sizeof d);
+    }
+    p.push_back('e');
+    p.push_back('.');
+    auto r = run_pickle(p);
+    REQUIRE(r->root.ok());
+    const auto& g = r->graph();
+    const auto list = g.at(*r->root).items;
+    REQUIRE(list.size() == 1001);
+    CHECK(g.at(list[0]).items.size() == 4);  // two keys: their hashes differ
+    for (size_t k = 1; k < list.size(); ++k) CHECK(g.at(list[k]).items.size() == 2);
   }
-  const uint8_t rest[] = {'h', 60, 'K', 1, 'h', 30, 'K', 2, 'u', '.'};  // {t60: 1, t30: 2}
-  p.insert(p.end(), rest, rest + sizeof rest);
-  auto r = run_pickle(p);
-  REQUIRE_FALSE(r->root.ok());
-  CHECK(r->root.error().code() == ptread::ErrorCode::limit_exceeded);
-  CHECK(contains(r->root.error().message(), "keys of a dict"));
+  // Two equal keys built apart (t60 and u60, no item in common) must be compared, which
+  // takes 2^60 steps (Python's too): limit_exceeded, promptly.
+  {
+    Bytes p = {0x80, 0x02};
+    shared_tuples(&p, 60, 0);
+    shared_tuples(&p, 60, 100);
+    const uint8_t rest[] = {'}', '(', 'h', 60, 'K', 1, 'h', 160, 'K', 2, 'u', '.'};  // {t60: 1, u60: 2}
+    p.insert(p.end(), rest, rest + sizeof rest);
+    auto r = run_pickle(p);
+    REQUIRE_FALSE(r->root.ok());
+    CHECK(r->root.error().code() == ptread::ErrorCode::limit_exceeded);
+    CHECK(contains(r->root.error().message(), "keys of a pickle's dicts"));
+  }
+  // A key nesting tuples deeper than Limits::max_nesting_depth fails at the opcode that
+  // sets it: 8 levels read, 9 do not.
+  ptread::Limits shallow;
+  shallow.max_nesting_depth = 8;
+  for (int levels : {8, 9}) {
+    Bytes p = {0x80, 0x02, '}', 'K', 1};
+    for (int k = 0; k < levels; ++k) p.push_back(0x85);  // TUPLE1
+    const uint8_t rest[] = {'K', 2, 's', '.'};
+    p.insert(p.end(), rest, rest + sizeof rest);
+    auto r = run_pickle(p, shallow);
+    INFO(levels << " levels");
+    if (levels == 8) {
+      REQUIRE(r->root.ok());
+      CHECK(r->graph().at(*r->root).items.size() == 2);
+    } else {
+      REQUIRE_FALSE(r->root.ok());
+      CHECK(r->root.error().code() == ptread::ErrorCode::limit_exceeded);
+      CHECK(contains(r->root.error().message(), "nests tuples deeper than Limits::max_nesting_depth"));
+      CHECK(contains(r->root.error().message(), "SETITEM"));
+    }
+  }
 }

@@ -17,16 +17,23 @@
 #include <cstdint>
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 #include <vector>
 
 namespace ptread {
 namespace detail {
 
+// The key walks (here and the VM's hashable check) recurse, one level a nested tuple or
+// frozenset: at most Limits::max_nesting_depth levels, and never more than this.
+inline constexpr size_t kMaxKeyNesting = 4096;
+
 class DictKeys {
  public:
   // pool: where the tables of large dicts come from (the pickle VM's: memory its reserve has
-  // faulted in already, and that the model's names reuse after).
-  DictKeys(const Graph& g, BlockPool& pool, size_t max_depth) : g_(g), pool_(pool), max_depth_(max_depth) {}
+  // faulted in already, and that the model's names reuse after). One DictKeys serves all
+  // the dicts of a pickle: their walks share one budget.
+  DictKeys(const Graph& g, BlockPool& pool, size_t max_depth)
+      : g_(g), pool_(pool), max_depth_(std::min(max_depth, kMaxKeyNesting)) {}
 
   // Removes the repeated keys of dict node d (first place, last value), or the repeated
   // items of set or frozenset node d (the first kept). Up to 16 keys are compared pair by
@@ -39,7 +46,7 @@ class DictKeys {
     const uint32_t w = dict ? 2 : 1;  // items a key: key and value, or the item
     const uint32_t pairs = n.ref / w;  // keys (one key: is it hashable?)
     if (pairs == 0) return {};
-    budget_ = (size_t{1} << 22) + 256 * size_t{pairs};
+    budget_ += 256 * size_t{pairs};
     uint32_t* it = n.items;
     uint32_t small[16];
     uint32_t* const hashes = pairs <= 16 ? small : static_cast<uint32_t*>(pool_.allocate(pairs * sizeof(uint32_t)));
@@ -109,6 +116,18 @@ class DictKeys {
   // hash(key), consistent with equal(); an error for keys Python cannot hash.
   Result<uint64_t> hash(uint32_t k, size_t depth = 0) {
     const Node& n = g_.nodes[k];
+    if (n.kind == ValueKind::tuple || n.kind == ValueKind::frozenset) {
+      // Kept where it took 16 steps or more: a tuple shared by many keys (or twice in one:
+      // t(k+1) = (tk, tk)) is hashed once.
+      if (!hashes_.empty()) {
+        const auto known = hashes_.find(k);
+        if (known != hashes_.end()) return known->second;
+      }
+      const size_t before = budget_;
+      PTREAD_TRY(uint64_t h, hash_items(n, depth));
+      if (before - budget_ >= 16) hashes_.emplace(k, h);
+      return h;
+    }
     switch (n.kind) {
       case ValueKind::none: return uint64_t{0x6e6f6e65};
       case ValueKind::boolean: case ValueKind::integer: return mix(static_cast<uint64_t>(n.i));
@@ -125,19 +144,6 @@ class DictKeys {
       case ValueKind::bytes: return mix(hash_string(g_.text(k)) ^ 0x6279746573ull);
       case ValueKind::global: return mix(hash_string(g_.global_module(k)) ^ (hash_string(g_.global_name(k)) << 1));
       case ValueKind::storage: return mix(uint64_t{n.ref} ^ 0x73746f72ull << 32);
-      case ValueKind::tuple: case ValueKind::frozenset: {
-        // A tuple's items in order. A frozenset's items are hashed only to find unhashable
-        // ones: the graph may hold an item twice (FROZENSET of 1, 1 is {1}), so its hash is
-        // one for all frozensets and equal() compares them as sets.
-        uint64_t h = mix(uint64_t{n.ref} ^ 0x7475ull << 40);
-        if (depth >= max_depth_) return too_deep();
-        for (uint32_t j = 0; j < n.ref; ++j) {
-          if (!spend()) return over_budget();
-          PTREAD_TRY(uint64_t e, hash(n.items[j], depth + 1));
-          h = mix(h ^ e);
-        }
-        return n.kind == ValueKind::tuple ? h : uint64_t{0x66726f7a656e};
-      }
       case ValueKind::list: case ValueKind::dict: case ValueKind::set:
         return make_error(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(n.kind) +
                                                            " as a dict key (unhashable in Python: torch.load fails on it)");
@@ -178,6 +184,20 @@ class DictKeys {
 
  private:
   static constexpr uint64_t kBigHash = 0x626967696e74ull;
+
+  // A tuple's items in order. A frozenset's items are hashed only to find unhashable ones:
+  // the graph may hold an item twice (FROZENSET of 1, 1 is {1}), so its hash is one for
+  // all frozensets and equal() compares them as sets.
+  Result<uint64_t> hash_items(const Node& n, size_t depth) {
+    uint64_t h = mix(uint64_t{n.ref} ^ 0x7475ull << 40);
+    if (depth >= max_depth_) return too_deep();
+    for (uint32_t j = 0; j < n.ref; ++j) {
+      if (!spend()) return over_budget();
+      PTREAD_TRY(uint64_t e, hash(n.items[j], depth + 1));
+      h = mix(h ^ e);
+    }
+    return n.kind == ValueKind::tuple ? h : uint64_t{0x66726f7a656e};
+  }
 
   void repeats(uint32_t k, uint32_t j, uint32_t pairs) {
     if (first_.empty()) first_.assign(pairs, kNoNode);
@@ -270,21 +290,22 @@ class DictKeys {
     }
     return true;
   }
-  // Tuples and frozensets can share items (memo gets), so hashing and comparing keys could
-  // take exponential time (Python's would too): the walks of one dict have a budget, 2^22
-  // steps and 256 a key.
+  // Tuples and frozensets can share items (memo gets), so comparing keys could take
+  // exponential time (Python's would too; hashing is linear here, Python's is not): the
+  // walks of one pickle's dicts have a budget, 2^22 steps and 256 a key.
   bool spend() noexcept { return budget_ == 0 ? false : (--budget_, true); }
   static Error too_deep() {
-    return make_error(ErrorCode::limit_exceeded, "a dict key nests tuples deeper than Limits::max_nesting_depth");
+    return make_error(ErrorCode::limit_exceeded, "a dict key nests tuples deeper than Limits::max_nesting_depth (or 4096)");
   }
   static Error over_budget() {
-    return make_error(ErrorCode::limit_exceeded, "hashing and comparing the keys of a dict took over 2^22 + 256 steps a key (tuple keys sharing items)");
+    return make_error(ErrorCode::limit_exceeded, "hashing and comparing the keys of a pickle's dicts took over 2^22 + 256 steps a key (tuple keys sharing items)");
   }
 
   const Graph& g_;
   BlockPool& pool_;
   size_t max_depth_;
-  size_t budget_ = 0;  // set by dedup()
+  size_t budget_ = size_t{1} << 22;  // dedup() adds 256 a key
+  std::unordered_map<uint32_t, uint64_t> hashes_;  // tuple or frozenset node: its hash (hash())
   std::vector<uint32_t> first_, place_;  // only for a dict with a repeated key
 };
 

@@ -92,7 +92,8 @@ inline bool has_items(ValueKind k) noexcept {
 // A node as stored: 16 bytes. Graph::at() gives a NodeView of it.
 struct Node {
   ValueKind kind = ValueKind::none;
-  uint8_t tag = 0;   // global: the hooks' classification, cached (0: not classified yet)
+  uint8_t tag = 0;   // global: the hooks' classification, cached (0: not classified yet);
+                     // tuple, frozenset: kHashableTag once the VM found it hashable
   uint8_t tag2 = 0;  // global: second and third caches for the hooks
   uint8_t tag3 = 0;
   uint32_t ref = 0;  // text: its length (kLongText: see text); containers, objects: item
@@ -106,6 +107,9 @@ struct Node {
   };
 };
 inline constexpr uint32_t kLongText = 0xffffffffu;
+// Node::tag of a tuple or frozenset whose items the pickle VM found hashable, all the way
+// down (its items never change, so it is not walked again).
+inline constexpr uint8_t kHashableTag = 1;
 
 // What Graph::at() returns: a node's fields, its items as a view.
 struct NodeView {

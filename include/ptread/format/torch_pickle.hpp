@@ -445,7 +445,7 @@ class TorchHooks : public PickleHooks {
   // BUILD again on an object (crafted: the pickler writes one per object). Python's default
   // BUILD (and nn.Module's __setstate__) updates the instance's __dict__ and sets its slots,
   // so the attributes of both states hold, a later value replacing an earlier one (the dict
-  // made here is in g.dicts: the STOP's DictKeys pass keeps each name once). A state that
+  // made here is in g.hashed: the STOP's DictKeys pass keeps each name once). A state that
   // is no attribute dict (a class's own __setstate__ reads it) replaces the one before.
   static uint32_t merged_state(Graph& g, uint32_t before, uint32_t state) {
     if (g.kind(state) == ValueKind::none) return before;  // BUILD None sets nothing
