@@ -3189,7 +3189,8 @@ inline bool has_items(ValueKind k) noexcept {
 struct Node {
   ValueKind kind = ValueKind::none;
   uint8_t tag = 0;   // global: the hooks' classification, cached (0: not classified yet);
-                     // tuple, frozenset: kHashableTag once the VM found it hashable
+                     // tuple, frozenset: kHashableTag once the VM found it hashable;
+                     // dict: kMergedTag, made by merging two BUILD states (TorchHooks)
   uint8_t tag2 = 0;  // global: second and third caches for the hooks
   uint8_t tag3 = 0;
   uint32_t ref = 0;  // text: its length (kLongText: see text); containers, objects: item
@@ -3206,6 +3207,9 @@ inline constexpr uint32_t kLongText = 0xffffffffu;
 // Node::tag of a tuple or frozenset whose items the pickle VM found hashable, all the way
 // down (its items never change, so it is not walked again).
 inline constexpr uint8_t kHashableTag = 1;
+// Node::tag of a dict TorchHooks made to merge an object's states: the object's own, not
+// reachable otherwise, so later merges append to it.
+inline constexpr uint8_t kMergedTag = 2;
 
 // What Graph::at() returns: a node's fields, its items as a view.
 struct NodeView {
@@ -7864,7 +7868,12 @@ class TorchHooks : public PickleHooks {
     Node& n = g.nodes[obj];
     if (n.kind == ValueKind::object) {
       const uint32_t before = n.items[kObjState];
-      n.items[kObjState] = before == kNoNode ? state : merged_state(g, before, state);
+      if (before == kNoNode) {
+        n.items[kObjState] = state;
+      } else {
+        PTREAD_TRY(uint32_t merged, merged_state(g, before, state));
+        n.items[kObjState] = merged;
+      }
       const uint32_t cls = n.items[kObjClass];
       if (is_numpy(g, cls, "ndarray")) return numpy_array(g, obj, state);
       // torch 0.1-0.3 pickled Parameters and Variables as Parameter() with the state
@@ -7892,7 +7901,11 @@ class TorchHooks : public PickleHooks {
   // so the attributes of both states hold, a later value replacing an earlier one (the dict
   // made here is in g.hashed: the STOP's DictKeys pass keeps each name once). A state that
   // is no attribute dict (a class's own __setstate__ reads it) replaces the one before.
-  static uint32_t merged_state(Graph& g, uint32_t before, uint32_t state) {
+  // The dict a merge makes is the object's own (kMergedTag): later merges append to it, so
+  // N BUILDs copy each state's items once, not N^2 / 2 times. Python updates __dict__ key by
+  // key, N BUILDs of an M-key state N x M updates: here all merges of a file append at most
+  // 2^22 items (a state given again and again through the memo), beyond which E502.
+  Result<uint32_t> merged_state(Graph& g, uint32_t before, uint32_t state) {
     if (g.kind(state) == ValueKind::none) return before;  // BUILD None sets nothing
     uint32_t a[2], sl[2];
     object_state(g, before, &a[0], &sl[0]);
@@ -7901,15 +7914,27 @@ class TorchHooks : public PickleHooks {
     for (const uint32_t x : {a[0], a[1]}) {
       if (!empty(x) && g.kind(x) != ValueKind::dict) return state;
     }
-    auto concat = [&](const uint32_t* parts) -> uint32_t {
+    auto concat = [&](const uint32_t* parts) -> Result<uint32_t> {
       if (empty(parts[0]) && empty(parts[1])) return kNoNode;
-      const uint32_t d = g.add_container(ValueKind::dict);
-      for (size_t k = 0; k < 2; ++k) {
+      const bool own = !empty(parts[0]) && g.nodes[parts[0]].tag == kMergedTag;
+      size_t adding = 0;
+      for (size_t k = own ? 1 : 0; k < 2; ++k) adding += empty(parts[k]) ? 0 : g.count(parts[k]);
+      if (adding > merge_budget_) {
+        return make_error(ErrorCode::limit_exceeded, "objects given BUILD again and again: the merged states passed 2^22 items in one file");
+      }
+      merge_budget_ -= adding;
+      uint32_t d = parts[0];
+      if (!own) {
+        d = g.add_container(ValueKind::dict);
+        g.nodes[d].tag = kMergedTag;
+      }
+      for (size_t k = own ? 1 : 0; k < 2; ++k) {
         if (!empty(parts[k])) g.append(d, g.at(parts[k]).items.data(), g.at(parts[k]).items.size());
       }
       return d;
     };
-    const uint32_t attrs = concat(a), slots = concat(sl);
+    PTREAD_TRY(const uint32_t attrs, concat(a));
+    PTREAD_TRY(const uint32_t slots, concat(sl));
     if (slots == kNoNode) return attrs == kNoNode ? state : attrs;
     const uint32_t pair[2] = {attrs == kNoNode ? kNoneNode : attrs, slots};
     return g.add_container(ValueKind::tuple, pair, 2);
@@ -8219,6 +8244,7 @@ class TorchHooks : public PickleHooks {
   bool records_big_endian_ = false;
   bool placeholders_ = false;  // set_placeholders
   const Limits& limits_;
+  size_t merge_budget_ = size_t{1} << 22;  // items merged_state may still append
   std::vector<uint32_t> storage_by_number_;  // decimal keys: storage_by_number_[n], or npos
   std::vector<std::pair<std::string_view, uint32_t>> hashed_keys_;  // the other keys (views held by the graph), their storage
   StringIndex storage_index_;                // positions in hashed_keys_

@@ -93,7 +93,8 @@ inline bool has_items(ValueKind k) noexcept {
 struct Node {
   ValueKind kind = ValueKind::none;
   uint8_t tag = 0;   // global: the hooks' classification, cached (0: not classified yet);
-                     // tuple, frozenset: kHashableTag once the VM found it hashable
+                     // tuple, frozenset: kHashableTag once the VM found it hashable;
+                     // dict: kMergedTag, made by merging two BUILD states (TorchHooks)
   uint8_t tag2 = 0;  // global: second and third caches for the hooks
   uint8_t tag3 = 0;
   uint32_t ref = 0;  // text: its length (kLongText: see text); containers, objects: item
@@ -110,6 +111,9 @@ inline constexpr uint32_t kLongText = 0xffffffffu;
 // Node::tag of a tuple or frozenset whose items the pickle VM found hashable, all the way
 // down (its items never change, so it is not walked again).
 inline constexpr uint8_t kHashableTag = 1;
+// Node::tag of a dict TorchHooks made to merge an object's states: the object's own, not
+// reachable otherwise, so later merges append to it.
+inline constexpr uint8_t kMergedTag = 2;
 
 // What Graph::at() returns: a node's fields, its items as a view.
 struct NodeView {

@@ -419,7 +419,12 @@ class TorchHooks : public PickleHooks {
     Node& n = g.nodes[obj];
     if (n.kind == ValueKind::object) {
       const uint32_t before = n.items[kObjState];
-      n.items[kObjState] = before == kNoNode ? state : merged_state(g, before, state);
+      if (before == kNoNode) {
+        n.items[kObjState] = state;
+      } else {
+        PTREAD_TRY(uint32_t merged, merged_state(g, before, state));
+        n.items[kObjState] = merged;
+      }
       const uint32_t cls = n.items[kObjClass];
       if (is_numpy(g, cls, "ndarray")) return numpy_array(g, obj, state);
       // torch 0.1-0.3 pickled Parameters and Variables as Parameter() with the state
@@ -447,7 +452,11 @@ class TorchHooks : public PickleHooks {
   // so the attributes of both states hold, a later value replacing an earlier one (the dict
   // made here is in g.hashed: the STOP's DictKeys pass keeps each name once). A state that
   // is no attribute dict (a class's own __setstate__ reads it) replaces the one before.
-  static uint32_t merged_state(Graph& g, uint32_t before, uint32_t state) {
+  // The dict a merge makes is the object's own (kMergedTag): later merges append to it, so
+  // N BUILDs copy each state's items once, not N^2 / 2 times. Python updates __dict__ key by
+  // key, N BUILDs of an M-key state N x M updates: here all merges of a file append at most
+  // 2^22 items (a state given again and again through the memo), beyond which E502.
+  Result<uint32_t> merged_state(Graph& g, uint32_t before, uint32_t state) {
     if (g.kind(state) == ValueKind::none) return before;  // BUILD None sets nothing
     uint32_t a[2], sl[2];
     object_state(g, before, &a[0], &sl[0]);
@@ -456,15 +465,27 @@ class TorchHooks : public PickleHooks {
     for (const uint32_t x : {a[0], a[1]}) {
       if (!empty(x) && g.kind(x) != ValueKind::dict) return state;
     }
-    auto concat = [&](const uint32_t* parts) -> uint32_t {
+    auto concat = [&](const uint32_t* parts) -> Result<uint32_t> {
       if (empty(parts[0]) && empty(parts[1])) return kNoNode;
-      const uint32_t d = g.add_container(ValueKind::dict);
-      for (size_t k = 0; k < 2; ++k) {
+      const bool own = !empty(parts[0]) && g.nodes[parts[0]].tag == kMergedTag;
+      size_t adding = 0;
+      for (size_t k = own ? 1 : 0; k < 2; ++k) adding += empty(parts[k]) ? 0 : g.count(parts[k]);
+      if (adding > merge_budget_) {
+        return make_error(ErrorCode::limit_exceeded, "objects given BUILD again and again: the merged states passed 2^22 items in one file");
+      }
+      merge_budget_ -= adding;
+      uint32_t d = parts[0];
+      if (!own) {
+        d = g.add_container(ValueKind::dict);
+        g.nodes[d].tag = kMergedTag;
+      }
+      for (size_t k = own ? 1 : 0; k < 2; ++k) {
         if (!empty(parts[k])) g.append(d, g.at(parts[k]).items.data(), g.at(parts[k]).items.size());
       }
       return d;
     };
-    const uint32_t attrs = concat(a), slots = concat(sl);
+    PTREAD_TRY(const uint32_t attrs, concat(a));
+    PTREAD_TRY(const uint32_t slots, concat(sl));
     if (slots == kNoNode) return attrs == kNoNode ? state : attrs;
     const uint32_t pair[2] = {attrs == kNoNode ? kNoneNode : attrs, slots};
     return g.add_container(ValueKind::tuple, pair, 2);
@@ -774,6 +795,7 @@ class TorchHooks : public PickleHooks {
   bool records_big_endian_ = false;
   bool placeholders_ = false;  // set_placeholders
   const Limits& limits_;
+  size_t merge_budget_ = size_t{1} << 22;  // items merged_state may still append
   std::vector<uint32_t> storage_by_number_;  // decimal keys: storage_by_number_[n], or npos
   std::vector<std::pair<std::string_view, uint32_t>> hashed_keys_;  // the other keys (views held by the graph), their storage
   StringIndex storage_index_;                // positions in hashed_keys_
