@@ -1105,7 +1105,7 @@ int convert(const ptread::Checkpoint& ck, const Args& args) {
     return name.compare(0, p.size(), p) == 0 && (name.size() == p.size() || name[p.size()] == '.');
   };
   std::vector<ptread::NamedTensor> selected;
-  std::unordered_map<std::string, const std::string*> source_of;  // written name -> name in the file
+  std::unordered_map<std::string, const std::string*, ptread::detail::KeyedHash> source_of;  // written name -> name in the file (names a file chose: keyed)
   for (const auto& nt : ck.tensors()) {
     if (!keep(nt.name)) continue;
     std::string name = nt.name;

@@ -19,6 +19,7 @@
 #pragma once
 
 #include "detail/dict_keys.hpp"
+#include "detail/keyed_hash.hpp"
 #include "detail/run_template.hpp"
 #include "detail/value_graph.hpp"
 
@@ -1125,7 +1126,7 @@ class PickleVM {
   BlockPool pool_;                  // memo_'s and lazy_'s blocks
   ChunkReserve* reserve_ = nullptr;  // set_chunk_reserve
   SegmentedVector<uint32_t> memo_{&pool_};  // node by memo key; kNoNode where none
-  std::unordered_map<uint64_t, uint32_t> memo_far_;
+  std::unordered_map<uint64_t, uint32_t, KeyedHash> memo_far_;  // keys a file chose: KeyedHash
   size_t memo_count_ = 0;
   bool runs_ = true;                // set_tensor_runs
   size_t hashed_from_ = 0;          // g_.hashed made by this run

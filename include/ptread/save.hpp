@@ -35,6 +35,7 @@
 // JSON padded with spaces so the data starts 8-byte aligned.
 #pragma once
 
+#include "detail/keyed_hash.hpp"
 #include "detail/pickle_writer.hpp"
 #include "detail/text.hpp"
 #include "detail/zip_writer.hpp"
@@ -251,7 +252,7 @@ inline Result<SaveReport> save_pt(const std::string& path, const std::vector<Nam
   std::vector<PtStorage> storages;
   std::map<std::tuple<const Storage*, DType, bool, bool>, size_t> storage_index;
   std::vector<size_t> storage_of(items.size());
-  std::unordered_set<std::string_view> names;
+  std::unordered_set<std::string_view, detail::KeyedHash> names;
   for (size_t i = 0; i < items.size(); ++i) {
     const std::string_view name = items[i].name;
     const Tensor& t = *items[i].tensor;
@@ -321,7 +322,7 @@ inline Result<SaveReport> save_safetensors(const std::string& path, const std::v
   SaveReport report;
   std::string header = "{";
   if (!o.metadata.empty()) {
-    std::unordered_set<std::string_view> keys;
+    std::unordered_set<std::string_view, detail::KeyedHash> keys;
     header += "\"__metadata__\":{";
     for (const auto& kv : o.metadata) {
       if (!utf8_valid(kv.first) || !utf8_valid(kv.second) || !keys.insert(kv.first).second) {
@@ -336,7 +337,7 @@ inline Result<SaveReport> save_safetensors(const std::string& path, const std::v
     header += '}';
   }
   std::vector<const Tensor*> written;
-  std::unordered_set<std::string_view> names;
+  std::unordered_set<std::string_view, detail::KeyedHash> names;
   uint64_t offset = 0;
   for (const NamedRef& item : items) {
     const DType dt = item.tensor->dtype();

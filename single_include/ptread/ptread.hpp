@@ -2832,7 +2832,108 @@ class Tensor {
 // half full.
 
 // #include "arena.hpp": inlined above
+// ---- begin ptread/detail/keyed_hash.hpp ----
+// ptread — a keyed hash for tables whose keys come from a file.
+//
+// The fast hashes of the hot tables (hash_string, DictKeys' mixes) have a fixed key: a file
+// can be crafted so that thousands of its names fall into one run of slots, and every
+// insert then walks that run (quadratic: 20,000 such names took seconds, 200,000 minutes).
+// Those tables bound how far a key may lie from its slot and, past that bound, index again
+// with this hash: SipHash-1-3 under a key drawn once per process (Rust's and Python's
+// answer to hash flooding), which a file cannot target. Tables of keys that never matter to
+// speed (far memo keys, tar keys, TorchScript class names) use it from the start through
+// KeyedHash.
 
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace ptread {
+namespace detail {
+
+struct SipKey {
+  uint64_t k0 = 0, k1 = 0;
+};
+
+// SipHash-c-d of n bytes under key (c compression and d finalization rounds).
+template <int C = 1, int D = 3>
+inline uint64_t siphash(const void* data, size_t n, const SipKey& key) noexcept {
+  uint64_t v0 = key.k0 ^ 0x736f6d6570736575ull, v1 = key.k1 ^ 0x646f72616e646f6dull;
+  uint64_t v2 = key.k0 ^ 0x6c7967656e657261ull, v3 = key.k1 ^ 0x7465646279746573ull;
+  auto rotl = [](uint64_t x, int b) { return (x << b) | (x >> (64 - b)); };
+  auto sip_round = [&] {
+    v0 += v1; v1 = rotl(v1, 13); v1 ^= v0; v0 = rotl(v0, 32);
+    v2 += v3; v3 = rotl(v3, 16); v3 ^= v2;
+    v0 += v3; v3 = rotl(v3, 21); v3 ^= v0;
+    v2 += v1; v1 = rotl(v1, 17); v1 ^= v2; v2 = rotl(v2, 32);
+  };
+  auto word = [&](uint64_t m) {
+    v3 ^= m;
+    for (int i = 0; i < C; ++i) sip_round();
+    v0 ^= m;
+  };
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  size_t left = n;
+  for (; left >= 8; left -= 8, p += 8) {
+    uint64_t m = 0;
+    for (int k = 0; k < 8; ++k) m |= static_cast<uint64_t>(p[k]) << (8 * k);  // little-endian on any host
+    word(m);
+  }
+  uint64_t last = static_cast<uint64_t>(n) << 56;
+  for (size_t k = 0; k < left; ++k) last |= static_cast<uint64_t>(p[k]) << (8 * k);
+  word(last);
+  v2 ^= 0xff;
+  for (int i = 0; i < D; ++i) sip_round();
+  return v0 ^ v1 ^ v2 ^ v3;
+}
+
+// The key of this process: drawn on first use from what differs between runs and machines
+// (the clocks, the addresses of a stack variable and of this function under ASLR). Nothing
+// in a file can learn it. (Not std::random_device: it may throw, and builds without
+// exceptions use ptread too.)
+inline const SipKey& process_sip_key() noexcept {
+  static const SipKey key = [] {
+    uint64_t seed[5];
+    seed[0] = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    seed[1] = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+    seed[2] = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(&seed));
+    seed[3] = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(&process_sip_key));
+    seed[4] = static_cast<uint64_t>(std::chrono::high_resolution_clock::now().time_since_epoch().count());
+    const SipKey fixed{0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull};
+    SipKey k;
+    k.k0 = siphash<2, 4>(seed, sizeof seed, fixed);
+    seed[0] ^= k.k0;
+    k.k1 = siphash<2, 4>(seed, sizeof seed, fixed);
+    return k;
+  }();
+  return key;
+}
+
+inline uint64_t keyed_hash(std::string_view s) noexcept { return siphash(s.data(), s.size(), process_sip_key()); }
+inline uint64_t keyed_hash(uint64_t v) noexcept {
+  unsigned char b[8];
+  for (int k = 0; k < 8; ++k) b[k] = static_cast<unsigned char>(v >> (8 * k));
+  return siphash(b, 8, process_sip_key());
+}
+
+// For std::unordered_map / unordered_set keyed by what a file chose (std::hash of an integer
+// is the integer itself in libstdc++: keys a multiple of the bucket count apart share a
+// bucket).
+struct KeyedHash {
+  size_t operator()(std::string_view s) const noexcept { return static_cast<size_t>(keyed_hash(s)); }
+  size_t operator()(const std::string& s) const noexcept { return static_cast<size_t>(keyed_hash(std::string_view(s))); }
+  size_t operator()(uint64_t v) const noexcept { return static_cast<size_t>(keyed_hash(v)); }
+  size_t operator()(int64_t v) const noexcept { return static_cast<size_t>(keyed_hash(static_cast<uint64_t>(v))); }
+};
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/detail/keyed_hash.hpp ----
+
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -2847,6 +2948,15 @@ inline uint64_t hash_mix(uint64_t h) noexcept {
   h *= 0xd6e8feb86659fd93ull;
   h ^= h >> 32;
   return h;
+}
+
+// MurmurHash3's finalizer: a bijection of 64-bit words.
+inline uint64_t fmix64(uint64_t h) noexcept {
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 33);
 }
 
 inline uint64_t hash_string(std::string_view s) noexcept {
@@ -2898,33 +3008,56 @@ PTREAD_ALWAYS_INLINE bool decimal_key(std::string_view s, uint32_t* out) noexcep
 class StringIndex {
  public:
   static constexpr uint32_t npos = 0xffffffffu;
+  // No key lies more than this many slots past its home slot, so a find looks no further.
+  // Keys a file crafted to share their hashes' low bits (hash_string has a fixed key) would
+  // otherwise make one run of slots that every insert walks: 20,000 such names took 1.6 s
+  // to index, 200,000 minutes. The first insert that would go past it indexes all the keys
+  // again under keyed_hash (SipHash, a key per process), which no file can aim at. (Random
+  // keys at this load go past 128 slots with a chance of about 1 in 10^10 per key.)
+  static constexpr size_t kMaxDistance = 128;
+
+  // limit: kMaxDistance (tests lower it to reach the keyed hash's own bound).
+  explicit StringIndex(size_t limit = kMaxDistance) noexcept : limit_(limit) {}
 
   size_t size() const noexcept { return size_; }
+  // The keys hash with keyed_hash (a flood was seen).
+  bool keyed() const noexcept { return keyed_; }
+  // The farthest any key lies past its home slot.
+  size_t max_distance() const noexcept {
+    size_t most = 0;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].pos != npos) most = std::max(most, (i - (slots_[i].hash & mask_)) & mask_);
+    }
+    return most;
+  }
 
   // Room for n keys without rehashing.
-  void reserve(size_t n) {
+  template <class KeyAt>
+  void reserve(size_t n, const KeyAt& key_at) {
     size_t cap = 16;
     while (cap < 2 * n) cap *= 2;
-    if (cap > slots_.size()) rehash(cap);
+    if (cap > slots_.size()) rebuild(cap, false, key_at);
   }
 
   // The position stored under key, or npos.
   template <class KeyAt>
   uint32_t find(std::string_view key, const KeyAt& key_at) const {
     if (size_ == 0) return npos;
-    const uint32_t h = static_cast<uint32_t>(hash_string(key));
-    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+    const uint32_t h = hash_of(key);
+    size_t i = h & mask_;
+    for (size_t d = 0; d <= limit_; ++d, i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (s.pos == npos) return npos;
       if (s.hash == h && key_at(s.pos) == key) return s.pos;
     }
+    return npos;  // further than any key lies
   }
 
   // Stores pos under key unless the key is present; returns the position now under key.
   template <class KeyAt>
   uint32_t insert(std::string_view key, uint32_t pos, const KeyAt& key_at) {
-    if (2 * (size_ + 1) > slots_.size()) rehash(slots_.empty() ? 16 : slots_.size() * 2);
-    return insert_hashed(key, static_cast<uint32_t>(hash_string(key)), pos, key_at);
+    if (2 * (size_ + 1) > slots_.size()) rebuild(slots_.empty() ? 16 : slots_.size() * 2, false, key_at);
+    return insert_hashed(key, hash_of(key), pos, key_at);
   }
 
   // Inserts positions 0 .. n-1 under key_at(position), in order (the first of equal keys
@@ -2932,19 +3065,23 @@ class StringIndex {
   // prefetched a few keys ahead.
   template <class KeyAt>
   void insert_all(uint32_t n, const KeyAt& key_at) {
-    reserve(size_ + n);
+    reserve(size_ + n, key_at);
     constexpr uint32_t kAhead = 16;
     uint32_t ahead[kAhead];
+    const bool was_keyed = keyed_;
     for (uint64_t i = 0; i < uint64_t{n} + kAhead; ++i) {
       const uint32_t slot = static_cast<uint32_t>(i % kAhead);
       if (i >= kAhead) {  // key i - kAhead, whose slot was prefetched
         const uint32_t j = static_cast<uint32_t>(i - kAhead);
         insert_hashed(key_at(j), ahead[slot], j, key_at);
+        if (PTREAD_UNLIKELY(keyed_ != was_keyed)) {  // indexed again: the hashes ahead are stale
+          for (uint32_t r = j + 1; r < n; ++r) insert(key_at(r), r, key_at);
+          return;
+        }
       }
       if (i < n) {
-        const uint32_t h = static_cast<uint32_t>(hash_string(key_at(static_cast<uint32_t>(i))));
-        ahead[slot] = h;
-        __builtin_prefetch(&slots_[h & mask_], 1);
+        ahead[slot] = hash_of(key_at(static_cast<uint32_t>(i)));
+        __builtin_prefetch(&slots_[ahead[slot] & mask_], 1);
       }
     }
   }
@@ -2955,9 +3092,14 @@ class StringIndex {
     uint32_t pos;
   };
 
+  uint32_t hash_of(std::string_view key) const noexcept {
+    return static_cast<uint32_t>(keyed_ ? keyed_hash(key) : hash_string(key));
+  }
+
   template <class KeyAt>
   uint32_t insert_hashed(std::string_view key, uint32_t h, uint32_t pos, const KeyAt& key_at) {
-    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+    size_t i = h & mask_;
+    for (size_t d = 0; d <= limit_; ++d, i = (i + 1) & mask_) {
       Slot& s = slots_[i];
       if (s.pos == npos) {
         s.hash = h;
@@ -2967,25 +3109,61 @@ class StringIndex {
       }
       if (s.hash == h && key_at(s.pos) == key) return s.pos;
     }
+    // Absent (every key lies within limit_ of its home), and no room within it: a flood.
+    if (!keyed_) {
+      rebuild(slots_.size(), true, key_at);
+    } else {
+      limit_ = SIZE_MAX;  // even under the keyed hash (never seen: the key is secret)
+    }
+    return insert_hashed(key, hash_of(key), pos, key_at);
   }
 
-  void rehash(size_t cap) {
+  // The keys in a table of cap slots; rekey: under keyed_hash. A key that would lie past
+  // limit_ makes it index under keyed_hash; one past it even so (never seen: the key is
+  // secret), with no limit.
+  template <class KeyAt>
+  void rebuild(size_t cap, bool rekey, const KeyAt& key_at) {
     std::vector<Slot> old;
-    reserve_huge(old, cap);
-    old.resize(cap, Slot{0, npos});
     old.swap(slots_);
-    mask_ = cap - 1;
-    for (const Slot& s : old) {
-      if (s.pos == npos) continue;
-      size_t i = s.hash & mask_;
-      while (slots_[i].pos != npos) i = (i + 1) & mask_;
-      slots_[i] = s;
+    if (rekey) keyed_ = true;
+    for (;;) {
+      slots_.clear();
+      reserve_huge(slots_, cap);
+      slots_.resize(cap, Slot{0, npos});
+      mask_ = cap - 1;
+      bool placed = true;
+      for (Slot s : old) {
+        if (s.pos == npos) continue;
+        if (rekey) s.hash = hash_of(key_at(s.pos));
+        if (!place(s)) {
+          placed = false;
+          break;
+        }
+      }
+      if (placed) return;
+      if (!keyed_) {
+        keyed_ = rekey = true;
+      } else {
+        limit_ = SIZE_MAX;
+      }
     }
+  }
+  bool place(const Slot& s) noexcept {
+    size_t i = s.hash & mask_;
+    for (size_t d = 0; d <= limit_; ++d, i = (i + 1) & mask_) {
+      if (slots_[i].pos == npos) {
+        slots_[i] = s;
+        return true;
+      }
+    }
+    return false;
   }
 
   std::vector<Slot> slots_;
   size_t size_ = 0;
   size_t mask_ = 0;
+  size_t limit_;  // how far a key may lie from its home slot; SIZE_MAX: any distance
+  bool keyed_ = false;
 };
 
 }  // namespace detail
@@ -3611,7 +3789,11 @@ class DictKeys {
   // Removes the repeated keys of dict node d (first place, last value), or the repeated
   // items of set or frozenset node d (the first kept). Up to 16 keys are compared pair by
   // pair; more go through a hash table (of the low halves of the keys' hashes; slots: key
-  // indexes).
+  // indexes). The fast hashes have a fixed key: keys a file crafted to share their low bits
+  // would make one run of slots that every key walks (quadratic), so a key that lands past
+  // StringIndex::kMaxDistance slots from its home makes this pickle's dicts hash under
+  // keyed_hash from then on (keyed_: strings, bytes and class names keyed, every hash
+  // keyed at the end, tuples combined keyed), and the table is made again.
   Status dedup(Graph& g, uint32_t d) {
     Node& n = g.nodes[d];
     const bool dict = n.kind == ValueKind::dict;
@@ -3623,15 +3805,7 @@ class DictKeys {
     uint32_t* it = n.items;
     uint32_t small[16];
     uint32_t* const hashes = pairs <= 16 ? small : static_cast<uint32_t*>(pool_.allocate(pairs * sizeof(uint32_t)));
-    for (uint32_t k = 0; k < pairs; ++k) {
-      const Node& key = g.nodes[it[w * k]];
-      if (PTREAD_LIKELY(key.kind == ValueKind::string && key.ref != kLongText)) {  // hash()'s, inline
-        hashes[k] = static_cast<uint32_t>(hash_string(std::string_view(key.text, key.ref)));
-      } else {
-        PTREAD_TRY(uint64_t h, hash(it[w * k]));
-        hashes[k] = static_cast<uint32_t>(h);
-      }
-    }
+    PTREAD_CHECK(hash_keys(g, it, w, pairs, hashes));
     first_.clear();  // made when a key repeats: per key, the earlier key it repeats, or kNoNode
     if (pairs <= 16) {
       for (uint32_t k = 1; k < pairs; ++k) {
@@ -3645,27 +3819,13 @@ class DictKeys {
         }
       }
     } else {
-      size_t cap = 32;
-      while (cap < 2 * size_t{pairs}) cap *= 2;
-      uint32_t* const slots = static_cast<uint32_t*>(pool_.allocate(cap * sizeof(uint32_t)));  // keys that repeat none, by hash
-      std::fill(slots, slots + cap, kNoNode);
-      const size_t mask = cap - 1;
-      constexpr uint32_t kAhead = 8;  // the slots are random accesses into a table larger than L1
-      for (uint32_t k = 0; k < pairs; ++k) {
-        if (k + kAhead < pairs) __builtin_prefetch(&slots[hashes[k + kAhead] & mask], 1);
-        for (size_t s = hashes[k] & mask;; s = (s + 1) & mask) {
-          const uint32_t j = slots[s];
-          if (j == kNoNode) {
-            slots[s] = k;
-            break;
-          }
-          if (hashes[j] != hashes[k]) continue;
-          PTREAD_TRY(bool same, equal(it[w * j], it[w * k]));
-          if (same) {
-            repeats(k, j, pairs);
-            break;
-          }
-        }
+      PTREAD_TRY(bool indexed, find_repeats(it, w, pairs, hashes));
+      if (!indexed) {  // a flood: this dict and the later ones hash under the process's key
+        keyed_ = true;
+        hashes_.clear();
+        PTREAD_CHECK(hash_keys(g, it, w, pairs, hashes));
+        first_.clear();
+        PTREAD_TRY(indexed, find_repeats(it, w, pairs, hashes));
       }
     }
     if (first_.empty()) return {};
@@ -3685,6 +3845,9 @@ class DictKeys {
     n.ref = w * out;
     return {};
   }
+
+  // The keys hash under keyed_hash (a flood was seen in a dict of this pickle).
+  bool keyed() const noexcept { return keyed_; }
 
   // hash(key), consistent with equal(); an error for keys Python cannot hash.
   Result<uint64_t> hash(uint32_t k, size_t depth = 0) {
@@ -3707,15 +3870,15 @@ class DictKeys {
       case ValueKind::floating: {
         int64_t i = 0;
         if (float_as_int64(n.f, &i)) return mix(static_cast<uint64_t>(i));
-        if (std::isfinite(n.f) && n.f == std::floor(n.f)) return kBigHash;  // beyond 64 bits, as big ints
+        if (std::isfinite(n.f) && n.f == std::floor(n.f)) return big_hash(float_bytes(n.f));  // beyond 64 bits, as big ints
         uint64_t bits;
         std::memcpy(&bits, &n.f, sizeof bits);
         return mix(bits ^ 0x666c6f6174ull);
       }
-      case ValueKind::big_integer: return kBigHash;
-      case ValueKind::string: return hash_string(g_.text(k));
-      case ValueKind::bytes: return mix(hash_string(g_.text(k)) ^ 0x6279746573ull);
-      case ValueKind::global: return mix(hash_string(g_.global_module(k)) ^ (hash_string(g_.global_name(k)) << 1));
+      case ValueKind::big_integer: return big_hash(minimal(g_.text(k)));
+      case ValueKind::string: return text_hash(g_.text(k));
+      case ValueKind::bytes: return mix(text_hash(g_.text(k)) ^ 0x6279746573ull);
+      case ValueKind::global: return mix(text_hash(g_.global_module(k)) ^ (text_hash(g_.global_name(k)) << 1));
       case ValueKind::storage: return mix(uint64_t{n.ref} ^ 0x73746f72ull << 32);
       case ValueKind::list: case ValueKind::dict: case ValueKind::set:
         return make_error(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(n.kind) +
@@ -3756,7 +3919,9 @@ class DictKeys {
   }
 
  private:
-  static constexpr uint64_t kBigHash = 0x626967696e74ull;
+  // An int beyond 64 bits, by its minimal two's complement bytes (a float of its value
+  // gives the same).
+  uint64_t big_hash(std::string_view minimal_le) const noexcept { return mix(text_hash(minimal_le) ^ 0x626967696e74ull); }
 
   // A tuple's items in order. A frozenset's items are hashed only to find unhashable ones:
   // the graph may hold an item twice (FROZENSET of 1, 1 is {1}), so its hash is one for
@@ -3767,9 +3932,56 @@ class DictKeys {
     for (uint32_t j = 0; j < n.ref; ++j) {
       if (!spend()) return over_budget();
       PTREAD_TRY(uint64_t e, hash(n.items[j], depth + 1));
-      h = mix(h ^ e);
+      h = keyed_ ? keyed_hash(h ^ e) : mix(h ^ e);
     }
     return n.kind == ValueKind::tuple ? h : uint64_t{0x66726f7a656e};
+  }
+
+  // The low halves of the hashes of the pairs keys at it[0], it[w], ...
+  Status hash_keys(const Graph& g, const uint32_t* it, uint32_t w, uint32_t pairs, uint32_t* hashes) {
+    for (uint32_t k = 0; k < pairs; ++k) {
+      const Node& key = g.nodes[it[w * k]];
+      if (PTREAD_LIKELY(key.kind == ValueKind::string && key.ref != kLongText && !keyed_)) {  // hash()'s, inline
+        hashes[k] = static_cast<uint32_t>(hash_string(std::string_view(key.text, key.ref)));
+      } else {
+        PTREAD_TRY(uint64_t h, hash(it[w * k]));
+        hashes[k] = static_cast<uint32_t>(keyed_ ? keyed_hash(h) : h);
+      }
+    }
+    return {};
+  }
+
+  // Finds the keys that repeat an earlier one through a table; false (before keyed_) when a
+  // key would land more than StringIndex::kMaxDistance slots from its home.
+  Result<bool> find_repeats(const uint32_t* it, uint32_t w, uint32_t pairs, const uint32_t* hashes) {
+    size_t cap = 32;
+    while (cap < 2 * size_t{pairs}) cap *= 2;
+    uint32_t* const slots = static_cast<uint32_t*>(pool_.allocate(cap * sizeof(uint32_t)));  // keys that repeat none, by hash
+    std::fill(slots, slots + cap, kNoNode);
+    const size_t mask = cap - 1;
+    constexpr uint32_t kAhead = 8;  // the slots are random accesses into a table larger than L1
+    for (uint32_t k = 0; k < pairs; ++k) {
+      if (k + kAhead < pairs) __builtin_prefetch(&slots[hashes[k + kAhead] & mask], 1);
+      size_t passed = 0;  // slots taken, from the key's home slot
+      for (size_t s = hashes[k] & mask;; s = (s + 1) & mask) {
+        const uint32_t j = slots[s];
+        if (j == kNoNode) {
+          slots[s] = k;
+          break;
+        }
+        if (PTREAD_UNLIKELY(++passed > StringIndex::kMaxDistance)) {
+          if (!keyed_) return false;
+          if (!spend()) return over_budget();  // even so (never seen: the key is secret)
+        }
+        if (hashes[j] != hashes[k]) continue;
+        PTREAD_TRY(bool same, equal(it[w * j], it[w * k]));
+        if (same) {
+          repeats(k, j, pairs);
+          break;
+        }
+      }
+    }
+    return true;
   }
 
   void repeats(uint32_t k, uint32_t j, uint32_t pairs) {
@@ -3777,13 +3989,8 @@ class DictKeys {
     first_[k] = j;
   }
 
-  static uint64_t mix(uint64_t h) noexcept {
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    return h ^ (h >> 33);
-  }
+  uint64_t text_hash(std::string_view s) const noexcept { return keyed_ ? keyed_hash(s) : hash_string(s); }
+  static uint64_t mix(uint64_t h) noexcept { return fmix64(h); }
   static bool numeric(ValueKind k) noexcept {
     return k == ValueKind::boolean || k == ValueKind::integer || k == ValueKind::big_integer || k == ValueKind::floating;
   }
@@ -3879,12 +4086,14 @@ class DictKeys {
   size_t max_depth_;
   size_t budget_ = size_t{1} << 22;  // dedup() adds 256 a key
   std::unordered_map<uint32_t, uint64_t> hashes_;  // tuple or frozenset node: its hash (hash())
+  bool keyed_ = false;  // a flood was seen: hashes under keyed_hash
   std::vector<uint32_t> first_, place_;  // only for a dict with a repeated key
 };
 
 }  // namespace detail
 }  // namespace ptread
 // ---- end ptread/detail/dict_keys.hpp ----
+// #include "detail/keyed_hash.hpp": inlined above
 // ---- begin ptread/detail/run_template.hpp ----
 // ptread — the template of one tensor's opcodes (a TensorRun, see pickle.hpp), made from a
 // run the VM read and took, to read the next runs of the same shape by comparing bytes.
@@ -5258,7 +5467,7 @@ class PickleVM {
   BlockPool pool_;                  // memo_'s and lazy_'s blocks
   ChunkReserve* reserve_ = nullptr;  // set_chunk_reserve
   SegmentedVector<uint32_t> memo_{&pool_};  // node by memo key; kNoNode where none
-  std::unordered_map<uint64_t, uint32_t> memo_far_;
+  std::unordered_map<uint64_t, uint32_t, KeyedHash> memo_far_;  // keys a file chose: KeyedHash
   size_t memo_count_ = 0;
   bool runs_ = true;                // set_tensor_runs
   size_t hashed_from_ = 0;          // g_.hashed made by this run
@@ -7057,6 +7266,7 @@ inline Result<Detected> detect_format(const uint8_t* head, size_t n, uint64_t si
 // A tensor reached twice is listed under each name. The walk uses an explicit stack (no
 // recursion), skips edges back into the current path (cycles), and is bounded.
 
+// #include "../detail/keyed_hash.hpp": inlined above
 // #include "../detail/python_repr.hpp": inlined above
 // #include "model.hpp": inlined above
 
@@ -7435,7 +7645,7 @@ class Namer {
   std::vector<uint8_t> on_path_;
   std::string path_;               // the name of the item being visited
   std::vector<size_t> path_len_;   // path_len_[d]: length of the name of the last item visited at depth d
-  std::unordered_map<std::string, const ScriptClass*> script_index_;
+  std::unordered_map<std::string, const ScriptClass*, KeyedHash> script_index_;
   static constexpr size_t kMaxKeyBytes = size_t{1} << 16;  // the text of one non-string key
   std::string key_error_;
   uint64_t steps_ = 0;
@@ -8787,6 +8997,7 @@ inline Result<std::shared_ptr<Model>> read_legacy_checkpoint(std::shared_ptr<con
 // Numbers are in the saving host's order; files from big-endian hosts are refused (see
 // read()).
 
+// #include "../detail/keyed_hash.hpp": inlined above
 // #include "legacy.hpp": inlined above
 
 #include <cstring>
@@ -8880,8 +9091,8 @@ inline Status tar_members(const Source& src, const char* const* want, TarMember*
 class TarHooks final : public TorchHooks {
  public:
   using TorchHooks::TorchHooks;
-  std::unordered_map<int64_t, uint32_t> tensors;   // key -> spec
-  std::unordered_map<int64_t, uint32_t> storages;  // key -> storage table index
+  std::unordered_map<int64_t, uint32_t, KeyedHash> tensors;   // key -> spec (keys a file chose: KeyedHash)
+  std::unordered_map<int64_t, uint32_t, KeyedHash> storages;  // key -> storage table index
   std::vector<DType> dtypes;                        // per storage table entry
   std::vector<uint32_t> locations;                  // per storage table entry: its location text node
 
@@ -10446,6 +10657,7 @@ inline AuditReport audit(const Checkpoint& ck) {
 // name (tied tensors are written once per name: the format has no sharing), the header
 // JSON padded with spaces so the data starts 8-byte aligned.
 
+// #include "detail/keyed_hash.hpp": inlined above
 // ---- begin ptread/detail/pickle_writer.hpp ----
 // ptread — writes pickles as Python's pickle.Pickler does at protocol 2 (what torch.save
 // uses): the same opcodes, and the memo filled as Python fills it (every global, str,
@@ -11398,7 +11610,7 @@ inline Result<SaveReport> save_pt(const std::string& path, const std::vector<Nam
   std::vector<PtStorage> storages;
   std::map<std::tuple<const Storage*, DType, bool, bool>, size_t> storage_index;
   std::vector<size_t> storage_of(items.size());
-  std::unordered_set<std::string_view> names;
+  std::unordered_set<std::string_view, detail::KeyedHash> names;
   for (size_t i = 0; i < items.size(); ++i) {
     const std::string_view name = items[i].name;
     const Tensor& t = *items[i].tensor;
@@ -11468,7 +11680,7 @@ inline Result<SaveReport> save_safetensors(const std::string& path, const std::v
   SaveReport report;
   std::string header = "{";
   if (!o.metadata.empty()) {
-    std::unordered_set<std::string_view> keys;
+    std::unordered_set<std::string_view, detail::KeyedHash> keys;
     header += "\"__metadata__\":{";
     for (const auto& kv : o.metadata) {
       if (!utf8_valid(kv.first) || !utf8_valid(kv.second) || !keys.insert(kv.first).second) {
@@ -11483,7 +11695,7 @@ inline Result<SaveReport> save_safetensors(const std::string& path, const std::v
     header += '}';
   }
   std::vector<const Tensor*> written;
-  std::unordered_set<std::string_view> names;
+  std::unordered_set<std::string_view, detail::KeyedHash> names;
   uint64_t offset = 0;
   for (const NamedRef& item : items) {
     const DType dt = item.tensor->dtype();

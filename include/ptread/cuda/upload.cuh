@@ -31,6 +31,7 @@
 
 #include "common.cuh"
 #include "detail/kernels.cuh"
+#include "../detail/keyed_hash.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -143,7 +144,7 @@ class DeviceTensors {
  private:
   friend class Uploader;
   std::vector<NamedDeviceTensor> tensors_;
-  std::unordered_map<std::string, size_t> index_;
+  std::unordered_map<std::string, size_t, ptread::detail::KeyedHash> index_;  // names a file chose: KeyedHash
   UploadStats stats_;
 };
 
@@ -232,7 +233,7 @@ class Uploader {
     if (names.empty()) {
       chosen = ck.tensors();
     } else {
-      std::unordered_set<std::string> seen;
+      std::unordered_set<std::string, ptread::detail::KeyedHash> seen;
       for (const std::string& n : names) {
         if (!seen.insert(n).second) continue;
         PTREAD_TRY(Tensor t, ck.get(n));

@@ -38,7 +38,11 @@ class DictKeys {
   // Removes the repeated keys of dict node d (first place, last value), or the repeated
   // items of set or frozenset node d (the first kept). Up to 16 keys are compared pair by
   // pair; more go through a hash table (of the low halves of the keys' hashes; slots: key
-  // indexes).
+  // indexes). The fast hashes have a fixed key: keys a file crafted to share their low bits
+  // would make one run of slots that every key walks (quadratic), so a key that lands past
+  // StringIndex::kMaxDistance slots from its home makes this pickle's dicts hash under
+  // keyed_hash from then on (keyed_: strings, bytes and class names keyed, every hash
+  // keyed at the end, tuples combined keyed), and the table is made again.
   Status dedup(Graph& g, uint32_t d) {
     Node& n = g.nodes[d];
     const bool dict = n.kind == ValueKind::dict;
@@ -50,15 +54,7 @@ class DictKeys {
     uint32_t* it = n.items;
     uint32_t small[16];
     uint32_t* const hashes = pairs <= 16 ? small : static_cast<uint32_t*>(pool_.allocate(pairs * sizeof(uint32_t)));
-    for (uint32_t k = 0; k < pairs; ++k) {
-      const Node& key = g.nodes[it[w * k]];
-      if (PTREAD_LIKELY(key.kind == ValueKind::string && key.ref != kLongText)) {  // hash()'s, inline
-        hashes[k] = static_cast<uint32_t>(hash_string(std::string_view(key.text, key.ref)));
-      } else {
-        PTREAD_TRY(uint64_t h, hash(it[w * k]));
-        hashes[k] = static_cast<uint32_t>(h);
-      }
-    }
+    PTREAD_CHECK(hash_keys(g, it, w, pairs, hashes));
     first_.clear();  // made when a key repeats: per key, the earlier key it repeats, or kNoNode
     if (pairs <= 16) {
       for (uint32_t k = 1; k < pairs; ++k) {
@@ -72,27 +68,13 @@ class DictKeys {
         }
       }
     } else {
-      size_t cap = 32;
-      while (cap < 2 * size_t{pairs}) cap *= 2;
-      uint32_t* const slots = static_cast<uint32_t*>(pool_.allocate(cap * sizeof(uint32_t)));  // keys that repeat none, by hash
-      std::fill(slots, slots + cap, kNoNode);
-      const size_t mask = cap - 1;
-      constexpr uint32_t kAhead = 8;  // the slots are random accesses into a table larger than L1
-      for (uint32_t k = 0; k < pairs; ++k) {
-        if (k + kAhead < pairs) __builtin_prefetch(&slots[hashes[k + kAhead] & mask], 1);
-        for (size_t s = hashes[k] & mask;; s = (s + 1) & mask) {
-          const uint32_t j = slots[s];
-          if (j == kNoNode) {
-            slots[s] = k;
-            break;
-          }
-          if (hashes[j] != hashes[k]) continue;
-          PTREAD_TRY(bool same, equal(it[w * j], it[w * k]));
-          if (same) {
-            repeats(k, j, pairs);
-            break;
-          }
-        }
+      PTREAD_TRY(bool indexed, find_repeats(it, w, pairs, hashes));
+      if (!indexed) {  // a flood: this dict and the later ones hash under the process's key
+        keyed_ = true;
+        hashes_.clear();
+        PTREAD_CHECK(hash_keys(g, it, w, pairs, hashes));
+        first_.clear();
+        PTREAD_TRY(indexed, find_repeats(it, w, pairs, hashes));
       }
     }
     if (first_.empty()) return {};
@@ -112,6 +94,9 @@ class DictKeys {
     n.ref = w * out;
     return {};
   }
+
+  // The keys hash under keyed_hash (a flood was seen in a dict of this pickle).
+  bool keyed() const noexcept { return keyed_; }
 
   // hash(key), consistent with equal(); an error for keys Python cannot hash.
   Result<uint64_t> hash(uint32_t k, size_t depth = 0) {
@@ -134,15 +119,15 @@ class DictKeys {
       case ValueKind::floating: {
         int64_t i = 0;
         if (float_as_int64(n.f, &i)) return mix(static_cast<uint64_t>(i));
-        if (std::isfinite(n.f) && n.f == std::floor(n.f)) return kBigHash;  // beyond 64 bits, as big ints
+        if (std::isfinite(n.f) && n.f == std::floor(n.f)) return big_hash(float_bytes(n.f));  // beyond 64 bits, as big ints
         uint64_t bits;
         std::memcpy(&bits, &n.f, sizeof bits);
         return mix(bits ^ 0x666c6f6174ull);
       }
-      case ValueKind::big_integer: return kBigHash;
-      case ValueKind::string: return hash_string(g_.text(k));
-      case ValueKind::bytes: return mix(hash_string(g_.text(k)) ^ 0x6279746573ull);
-      case ValueKind::global: return mix(hash_string(g_.global_module(k)) ^ (hash_string(g_.global_name(k)) << 1));
+      case ValueKind::big_integer: return big_hash(minimal(g_.text(k)));
+      case ValueKind::string: return text_hash(g_.text(k));
+      case ValueKind::bytes: return mix(text_hash(g_.text(k)) ^ 0x6279746573ull);
+      case ValueKind::global: return mix(text_hash(g_.global_module(k)) ^ (text_hash(g_.global_name(k)) << 1));
       case ValueKind::storage: return mix(uint64_t{n.ref} ^ 0x73746f72ull << 32);
       case ValueKind::list: case ValueKind::dict: case ValueKind::set:
         return make_error(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(n.kind) +
@@ -183,7 +168,9 @@ class DictKeys {
   }
 
  private:
-  static constexpr uint64_t kBigHash = 0x626967696e74ull;
+  // An int beyond 64 bits, by its minimal two's complement bytes (a float of its value
+  // gives the same).
+  uint64_t big_hash(std::string_view minimal_le) const noexcept { return mix(text_hash(minimal_le) ^ 0x626967696e74ull); }
 
   // A tuple's items in order. A frozenset's items are hashed only to find unhashable ones:
   // the graph may hold an item twice (FROZENSET of 1, 1 is {1}), so its hash is one for
@@ -194,9 +181,56 @@ class DictKeys {
     for (uint32_t j = 0; j < n.ref; ++j) {
       if (!spend()) return over_budget();
       PTREAD_TRY(uint64_t e, hash(n.items[j], depth + 1));
-      h = mix(h ^ e);
+      h = keyed_ ? keyed_hash(h ^ e) : mix(h ^ e);
     }
     return n.kind == ValueKind::tuple ? h : uint64_t{0x66726f7a656e};
+  }
+
+  // The low halves of the hashes of the pairs keys at it[0], it[w], ...
+  Status hash_keys(const Graph& g, const uint32_t* it, uint32_t w, uint32_t pairs, uint32_t* hashes) {
+    for (uint32_t k = 0; k < pairs; ++k) {
+      const Node& key = g.nodes[it[w * k]];
+      if (PTREAD_LIKELY(key.kind == ValueKind::string && key.ref != kLongText && !keyed_)) {  // hash()'s, inline
+        hashes[k] = static_cast<uint32_t>(hash_string(std::string_view(key.text, key.ref)));
+      } else {
+        PTREAD_TRY(uint64_t h, hash(it[w * k]));
+        hashes[k] = static_cast<uint32_t>(keyed_ ? keyed_hash(h) : h);
+      }
+    }
+    return {};
+  }
+
+  // Finds the keys that repeat an earlier one through a table; false (before keyed_) when a
+  // key would land more than StringIndex::kMaxDistance slots from its home.
+  Result<bool> find_repeats(const uint32_t* it, uint32_t w, uint32_t pairs, const uint32_t* hashes) {
+    size_t cap = 32;
+    while (cap < 2 * size_t{pairs}) cap *= 2;
+    uint32_t* const slots = static_cast<uint32_t*>(pool_.allocate(cap * sizeof(uint32_t)));  // keys that repeat none, by hash
+    std::fill(slots, slots + cap, kNoNode);
+    const size_t mask = cap - 1;
+    constexpr uint32_t kAhead = 8;  // the slots are random accesses into a table larger than L1
+    for (uint32_t k = 0; k < pairs; ++k) {
+      if (k + kAhead < pairs) __builtin_prefetch(&slots[hashes[k + kAhead] & mask], 1);
+      size_t passed = 0;  // slots taken, from the key's home slot
+      for (size_t s = hashes[k] & mask;; s = (s + 1) & mask) {
+        const uint32_t j = slots[s];
+        if (j == kNoNode) {
+          slots[s] = k;
+          break;
+        }
+        if (PTREAD_UNLIKELY(++passed > StringIndex::kMaxDistance)) {
+          if (!keyed_) return false;
+          if (!spend()) return over_budget();  // even so (never seen: the key is secret)
+        }
+        if (hashes[j] != hashes[k]) continue;
+        PTREAD_TRY(bool same, equal(it[w * j], it[w * k]));
+        if (same) {
+          repeats(k, j, pairs);
+          break;
+        }
+      }
+    }
+    return true;
   }
 
   void repeats(uint32_t k, uint32_t j, uint32_t pairs) {
@@ -204,13 +238,8 @@ class DictKeys {
     first_[k] = j;
   }
 
-  static uint64_t mix(uint64_t h) noexcept {
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    return h ^ (h >> 33);
-  }
+  uint64_t text_hash(std::string_view s) const noexcept { return keyed_ ? keyed_hash(s) : hash_string(s); }
+  static uint64_t mix(uint64_t h) noexcept { return fmix64(h); }
   static bool numeric(ValueKind k) noexcept {
     return k == ValueKind::boolean || k == ValueKind::integer || k == ValueKind::big_integer || k == ValueKind::floating;
   }
@@ -306,6 +335,7 @@ class DictKeys {
   size_t max_depth_;
   size_t budget_ = size_t{1} << 22;  // dedup() adds 256 a key
   std::unordered_map<uint32_t, uint64_t> hashes_;  // tuple or frozenset node: its hash (hash())
+  bool keyed_ = false;  // a flood was seen: hashes under keyed_hash
   std::vector<uint32_t> first_, place_;  // only for a dict with a repeated key
 };
 

@@ -12,6 +12,7 @@
 // recursion), skips edges back into the current path (cycles), and is bounded.
 #pragma once
 
+#include "../detail/keyed_hash.hpp"
 #include "../detail/python_repr.hpp"
 #include "model.hpp"
 
@@ -390,7 +391,7 @@ class Namer {
   std::vector<uint8_t> on_path_;
   std::string path_;               // the name of the item being visited
   std::vector<size_t> path_len_;   // path_len_[d]: length of the name of the last item visited at depth d
-  std::unordered_map<std::string, const ScriptClass*> script_index_;
+  std::unordered_map<std::string, const ScriptClass*, KeyedHash> script_index_;
   static constexpr size_t kMaxKeyBytes = size_t{1} << 16;  // the text of one non-string key
   std::string key_error_;
   uint64_t steps_ = 0;

@@ -18,6 +18,7 @@
 // read()).
 #pragma once
 
+#include "../detail/keyed_hash.hpp"
 #include "legacy.hpp"
 
 #include <cstring>
@@ -111,8 +112,8 @@ inline Status tar_members(const Source& src, const char* const* want, TarMember*
 class TarHooks final : public TorchHooks {
  public:
   using TorchHooks::TorchHooks;
-  std::unordered_map<int64_t, uint32_t> tensors;   // key -> spec
-  std::unordered_map<int64_t, uint32_t> storages;  // key -> storage table index
+  std::unordered_map<int64_t, uint32_t, KeyedHash> tensors;   // key -> spec (keys a file chose: KeyedHash)
+  std::unordered_map<int64_t, uint32_t, KeyedHash> storages;  // key -> storage table index
   std::vector<DType> dtypes;                        // per storage table entry
   std::vector<uint32_t> locations;                  // per storage table entry: its location text node
 
