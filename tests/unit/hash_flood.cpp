@@ -26,7 +26,7 @@ using ptread::detail::StringIndex;
 namespace {
 
 // hash_string, one 8-byte step: h = g(h ^ word); g is a bijection.
-uint64_t string_step(uint64_t x) {
+uint64_t flood_string_step(uint64_t x) {
   x *= 0x9e3779b97f4a7c15ull;
   return x ^ (x >> 29);
 }
@@ -34,19 +34,19 @@ uint64_t string_step(uint64_t x) {
 // n strings prefix + 8 counter bytes + 8 computed bytes (prefix: a multiple of 8 bytes) that
 // share one hash_string: the last step's input is made the same for all. Every byte is below
 // 0x80, so each is valid UTF-8 (a pickle's text).
-std::vector<std::string> colliding_strings(const std::string& prefix, size_t n) {
+std::vector<std::string> flood_strings(const std::string& prefix, size_t n) {
   const uint64_t m = 0x9e3779b97f4a7c15ull;
   uint64_t h = 0x243f6a8885a308d3ull ^ (static_cast<uint64_t>(prefix.size() + 16) * m);
   for (size_t i = 0; i + 8 <= prefix.size(); i += 8) {
     uint64_t w;
     std::memcpy(&w, prefix.data() + i, 8);
-    h = string_step(h ^ w);
+    h = flood_string_step(h ^ w);
   }
   std::vector<std::string> out;
   for (uint64_t c = 0; out.size() < n; ++c) {
     const uint64_t w1 = c & 0x7f7f7f7f7f7f7f7full;
     if (w1 != c) continue;
-    const uint64_t w2 = string_step(h ^ w1) ^ 0x0123456789abcdefull;  // the last step's input: 0x0123...
+    const uint64_t w2 = flood_string_step(h ^ w1) ^ 0x0123456789abcdefull;  // the last step's input: 0x0123...
     if (w2 & 0x8080808080808080ull) continue;
     std::string k = prefix;
     for (int b = 0; b < 8; ++b) k += static_cast<char>(w1 >> (8 * b));
@@ -56,32 +56,32 @@ std::vector<std::string> colliding_strings(const std::string& prefix, size_t n) 
   return out;
 }
 
-uint64_t inverse_mod_2_64(uint64_t a) {  // a odd
+uint64_t flood_inverse_odd(uint64_t a) {  // a odd
   uint64_t x = a;
   for (int i = 0; i < 6; ++i) x *= 2 - a * x;
   return x;
 }
 // fmix64 backwards (x ^= x >> 33 is its own inverse).
-uint64_t unfmix64(uint64_t h) {
+uint64_t flood_unfmix64(uint64_t h) {
   h ^= h >> 33;
-  h *= inverse_mod_2_64(0xc4ceb9fe1a85ec53ull);
+  h *= flood_inverse_odd(0xc4ceb9fe1a85ec53ull);
   h ^= h >> 33;
-  h *= inverse_mod_2_64(0xff51afd7ed558ccdull);
+  h *= flood_inverse_odd(0xff51afd7ed558ccdull);
   return h ^ (h >> 33);
 }
 
 // n ints whose DictKeys hashes (fmix64) have distinct low 32 bits, all with the low 16
 // bits below 16: one run of slots in any table of up to 2^16 slots.
-std::vector<int64_t> colliding_ints(size_t n) {
+std::vector<int64_t> flood_ints(size_t n) {
   std::vector<int64_t> out;
   for (uint64_t i = 0; i < n; ++i) {
     const uint64_t h = (i & 15) | ((i >> 4) & 0xffff) << 16 | i << 40;
-    out.push_back(static_cast<int64_t>(unfmix64(h)));
+    out.push_back(static_cast<int64_t>(flood_unfmix64(h)));
   }
   return out;
 }
 
-Bytes zip_of(const Bytes& pkl, const std::vector<std::pair<std::string, Bytes>>& records) {
+Bytes flood_zip(const Bytes& pkl, const std::vector<std::pair<std::string, Bytes>>& records) {
   ZipWriter w;
   w.add("archive/data.pkl", pkl);
   for (const auto& r : records) w.add(r.first, r.second);
@@ -92,7 +92,7 @@ Bytes zip_of(const Bytes& pkl, const std::vector<std::pair<std::string, Bytes>>&
 // The items of a dict of tensors as torch.save writes them (after its MARK): names[i], then
 // the tensor spec(i) (the first tensor names the globals, later ones get them from the memo).
 template <class Spec>
-void tensor_items(Pickle& p, Memo& m, const std::vector<std::string>& names, const Spec& spec) {
+void flood_tensor_items(Pickle& p, Memo& m, const std::vector<std::string>& names, const Spec& spec) {
   RunKeys first{};
   for (size_t i = 0; i < names.size(); ++i) {
     p.str(names[i]);
@@ -103,13 +103,13 @@ void tensor_items(Pickle& p, Memo& m, const std::vector<std::string>& names, con
 }
 
 // A pickle run as read_zip_checkpoint runs data.pkl (storages from test_storages()).
-struct Run {
+struct FloodRun {
   ptread::detail::Model model;
   ptread::Limits limits;
   ptread::Result<uint32_t> root = ptread::make_error(ptread::ErrorCode::ok, "not run");
 };
-std::unique_ptr<Run> run(const Bytes& p) {
-  auto r = std::make_unique<Run>();
+std::unique_ptr<FloodRun> flood_run(const Bytes& p) {
+  auto r = std::make_unique<FloodRun>();
   ptread::detail::TorchHooks hooks(r->model, test_storages(), r->limits);
   ptread::detail::PickleVM vm(r->model.graph, hooks, r->limits, "test.pkl");
   r->root = vm.run(p.data(), p.size());
@@ -117,7 +117,7 @@ std::unique_ptr<Run> run(const Bytes& p) {
 }
 
 // Runs DictKeys again over dict node d of r (no key repeats by now): did it take the keyed hash?
-bool dict_keys_keyed(Run& r, uint32_t d) {
+bool flood_dict_keys_keyed(FloodRun& r, uint32_t d) {
   ptread::detail::BlockPool pool;
   ptread::detail::DictKeys keys(r.model.graph, pool, r.limits.max_nesting_depth);
   const auto st = keys.dedup(r.model.graph, d);
@@ -141,12 +141,12 @@ TEST_CASE("keyed hash: SipHash-2-4 gives the reference test vectors; the process
 }
 
 TEST_CASE("StringIndex: keys crafted to share one hash are indexed under the keyed hash, each within kMaxDistance", "[hash]") {
-  const auto keys = colliding_strings("", 20000);
+  const auto keys = flood_strings("", 20000);
   for (const auto& k : keys) REQUIRE(ptread::detail::hash_string(k) == ptread::detail::hash_string(keys[0]));
   std::vector<std::string> listed = keys;
   listed.push_back(keys[7]);  // a name listed twice: the first wins
   auto key_at = [&](uint32_t i) { return std::string_view(listed[i]); };
-  const std::string absent = colliding_strings("", 20001).back();  // shares the hash, never inserted
+  const std::string absent = flood_strings("", 20001).back();  // shares the hash, never inserted
   SECTION("all at once (zip records, tensor names)") {
     StringIndex index;
     index.insert_all(static_cast<uint32_t>(listed.size()), key_at);
@@ -196,7 +196,7 @@ TEST_CASE("StringIndex: keys crafted to share one hash are indexed under the key
 TEST_CASE("checkpoint: storage keys, record names and tensor names crafted to collide read as without a flood", "[hash]") {
   const size_t n = 5000;
   SECTION("storage keys: each tensor reads its own record") {
-    const auto keys = colliding_strings("", n);
+    const auto keys = flood_strings("", n);
     Pickle p;
     Memo m;
     p.op(0x80).op(2).op('}');
@@ -211,13 +211,13 @@ TEST_CASE("checkpoint: storage keys, record names and tensor names crafted to co
       std::memcpy(rec.data(), v, sizeof v);
       records.push_back({"archive/data/" + keys[i], rec});
     }
-    tensor_items(p, m, names, [&](size_t i) {
+    flood_tensor_items(p, m, names, [&](size_t i) {
       TensorSpecIn t;
       t.key = keys[i];
       return t;
     });
     p.op('u').op('.');
-    const Bytes file = zip_of(p.b, records);
+    const Bytes file = flood_zip(p.b, records);
     auto ck = ptread::Checkpoint::open_memory(file.data(), file.size());
     REQUIRE(ck.ok());
     REQUIRE(ck->tensors().size() == n);
@@ -228,7 +228,7 @@ TEST_CASE("checkpoint: storage keys, record names and tensor names crafted to co
     }
   }
   SECTION("record names: the one tensor finds its record among them") {
-    const auto names = colliding_strings("archive/floodfld", n);
+    const auto names = flood_strings("archive/floodfld", n);
     Pickle p;
     Memo m;
     p.op(0x80).op(2).op('}');
@@ -244,14 +244,14 @@ TEST_CASE("checkpoint: storage keys, record names and tensor names crafted to co
     Bytes rec(24, 0);
     rec[0] = 0x7f;
     records.push_back({"archive/data/k", rec});
-    const Bytes file = zip_of(p.b, records);
+    const Bytes file = flood_zip(p.b, records);
     auto ck = ptread::Checkpoint::open_memory(file.data(), file.size());
     REQUIRE(ck.ok());
     REQUIRE(ck->find("t") != nullptr);
     CHECK(static_cast<const uint8_t*>(ck->find("t")->data_ptr())[0] == 0x7f);
   }
   SECTION("tensor names: {'pppppp': {k: tensor}} with every 'pppppp.' + k sharing a hash") {
-    const auto full = colliding_strings("pppppp.x", n);
+    const auto full = flood_strings("pppppp.x", n);
     Pickle p;
     Memo m;
     p.op(0x80).op(2).op('}');
@@ -263,7 +263,7 @@ TEST_CASE("checkpoint: storage keys, record names and tensor names crafted to co
     p.op('(');
     std::vector<std::string> inner;
     for (const auto& f : full) inner.push_back(f.substr(7));
-    tensor_items(p, m, inner, [](size_t i) {
+    flood_tensor_items(p, m, inner, [](size_t i) {
       TensorSpecIn t;
       t.offset = static_cast<int64_t>(i % 6);
       t.size = {};
@@ -274,7 +274,7 @@ TEST_CASE("checkpoint: storage keys, record names and tensor names crafted to co
     Bytes rec(24);
     const float v[6] = {10, 11, 12, 13, 14, 15};
     std::memcpy(rec.data(), v, sizeof v);
-    const Bytes file = zip_of(p.b, {{"archive/data/0", rec}});
+    const Bytes file = flood_zip(p.b, {{"archive/data/0", rec}});
     auto ck = ptread::Checkpoint::open_memory(file.data(), file.size());
     REQUIRE(ck.ok());
     REQUIRE(ck->tensors().size() == n);
@@ -285,19 +285,19 @@ TEST_CASE("checkpoint: storage keys, record names and tensor names crafted to co
       REQUIRE(t != nullptr);
       CHECK(static_cast<const float*>(t->data_ptr())[0] == float(10 + i % 6));
     }
-    CHECK(ck->find(colliding_strings("pppppp.x", n + 1).back()) == nullptr);
+    CHECK(ck->find(flood_strings("pppppp.x", n + 1).back()) == nullptr);
   }
 }
 
 TEST_CASE("DictKeys: string and int keys crafted to collide keep Python's dict semantics under the keyed hash", "[hash]") {
   SECTION("20,000 strings sharing one hash, one of them set again (it was E502: over the comparison budget)") {
-    const auto keys = colliding_strings("", 20000);
+    const auto keys = flood_strings("", 20000);
     Pickle p;
     p.op(0x80).op(2).op('}').op('(');
     for (size_t i = 0; i < keys.size(); ++i) p.str(keys[i]).integer(static_cast<int64_t>(i));
     p.str(keys[5]).integer(-1);  // d[keys[5]] = -1: its first place, the last value
     p.op('u').op('.');
-    auto r = run(p.b);
+    auto r = flood_run(p.b);
     REQUIRE(r->root.ok());
     const auto& g = r->model.graph;
     const auto items = g.at(*r->root).items;
@@ -306,10 +306,10 @@ TEST_CASE("DictKeys: string and int keys crafted to collide keep Python's dict s
     CHECK(g.text(items[10]) == keys[5]);
     CHECK(g.at(items[11]).i == -1);
     CHECK(g.at(items[13]).i == 6);
-    CHECK(dict_keys_keyed(*r, *r->root));
+    CHECK(flood_dict_keys_keyed(*r, *r->root));
   }
   SECTION("20,000 ints in one run of slots; 1.0 and True repeat 1") {
-    const auto ints = colliding_ints(20000);
+    const auto ints = flood_ints(20000);
     Pickle p;
     p.op(0x80).op(2).op('}').op('(');
     for (size_t i = 0; i < ints.size(); ++i) p.integer(ints[i]).op('N');
@@ -318,7 +318,7 @@ TEST_CASE("DictKeys: string and int keys crafted to collide keep Python's dict s
     for (uint8_t b : one) p.op(b);
     p.integer(2).op(0x88).integer(3);  // True: 3
     p.op('u').op('.');
-    auto r = run(p.b);
+    auto r = flood_run(p.b);
     REQUIRE(r->root.ok());
     const auto& g = r->model.graph;
     const auto items = g.at(*r->root).items;
@@ -326,17 +326,17 @@ TEST_CASE("DictKeys: string and int keys crafted to collide keep Python's dict s
     for (size_t i = 0; i < ints.size(); i += 101) CHECK(g.at(items[2 * i]).i == ints[i]);
     CHECK(g.at(items[2 * ints.size()]).i == 1);
     CHECK(g.at(items[2 * ints.size() + 1]).i == 3);
-    CHECK(dict_keys_keyed(*r, *r->root));
+    CHECK(flood_dict_keys_keyed(*r, *r->root));
   }
   SECTION("a state dict's names stay on the fast hash") {
     Pickle p;
     p.op(0x80).op(2).op('}').op('(');
     for (int i = 0; i < 20000; ++i) p.str("layers." + std::to_string(i) + ".weight").integer(i);
     p.op('u').op('.');
-    auto r = run(p.b);
+    auto r = flood_run(p.b);
     REQUIRE(r->root.ok());
     CHECK(r->model.graph.at(*r->root).items.size() == 40000);
-    CHECK_FALSE(dict_keys_keyed(*r, *r->root));
+    CHECK_FALSE(flood_dict_keys_keyed(*r, *r->root));
   }
 }
 
@@ -357,7 +357,7 @@ TEST_CASE("far memo keys a multiple of the bucket count apart spread over KeyedH
   for (uint64_t j = 1; j <= 20000; ++j) p.integer(static_cast<int64_t>(j)).raw("p" + std::to_string(buckets * j) + "\n0");
   for (uint64_t j = 1; j <= 20000; j += 999) p.raw("g" + std::to_string(buckets * j) + "\n");
   p.op('l').op('.');
-  auto r = run(p.b);
+  auto r = flood_run(p.b);
   REQUIRE(r->root.ok());
   const auto& g = r->model.graph;
   const auto items = g.at(*r->root).items;
