@@ -20,6 +20,9 @@ struct Limits {
   // Tensors
   size_t max_rank = 64;                           // dimensions of one tensor
   size_t max_tensors = size_t{1} << 24;           // named entries listed (tied names count)
+  // Bytes of all the names the naming walk makes (tensors, unsupported entries, modules),
+  // and never more than 64 MiB + 256x the file's size.
+  uint64_t max_name_bytes = uint64_t{1} << 32;
   // Zip
   size_t max_zip_entries = size_t{1} << 24;
   uint64_t max_inflated_bytes = uint64_t{1} << 36;  // one deflated record, decompressed (64 GiB)

@@ -324,6 +324,9 @@ struct Limits {
   // Tensors
   size_t max_rank = 64;                           // dimensions of one tensor
   size_t max_tensors = size_t{1} << 24;           // named entries listed (tied names count)
+  // Bytes of all the names the naming walk makes (tensors, unsupported entries, modules),
+  // and never more than 64 MiB + 256x the file's size.
+  uint64_t max_name_bytes = uint64_t{1} << 32;
   // Zip
   size_t max_zip_entries = size_t{1} << 24;
   uint64_t max_inflated_bytes = uint64_t{1} << 36;  // one deflated record, decompressed (64 GiB)
@@ -7282,7 +7285,10 @@ namespace detail {
 
 class Namer {
  public:
-  Namer(Model& m, const Limits& limits) : m_(m), g_(m.graph), limits_(limits) {}
+  // source_bytes: the size of the file the model was read from (the names' budget).
+  Namer(Model& m, const Limits& limits, uint64_t source_bytes) : m_(m), g_(m.graph), limits_(limits) {
+    name_budget_ = std::min<uint64_t>(limits.max_name_bytes, (uint64_t{1} << 26) + 256 * std::min<uint64_t>(source_bytes, uint64_t{1} << 48));
+  }
 
   Status run() {
     on_path_.assign(g_.nodes.size(), 0);
@@ -7372,15 +7378,18 @@ class Namer {
       }
       case ValueKind::unsupported:
         PTREAD_CHECK(enter(key, key_kind, depth));
+        if (!spend_names(path_.size())) return names_over_budget();
         m_.named_unsupported.push_back({path_, m_.unsupported[n.ref]});
         return {};
       case ValueKind::quantized:
         PTREAD_CHECK(enter(key, key_kind, depth));
+        if (!spend_names(path_.size())) return names_over_budget();
         m_.named_quantized.push_back({path_, QuantizedTensor()});
         m_.quantized_of.push_back(n.ref);
         return {};
       case ValueKind::sparse:
         PTREAD_CHECK(enter(key, key_kind, depth));
+        if (!spend_names(path_.size())) return names_over_budget();
         m_.named_sparse.push_back({path_, SparseTensor()});
         m_.sparse_of.push_back(n.ref);
         return {};
@@ -7412,6 +7421,7 @@ class Namer {
       f.mode = kByChildren;
       f.items = nullptr;
       collect_object(n);
+      if (name_bytes_ > name_budget_) return names_over_budget();  // a module's name (add_module)
       f.end = static_cast<uint32_t>(children_.size() - f.child_base);
     }
     on_path_[i] = 1;
@@ -7434,7 +7444,7 @@ class Namer {
     if (g_.kind(value) != ValueKind::tensor || g_.kind(key) != ValueKind::string) return false;
     const size_t pos = m_.listed_count();
     const std::string_view name = g_.text(key);
-    if (steps_ >= max_steps_ || pos >= limits_.max_tensors || name.size() > UINT32_MAX) return false;
+    if (steps_ >= max_steps_ || pos >= limits_.max_tensors || name.size() > UINT32_MAX || !spend_names(name.size())) return false;
     ++steps_;
     list_tensor(name, g_.nodes[value].ref, pos);
     return true;
@@ -7451,6 +7461,7 @@ class Namer {
       if (base) path_.push_back('.');
       append_key(key, key_kind);
       if (base && path_.size() == base + 1) path_.resize(base);  // an empty key adds nothing
+      if (!spend_names(path_.size() - base)) return names_over_budget();
     }
     if (path_len_.size() <= depth) path_len_.resize(depth + 1);
     path_len_[depth] = path_.size();
@@ -7466,16 +7477,18 @@ class Namer {
     Arena& arena = m_.graph.arena;
     if (depth == 0 || key_kind != kKeyNode || g_.kind(key) != ValueKind::string) {
       PTREAD_CHECK(enter(key, key_kind, depth));
+      if (!spend_names(path_.size())) return names_over_budget();
       *out = std::string_view(arena.copy(path_.data(), path_.size()), path_.size());
       return {};
     }
     const size_t base = path_len_[depth - 1];
     const std::string_view k = g_.text(key);
+    const size_t n = base == 0 ? k.size() : k.empty() ? base : base + 1 + k.size();
+    if (!spend_names(n)) return names_over_budget();  // (Model::named() copies it again)
     if (base == 0) {
       *out = k;
       return {};
     }
-    const size_t n = k.empty() ? base : base + 1 + k.size();
     char* d = static_cast<char*>(arena.allocate(n, 1));
     std::memcpy(d, path_.data(), base);
     if (!k.empty()) {
@@ -7634,6 +7647,7 @@ class Namer {
       name += '.';
       name += g_.global_name(cls);
     }
+    spend_names(path_.size());  // visit() checks the budget after
     m_.modules.push_back({path_, std::move(name)});
   }
 
@@ -7650,9 +7664,28 @@ class Namer {
   std::string key_error_;
   uint64_t steps_ = 0;
   uint64_t max_steps_ = 0;
+  // The bytes of names made (each key added to a path, each name kept): a key repeated
+  // through the memo at every level of a deep nesting would make every tensor's name huge
+  // (an 84 KB file: 5 GB and 22 s). Names of real files take a few bytes of the file's
+  // each; a budget of 64 MiB + 256 bytes a byte of the file, and Limits::max_name_bytes.
+  uint64_t name_bytes_ = 0;
+  uint64_t name_budget_ = 0;
+  bool spend_names(uint64_t n) noexcept {
+    name_bytes_ += n;
+    return name_bytes_ <= name_budget_;
+  }
+  Error names_over_budget() const {
+    return make_error(ErrorCode::limit_exceeded,
+                      "the names of the tensors and modules would take over " + std::to_string(name_budget_) +
+                          " bytes (64 MiB + 256 a byte of the file, at most Limits::max_name_bytes) at '" +
+                          path_.substr(0, 200) + "'");
+  }
 };
 
-inline Status name_tensors(Model& m, const Limits& limits) { return Namer(m, limits).run(); }
+// source_bytes: the size of the file the model was read from.
+inline Status name_tensors(Model& m, const Limits& limits, uint64_t source_bytes) {
+  return Namer(m, limits, source_bytes).run();
+}
 
 }  // namespace detail
 }  // namespace ptread
@@ -8867,7 +8900,7 @@ class LegacyReader {
     PTREAD_CHECK(run_fill_jobs(*src_, fill, opt_.threads));
     PTREAD_CHECK(hooks_->finish());
     PTREAD_CHECK(realign_storages(*model_));
-    PTREAD_CHECK(name_tensors(*model_, opt_.limits));
+    PTREAD_CHECK(name_tensors(*model_, opt_.limits, src_->size()));
     return model_;
   }
 
@@ -9169,7 +9202,7 @@ class TarReader {
     uint64_t pos = mem[3].offset;
     PTREAD_TRY(model_->root, pickle_at(&pos, mem[3], "pickle"));
     PTREAD_CHECK(realign_storages(*model_));
-    PTREAD_CHECK(name_tensors(*model_, opt_.limits));
+    PTREAD_CHECK(name_tensors(*model_, opt_.limits, src_->size()));
     return model_;
   }
 
@@ -10348,7 +10381,7 @@ inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const 
   }
   PTREAD_CHECK(run_fill_jobs(*src, fill, opt.threads));
   PTREAD_CHECK(realign_storages(*model));
-  PTREAD_CHECK(name_tensors(*model, opt.limits));
+  PTREAD_CHECK(name_tensors(*model, opt.limits, src->size()));
   return model;
 }
 

@@ -68,7 +68,7 @@ inline void pickle_run(const uint8_t* data, size_t size, bool runs, PickleOutcom
     out->text = st.error().str();
     return;
   }
-  if (auto st = name_tensors(m, limits); !st) {
+  if (auto st = name_tensors(m, limits, size); !st) {
     out->text = st.error().str();
     return;
   }

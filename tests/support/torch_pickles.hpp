@@ -197,7 +197,7 @@ inline std::string run_pickle(const Bytes& b, bool runs, const ptread::Limits& l
   if (!root) return root.error().str();
   m.root = *root;
   if (auto st = hooks.finish(); !st) return st.error().str();
-  if (auto st = ptread::detail::name_tensors(m, limits); !st) return st.error().str();
+  if (auto st = ptread::detail::name_tensors(m, limits, b.size()); !st) return st.error().str();
   return ModelDump(m).all();
 }
 

@@ -77,8 +77,8 @@ struct Read {
 };
 Read read_both(const Bytes& b) {
   Read r;
-  r.off = run_pickle(b, false);
-  r.on = run_pickle(b, true, {}, &r.taken, &r.by_template);
+  r.off = ptread_test::run_pickle(b, false);
+  r.on = ptread_test::run_pickle(b, true, {}, &r.taken, &r.by_template);
   return r;
 }
 

@@ -440,7 +440,7 @@ TEST_CASE("names: a root dict's tensors under string keys are named by their key
     model.root = *root;
     REQUIRE(hooks.finish().ok());
     std::vector<std::string> out;
-    if (auto st = ptread::detail::name_tensors(model, limits); !st) {
+    if (auto st = ptread::detail::name_tensors(model, limits, p.b.size()); !st) {
       *error = st.error().str();
       return out;
     }

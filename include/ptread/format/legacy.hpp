@@ -99,7 +99,7 @@ class LegacyReader {
     PTREAD_CHECK(run_fill_jobs(*src_, fill, opt_.threads));
     PTREAD_CHECK(hooks_->finish());
     PTREAD_CHECK(realign_storages(*model_));
-    PTREAD_CHECK(name_tensors(*model_, opt_.limits));
+    PTREAD_CHECK(name_tensors(*model_, opt_.limits, src_->size()));
     return model_;
   }
 

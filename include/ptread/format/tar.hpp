@@ -190,7 +190,7 @@ class TarReader {
     uint64_t pos = mem[3].offset;
     PTREAD_TRY(model_->root, pickle_at(&pos, mem[3], "pickle"));
     PTREAD_CHECK(realign_storages(*model_));
-    PTREAD_CHECK(name_tensors(*model_, opt_.limits));
+    PTREAD_CHECK(name_tensors(*model_, opt_.limits, src_->size()));
     return model_;
   }
 

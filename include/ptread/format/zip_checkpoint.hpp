@@ -566,7 +566,7 @@ inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const 
   }
   PTREAD_CHECK(run_fill_jobs(*src, fill, opt.threads));
   PTREAD_CHECK(realign_storages(*model));
-  PTREAD_CHECK(name_tensors(*model, opt.limits));
+  PTREAD_CHECK(name_tensors(*model, opt.limits, src->size()));
   return model;
 }
 
