@@ -71,12 +71,12 @@ Bytes runs_pickle(const Shape& s, int n) {
   return p.b;
 }
 
-struct Read {
+struct TemplateRead {
   std::string on, off;
   size_t taken = 0, by_template = 0;
 };
-Read read_both(const Bytes& b) {
-  Read r;
+TemplateRead read_both(const Bytes& b) {
+  TemplateRead r;
   r.off = ptread_test::run_pickle(b, false);
   r.on = ptread_test::run_pickle(b, true, {}, &r.taken, &r.by_template);
   return r;
@@ -100,7 +100,7 @@ TEST_CASE("run template: runs of one shape are read by it, each hole as the opco
   for (bool memoize : {false, true}) {
     s.memoize = memoize;
     INFO("memoize " << memoize);
-    const Read r = read_both(runs_pickle(s, 60));
+    const TemplateRead r = read_both(runs_pickle(s, 60));
     REQUIRE(r.off.find("named:") != std::string::npos);  // it reads
     CHECK(r.on == r.off);
     CHECK(r.taken == 60);
@@ -124,7 +124,7 @@ TEST_CASE("run template: ranks 0 to 8, a persistent id ending in None, sizes as 
     s.wide = [](int i) -> int64_t { return 7 + i; };
     s.offset = [](int i) -> int64_t { return i % 2; };
     s.grad = [](int) { return false; };
-    const Read r = read_both(runs_pickle(s, 12));
+    const TemplateRead r = read_both(runs_pickle(s, 12));
     REQUIRE(r.off.find("named:") != std::string::npos);
     CHECK(r.on == r.off);
     CHECK(r.taken == 12);
@@ -143,7 +143,7 @@ TEST_CASE("run template: runs of two shapes in turn are read by it half the time
     INFO((c == 0 ? "requires_grad in turn" : "ranks in turn"));
     s.size = [c](int i) { return c == 1 && i % 2 ? std::vector<int64_t>{4} : std::vector<int64_t>{1, 4}; };
     s.grad = [c](int i) { return c == 0 && i % 2 == 1; };
-    const Read r = read_both(runs_pickle(s, 90));
+    const TemplateRead r = read_both(runs_pickle(s, 90));
     REQUIRE(r.off.find("named:") != std::string::npos);
     CHECK(r.on == r.off);
     CHECK(r.taken == 90);
@@ -179,7 +179,7 @@ TEST_CASE("run template: a run whose gets' memo entries were overwritten is read
   }
   p.str("pad").str(std::string(400, '-'));
   p.op('u').op('.');
-  const Read r = read_both(p.b);
+  const TemplateRead r = read_both(p.b);
   CHECK(r.on == r.off);
   CHECK(r.taken == 4);        // runs 5 to 8 go opcode by opcode (and fail there, as off)
   CHECK(r.by_template == 3);  // runs 2 to 4
@@ -196,7 +196,7 @@ TEST_CASE("run template: every one-byte change and cut of runs read by it reads 
     s.memoize = memoize;
     const Bytes base = runs_pickle(s, 6);
     {
-      const Read r = read_both(base);
+      const TemplateRead r = read_both(base);
       REQUIRE(r.on == r.off);
       REQUIRE(r.by_template == 5);  // runs 2 to 6: the sweep changes runs the template reads
     }
@@ -211,7 +211,7 @@ TEST_CASE("run template: every one-byte change and cut of runs read by it reads 
     size_t differ = 0, cases = 0;
     auto compare = [&](const Bytes& b) {
       ++cases;
-      const Read r = read_both(b);
+      const TemplateRead r = read_both(b);
       if (r.on != r.off) {
         ++differ;
         UNSCOPED_INFO("bytes " << b.size() << "\noff: " << r.off.substr(0, 400) << "\non:  " << r.on.substr(0, 400));
