@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls this). On a fresh Debian machine:
 #   bash tools/test.sh
-# Stages: dependencies; single_include/ is what tools/amalgamate.py writes; a g++ build with
+# Stages: dependencies; single_include/ is what tools/amalgamate.py writes; the unit tests
+# parse as one translation unit (the unity builds' batches cannot clash); a g++ build with
 # -Werror and all tests (ctest: unit, fixtures, corpus, fresh torch-written fixtures, CLI,
 # examples); clang++ -Werror builds of the tool, benchmarks and examples; a -fno-exceptions
 # build without zlib whose tests include the single header; clang ASan+UBSan; ThreadSanitizer on
@@ -32,6 +33,17 @@ if ! diff -u single_include/ptread/ptread.hpp "$out/amalgamated.hpp" >"$out/amal
   echo "single_include/ptread/ptread.hpp is out of date: run 'python3 tools/amalgamate.py' and commit it" >&2
   exit 1
 fi
+
+# The unity builds below (CMake: 8 sources a batch, Meson: 4) put test sources side by side;
+# which ones depends on the file list, so two files' helpers of one name (in anonymous
+# namespaces) may meet when a file is added. All the unit tests as one translation unit
+# shows any such pair now, whatever the batches.
+stage "unit tests: one translation unit (names no unity batching can pair)"
+{ for f in tests/unit/*.cpp; do printf '#include "%s"\n' "$root/$f"; done; } >"$out/unit_all.cpp"
+blas=()
+if cflags=$(pkg-config --cflags openblas 2>/dev/null); then blas=($cflags -DPTREAD_TEST_OPENBLAS=1); fi
+g++ -std=c++17 -fsyntax-only -Wall -Wextra -Wpedantic -Wconversion -Wshadow -Wundef -Werror -Iinclude -Itests \
+  -DPTREAD_WITH_ZLIB=1 "${blas[@]}" '-DPTREAD_TEST_FIXTURES="."' '-DPTREAD_TEST_CORPUS="."' "$out/unit_all.cpp"
 
 cmake_stage() {  # name, then extra cmake arguments
   local name=$1; shift
