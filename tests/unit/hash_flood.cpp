@@ -102,6 +102,13 @@ void flood_tensor_items(Pickle& p, Memo& m, const std::vector<std::string>& name
   }
 }
 
+// Protocol 2, an empty dict (memoized), MARK: where flood_tensor_items() go.
+void flood_dict_start(Pickle& p, Memo& m) {
+  p.op(0x80).op(2).op('}');
+  m.put(p);
+  p.op('(');
+}
+
 // A pickle run as read_zip_checkpoint runs data.pkl (storages from test_storages()).
 struct FloodRun {
   ptread::detail::Model model;
@@ -199,9 +206,7 @@ TEST_CASE("checkpoint: storage keys, record names and tensor names crafted to co
     const auto keys = flood_strings("", n);
     Pickle p;
     Memo m;
-    p.op(0x80).op(2).op('}');
-    m.put(p);
-    p.op('(');
+    flood_dict_start(p, m);
     std::vector<std::string> names;
     std::vector<std::pair<std::string, Bytes>> records;
     for (size_t i = 0; i < n; ++i) {
@@ -231,13 +236,12 @@ TEST_CASE("checkpoint: storage keys, record names and tensor names crafted to co
     const auto names = flood_strings("archive/floodfld", n);
     Pickle p;
     Memo m;
-    p.op(0x80).op(2).op('}');
-    m.put(p);
-    p.op('(').str("t");
-    m.put(p);
-    TensorSpecIn t;
-    t.key = "k";  // not a number: looked up by record name
-    tensor(p, m, t, nullptr);
+    flood_dict_start(p, m);
+    flood_tensor_items(p, m, {"t"}, [](size_t) {
+      TensorSpecIn t;
+      t.key = "k";  // not a number: looked up by record name
+      return t;
+    });
     p.op('u').op('.');
     std::vector<std::pair<std::string, Bytes>> records;
     for (const auto& s : names) records.push_back({s, Bytes(1, 0x55)});

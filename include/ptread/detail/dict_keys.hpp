@@ -54,7 +54,7 @@ class DictKeys {
     uint32_t* it = n.items;
     uint32_t small[16];
     uint32_t* const hashes = pairs <= 16 ? small : static_cast<uint32_t*>(pool_.allocate(pairs * sizeof(uint32_t)));
-    PTREAD_CHECK(hash_keys(g, it, w, pairs, hashes));
+    PTREAD_CHECK(hash_keys(it, w, pairs, hashes));
     first_.clear();  // made when a key repeats: per key, the earlier key it repeats, or kNoNode
     if (pairs <= 16) {
       for (uint32_t k = 1; k < pairs; ++k) {
@@ -72,7 +72,7 @@ class DictKeys {
       if (!indexed) {  // a flood: this dict and the later ones hash under the process's key
         keyed_ = true;
         hashes_.clear();
-        PTREAD_CHECK(hash_keys(g, it, w, pairs, hashes));
+        PTREAD_CHECK(hash_keys(it, w, pairs, hashes));
         first_.clear();
         PTREAD_TRY(indexed, find_repeats(it, w, pairs, hashes));
       }
@@ -187,9 +187,9 @@ class DictKeys {
   }
 
   // The low halves of the hashes of the pairs keys at it[0], it[w], ...
-  Status hash_keys(const Graph& g, const uint32_t* it, uint32_t w, uint32_t pairs, uint32_t* hashes) {
+  Status hash_keys(const uint32_t* it, uint32_t w, uint32_t pairs, uint32_t* hashes) {
     for (uint32_t k = 0; k < pairs; ++k) {
-      const Node& key = g.nodes[it[w * k]];
+      const Node& key = g_.nodes[it[w * k]];
       if (PTREAD_LIKELY(key.kind == ValueKind::string && key.ref != kLongText && !keyed_)) {  // hash()'s, inline
         hashes[k] = static_cast<uint32_t>(hash_string(std::string_view(key.text, key.ref)));
       } else {
