@@ -464,6 +464,31 @@ TEST_CASE("dicts given a key twice hold it once, as Python's dicts do", "[fixtur
   CHECK(root["od"]["p"].as_tensor().value() == ck->find("od.p"));
 }
 
+TEST_CASE("frozenset keys compare as sets, whatever the order of their items", "[fixtures][value]") {
+  // frozenset_keys.pt (generate.py; torch.load's lengths in expected.json, its values
+  // asserted there): 3,000 distinct frozenset keys, two equal 3,000-item frozensets pickled
+  // in other orders, and frozensets in frozensets. All three were E502 (one hash for every
+  // frozenset: each key compared with all others, over the budget).
+  auto ck = ptread::Checkpoint::open(fixture_dir() + "/frozenset_keys.pt");
+  REQUIRE(ck.ok());
+  const ptread::Value root = ck->root();
+  const ptread::Value sets = root["sets"];
+  REQUIRE(sets.size() == 3000);
+  for (size_t i : {size_t{0}, size_t{1}, size_t{2999}}) {
+    REQUIRE(sets.key(i).kind() == ptread::ValueKind::frozenset);
+    REQUIRE(sets.key(i).size() == 1);
+    CHECK(sets.key(i)[0].as_int().value() == static_cast<int64_t>(i));
+    CHECK(sets.value(i).as_int().value() == static_cast<int64_t>(i));
+  }
+  const ptread::Value big = root["big"];
+  REQUIRE(big.size() == 1);
+  CHECK(big.key(0).size() == 3000);
+  CHECK(big.value(0).as_int().value() == 2);  // the first key's place, the last value
+  const ptread::Value nested = root["nested"];
+  REQUIRE(nested.size() == 1);
+  CHECK(nested.value(0).as_int().value() == 2);
+}
+
 TEST_CASE("files mistaken for checkpoints are named for what they are", "[fixtures][errors]") {
   auto check = [](const ptread::Result<ptread::Checkpoint>& ck, ptread::ErrorCode code, const char* says) {
     REQUIRE_FALSE(ck.ok());

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace ptread {
@@ -172,18 +173,32 @@ class DictKeys {
   // gives the same).
   uint64_t big_hash(std::string_view minimal_le) const noexcept { return mix(text_hash(minimal_le) ^ 0x626967696e74ull); }
 
-  // A tuple's items in order. A frozenset's items are hashed only to find unhashable ones:
-  // the graph may hold an item twice (FROZENSET of 1, 1 is {1}), so its hash is one for
-  // all frozensets and equal() compares them as sets.
+  // A tuple's items in order; a frozenset's as a set: the graph may hold an item twice
+  // (FROZENSET of 1, 1.0 is {1}) and in any order, so its hash combines the distinct
+  // hashes of its items, sorted (equal items hash alike; equal() compares them as sets).
   Result<uint64_t> hash_items(const Node& n, size_t depth) {
-    uint64_t h = mix(uint64_t{n.ref} ^ 0x7475ull << 40);
     if (depth >= max_depth_) return too_deep();
+    const bool tuple = n.kind == ValueKind::tuple;
+    uint64_t h = mix(uint64_t{n.ref} ^ 0x7475ull << 40);
+    std::vector<uint64_t> items;  // a frozenset's item hashes (frozenset keys are rare)
+    if (!tuple) items.reserve(n.ref);
     for (uint32_t j = 0; j < n.ref; ++j) {
       if (!spend()) return over_budget();
       PTREAD_TRY(uint64_t e, hash(n.items[j], depth + 1));
+      if (!tuple) {
+        items.push_back(e);
+        continue;
+      }
       h = keyed_ ? keyed_hash(h ^ e) : mix(h ^ e);
     }
-    return n.kind == ValueKind::tuple ? h : uint64_t{0x66726f7a656e};
+    if (tuple) return h;
+    std::sort(items.begin(), items.end());
+    h = mix(0x66726f7a656eull);  // not the item count: {1, 1} == {1}
+    for (size_t j = 0; j < items.size(); ++j) {
+      if (j > 0 && items[j] == items[j - 1]) continue;
+      h = keyed_ ? keyed_hash(h ^ items[j]) : mix(h ^ items[j]);
+    }
+    return h;
   }
 
   // The low halves of the hashes of the pairs keys at it[0], it[w], ...
@@ -306,14 +321,24 @@ class DictKeys {
     int64_t fi = 0;
     return float_as_int64(f, &fi) && fi == i;
   }
-  // Every item of frozenset a is in frozenset b.
+  // Every item of frozenset a is in frozenset b: b's items sorted by hash, each of a's
+  // compared with those of its hash (n log n, as Python's set lookups are about linear).
   Result<bool> contains_all(uint32_t a, uint32_t b, size_t depth) {
     const Node& x = g_.nodes[a];
     const Node& y = g_.nodes[b];
+    std::vector<std::pair<uint64_t, uint32_t>> in_b;
+    in_b.reserve(y.ref);
+    for (uint32_t k = 0; k < y.ref; ++k) {
+      PTREAD_TRY(uint64_t h, hash(y.items[k], depth));
+      in_b.emplace_back(h, y.items[k]);
+    }
+    std::sort(in_b.begin(), in_b.end());
     for (uint32_t j = 0; j < x.ref; ++j) {
+      PTREAD_TRY(uint64_t h, hash(x.items[j], depth));
       bool found = false;
-      for (uint32_t k = 0; k < y.ref && !found; ++k) {
-        PTREAD_TRY(found, equal(x.items[j], y.items[k], depth));
+      for (auto it = std::lower_bound(in_b.begin(), in_b.end(), std::make_pair(h, uint32_t{0}));
+           it != in_b.end() && it->first == h && !found; ++it) {
+        PTREAD_TRY(found, equal(x.items[j], it->second, depth));
       }
       if (!found) return false;
     }
