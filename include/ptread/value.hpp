@@ -180,7 +180,8 @@ class Value {
   Value dict_items() const { return object_slot(detail::kObjDictItems); }
   Value state() const { return object_slot(detail::kObjState); }
 
-  // Python's repr() of scalars and small containers; "<tensor>" style for the rest.
+  // Python's repr() of scalars and small containers (a lone surrogate in a str as Python
+  // escapes it, '\ud800'; other text as it is); "<tensor>" style for the rest.
   std::string repr() const { return valid() ? detail::python_str(m_->graph, node_, true) : "<missing>"; }
 
   uint32_t id() const noexcept { return node_; }  // equal for the same pickled object

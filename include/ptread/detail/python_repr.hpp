@@ -60,9 +60,18 @@ inline std::string python_quote(std::string_view s, bool bytes) {
   const char q = dq ? '"' : '\'';
   std::string out = bytes ? "b" : "";
   out.push_back(q);
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '\\' || c == static_cast<unsigned char>(q)) {
+  for (size_t k = 0; k < s.size(); ++k) {
+    const auto c = static_cast<unsigned char>(s[k]);
+    const auto c1 = k + 2 < s.size() ? static_cast<unsigned char>(s[k + 1]) : 0u;
+    const auto c2 = k + 2 < s.size() ? static_cast<unsigned char>(s[k + 2]) : 0u;
+    if (!bytes && c == 0xed && (c1 & 0xe0u) == 0xa0u && (c2 & 0xc0u) == 0x80u) {
+      // A lone surrogate (a str the pickle holds as 'surrogatepass' UTF-8): Python's repr
+      // escapes it, as every character that is not printable.
+      char e[8];
+      std::snprintf(e, sizeof e, "\\u%04x", 0xd000u | (c1 & 0x3fu) << 6 | (c2 & 0x3fu));
+      out += e;
+      k += 2;
+    } else if (c == '\\' || c == static_cast<unsigned char>(q)) {
       out.push_back('\\');
       out.push_back(static_cast<char>(c));
     } else if (c == '\n') {
