@@ -20,6 +20,7 @@
 
 #include "detail/dict_keys.hpp"
 #include "detail/keyed_hash.hpp"
+#include "detail/number_text.hpp"
 #include "detail/run_template.hpp"
 #include "detail/value_graph.hpp"
 
@@ -166,10 +167,19 @@ class PickleVM {
     // others by step(), through p_.
     const uint8_t* p = data;
     const uint8_t* const end = end_;
+    frame_end_ = data;  // no frame read yet
+    // An opcode that starts at `guard` or past it: the end of the pickle, or the last
+    // opcode left the frame it began in (past its end, frame_end_ + 1: the one compare
+    // each opcode had before frames were followed).
+    const uint8_t* guard = end;
     for (;;) {
-      if (PTREAD_UNLIKELY(p >= end)) {
-        return make_error(ErrorCode::pickle_truncated, "pickle: the pickle ends before STOP, at byte " +
-                                                           std::to_string(p - begin_) + " of '" + where_ + "'");
+      if (PTREAD_UNLIKELY(p >= guard)) {
+        if (p >= end) {
+          return make_error(ErrorCode::pickle_truncated, "pickle: the pickle ends before STOP, at byte " +
+                                                             std::to_string(p - begin_) + " of '" + where_ + "'");
+        }
+        if (!left_frame()) return std::move(err_);
+        guard = end;
       }
       op_ptr_ = p;
       bool ok;
@@ -315,14 +325,27 @@ class PickleVM {
           break;
         }
         case 'u': ok = append_from_mark(true); break;  // SETITEMS
-        case 0x95:  // FRAME: the whole pickle is in memory; the frame length is only a hint
+        case 0x95: {  // FRAME (see frame_end_)
           if (PTREAD_UNLIKELY(end - p < 8)) {
             ok = truncated();
             break;
           }
+          uint64_t length = 0;
+          for (int k = 7; k >= 0; --k) length = (length << 8) | p[k];
           p += 8;
-          ok = true;
+          if (PTREAD_UNLIKELY(length > static_cast<uint64_t>(end - p))) {
+            ok = frame_past_end(length);
+          } else if (p < frame_end_) {  // a FRAME inside a frame: Python reads nothing when that holds it
+            ok = length <= static_cast<uint64_t>(frame_end_ - p) || frame_straddled();
+          } else if (op_ptr_ + 1 < frame_end_ && p != frame_end_) {  // its length read crossed the frame's end
+            ok = frame_straddled();
+          } else {
+            frame_end_ = p + length;
+            guard = frame_end_ < end ? frame_end_ + 1 : end;
+            ok = true;
+          }
           break;
+        }
         default:
           p_ = p;
           ok = step();
@@ -331,8 +354,9 @@ class PickleVM {
       }
       if (PTREAD_UNLIKELY(!ok)) return std::move(err_);
       // Protocols 1 to 3 memoize nearly every value right after making it: BINPUT or
-      // LONG_BINPUT is run here, without going round the dispatch.
-      if (p < end && (*p == 'q' || *p == 'r')) {
+      // LONG_BINPUT is run here, without going round the dispatch (not after an opcode
+      // that left a frame: the dispatch looks at that first).
+      if (p < guard && (*p == 'q' || *p == 'r')) {
         op_ptr_ = p;
         if (*p == 'q' && end - p >= 2) {
           ok = memo_put_top(p[1]);
@@ -349,6 +373,44 @@ class PickleVM {
   }
 
  private:
+  // After the opcode at op_ptr_ ended past the end of the frame it began in: false (an
+  // error) when one of Python's reads of it crossed the frame's end; else no frame is read
+  // from here.
+  PTREAD_NOINLINE bool left_frame() {
+    const bool began_inside = op_ptr_ < frame_end_;
+    if (began_inside && !read_boundary(op_ptr_, static_cast<size_t>(frame_end_ - op_ptr_))) return frame_straddled();
+    return true;
+  }
+  // Whether Python's _pickle reads of the opcode at o (which ends past o + at) break at
+  // o + at: the opcode byte is one read, a length field another, then the payload (the
+  // bytes of BINBYTES and the like are read past a frame's end as they are; any other read
+  // that does not fit in the frame drops the frame's rest), a text line another.
+  bool read_boundary(const uint8_t* o, size_t at) const {
+    if (at == 1) return true;
+    size_t length_field = 0;
+    bool bytes_payload = false;
+    switch (*o) {
+      case 'h': return at >= 2;  // BINGET, LONG_BINGET (a tensor run after them stays in one frame)
+      case 'j': return at >= 5;
+      case 0x8a: case 'U': case 0x8c: length_field = 1; break;  // LONG1, SHORT_BINSTRING, SHORT_BINUNICODE
+      case 'C': length_field = 1; bytes_payload = true; break;  // SHORT_BINBYTES
+      case 0x8b: case 'T': case 'X': length_field = 4; break;  // LONG4, BINSTRING, BINUNICODE
+      case 'B': length_field = 4; bytes_payload = true; break;  // BINBYTES
+      case 0x8d: length_field = 8; break;  // BINUNICODE8
+      case 0x8e: case 0x96: length_field = 8; bytes_payload = true; break;  // BINBYTES8, BYTEARRAY8
+      case 'c': case 'i': {  // GLOBAL, INST: two lines
+        const void* nl = std::memchr(o + 1, '\n', at - 1);
+        return nl != nullptr && static_cast<const uint8_t*>(nl) + 1 == o + at;
+      }
+      default: return false;
+    }
+    return at == 1 + length_field || (bytes_payload && at > 1 + length_field);
+  }
+  PTREAD_NOINLINE bool frame_straddled() {
+    return fail(ErrorCode::pickle_malformed,
+                "an opcode runs past the end of its FRAME (torch.load reads the pickle of a zip checkpoint "
+                "from a BytesIO: Python's unpickler then drops the rest of the frame and reads on after it)");
+  }
   // Items in one container, whatever the limits say: item counts are 32-bit.
   static constexpr size_t kMaxItems = size_t{1} << 30;
 
@@ -393,6 +455,15 @@ class PickleVM {
   // ---- reading operands ----
   PTREAD_ALWAYS_INLINE bool need(size_t k) const { return static_cast<size_t>(end_ - p_) >= k; }
   PTREAD_NOINLINE bool truncated() { return fail(ErrorCode::pickle_truncated, "operand runs past the end"); }
+  PTREAD_NOINLINE bool frame_past_end(uint64_t n) {
+    return fail(ErrorCode::pickle_truncated, "a FRAME of " + std::to_string(n) + " bytes runs past the end");
+  }
+  static bool ascii(std::string_view s) noexcept {
+    for (char c : s) {
+      if (static_cast<unsigned char>(c) >= 0x80) return false;
+    }
+    return true;
+  }
   PTREAD_NOINLINE bool bad_utf8() {
     return fail(ErrorCode::pickle_malformed, "text that is not UTF-8 (Python's unpickler refuses it)");
   }
@@ -409,12 +480,14 @@ class PickleVM {
     p_ += k;
     return true;
   }
-  bool line(std::string_view* out) {
+  // A text operand, without its newline (and a '\r' before it, but for the numbers:
+  // detail/number_text.hpp reads them as CPython does, '\r' included).
+  bool line(std::string_view* out, bool strip_cr = true) {
     const uint8_t* nl = static_cast<const uint8_t*>(std::memchr(p_, '\n', static_cast<size_t>(end_ - p_)));
     if (!nl) return fail(ErrorCode::pickle_truncated, "no newline after a text operand");
     std::string_view s(reinterpret_cast<const char*>(p_), static_cast<size_t>(nl - p_));
     p_ = nl + 1;
-    if (!s.empty() && s.back() == '\r') s.remove_suffix(1);
+    if (strip_cr && !s.empty() && s.back() == '\r') s.remove_suffix(1);
     *out = s;
     return true;
   }
@@ -756,7 +829,7 @@ class PickleVM {
       strides = in.dims[1];
     }
     uint32_t tensor = kNoNode;
-    if (after != nullptr) {
+    if (after != nullptr && (p >= frame_end_ || after <= frame_end_)) {  // (one that leaves a frame: opcode by opcode)
       if (r.rank) {
         r.dims = static_cast<int64_t*>(g_.arena.allocate(2 * r.rank * sizeof(int64_t), alignof(int64_t)));
         for (uint32_t d = 0; d < r.rank; ++d) {
@@ -990,17 +1063,15 @@ class PickleVM {
     if (fits_int64(reinterpret_cast<const uint8_t*>(le.data()), le.size(), &v)) return push(g_.add_int(v));
     return push(g_.add_text(ValueKind::big_integer, le));
   }
-  bool push_decimal(std::string_view s) {
-    int64_t v = 0;
-    auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (r.ec == std::errc() && r.ptr == s.data() + s.size()) return push(g_.add_int(v));
+  // LONG's text, or INT's that strtol did not take: Python's int(s, 0).
+  bool push_int_text(std::string_view line) {
     std::string big;
-    if (s.size() > kMaxIntDigits + 2) {  // sign and Python 2's 'L'
-      return fail(ErrorCode::limit_exceeded, "integer text of " + std::to_string(s.size()) +
-                                                 " characters (Python refuses int literals over 4300 digits)");
+    switch (python_int(c_string(line), 0, &big)) {
+      case IntText::ok: return push_long(big);
+      case IntText::too_many_digits:
+        return fail(ErrorCode::limit_exceeded, "integer text of over 4300 digits (Python refuses int literals over 4300 digits)");
+      default: return fail(ErrorCode::pickle_malformed, "bad integer text '" + std::string(line.substr(0, 40)) + "'");
     }
-    if (!decimal_to_big(s, &big)) return fail(ErrorCode::pickle_malformed, "bad integer text '" + std::string(s.substr(0, 40)) + "'");
-    return push_long(big);
   }
   bool append_items(uint32_t target, const uint32_t* items, size_t count, bool pairs) {
     if (pairs && count % 2 != 0) return fail(ErrorCode::pickle_malformed, "odd number of items for a dict");
@@ -1069,6 +1140,7 @@ class PickleVM {
     size_t m = 0;
     if (!pop_mark(&m, pairs ? 2 : 1)) return false;
     if (m <= floor_) return underflow();
+    if (count_from(m) == 0) return true;  // nothing to add: Python looks at no target then
     const uint32_t target = stack_[m - 1];
     if (op() == 0x90 && g_.kind(target) != ValueKind::set) return fail(ErrorCode::pickle_malformed, "ADDITEMS on a non-set");
     if (!append_items(target, items_from(m), count_from(m), pairs)) return false;
@@ -1077,6 +1149,14 @@ class PickleVM {
     return true;
   }
   bool call(uint32_t callable, uint32_t args) {
+    switch (g_.kind(callable)) {  // what Python can never call (TypeError; NEWOBJ: not a type)
+      case ValueKind::none: case ValueKind::boolean: case ValueKind::integer: case ValueKind::big_integer:
+      case ValueKind::floating: case ValueKind::string: case ValueKind::bytes: case ValueKind::list:
+      case ValueKind::tuple: case ValueKind::dict: case ValueKind::set: case ValueKind::frozenset:
+        return fail(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(g_.kind(callable)) +
+                                                     " called as a class or function (Python's unpickler refuses it)");
+      default: break;
+    }
     auto r = hooks_.call(g_, callable, args);
     if (!r) return fail(with_where(std::move(r).error()));
     return push(*r);
@@ -1120,6 +1200,12 @@ class PickleVM {
   const uint8_t* end_ = nullptr;
   const uint8_t* begin_ = nullptr;
   const uint8_t* op_ptr_ = nullptr;  // the opcode being run
+  // Where the bytes of the last FRAME end. torch.load gives the unpickler a file (a
+  // BytesIO of data.pkl), which reads a frame at once and any opcode after it from the
+  // file: an opcode (or a FRAME) that begins inside a frame and ends past it makes Python
+  // drop the rest of the frame and read on after it, other bytes than a flat reading. The
+  // pickler never writes one; here it is an error, never another reading.
+  const uint8_t* frame_end_ = nullptr;
   U32Stack stack_;
   std::vector<size_t> marks_;
   size_t floor_ = 0;  // marks_.back(), or 0: pops may not go below it
@@ -1252,31 +1338,33 @@ inline bool PickleVM::step() {
       std::string_view s;
       return take(static_cast<uint64_t>(n), &s) && push_long(s);
     }
-    case 'I': {  // INT: "01"/"00" are True/False in protocol 0
+    case 'I': {  // INT, as _pickle.c reads it (detail/number_text.hpp); "00"/"01" are False/True
       std::string_view s;
-      if (!line(&s)) return false;
-      if (s == "01") return push(kTrueNode);
-      if (s == "00") return push(kFalseNode);
-      return push_decimal(s);
+      if (!line(&s, false)) return false;
+      if (s.empty()) return fail(ErrorCode::pickle_malformed, "bad integer text ''");
+      int64_t v = 0;
+      if (c_strtol_base0(c_string(s), &v)) {
+        if (s.size() == 2 && (v == 0 || v == 1)) return push(v ? kTrueNode : kFalseNode);
+        return push(g_.add_int(v));
+      }
+      return push_int_text(s);
     }
     case 'L': {
       std::string_view s;
-      if (!line(&s)) return false;
+      if (!line(&s, false)) return false;
       if (!s.empty() && s.back() == 'L') s.remove_suffix(1);
-      return push_decimal(s);
+      return push_int_text(s);
     }
     case 'F': {
       std::string_view s;
-      if (!line(&s)) return false;
+      if (!line(&s, false)) return false;
       double v = 0;
-      auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-      if (r.ec != std::errc() || r.ptr != s.data() + s.size()) {
-        // from_chars has no "inf"/"nan" spellings of repr(); handle them.
-        if (s == "inf") v = HUGE_VAL; else if (s == "-inf") v = -HUGE_VAL;
-        else if (s == "nan") v = std::numeric_limits<double>::quiet_NaN();
-        else return fail(ErrorCode::pickle_malformed, "bad FLOAT text '" + std::string(s.substr(0, 40)) + "'");
+      switch (python_float_text(c_string(s), &v)) {
+        case FloatText::ok: return push(g_.add_float(v));
+        case FloatText::too_large:
+          return fail(ErrorCode::pickle_malformed, "FLOAT text '" + std::string(s.substr(0, 40)) + "' too large for a float");
+        default: return fail(ErrorCode::pickle_malformed, "bad FLOAT text '" + std::string(s.substr(0, 40)) + "'");
       }
-      return push(g_.add_float(v));
     }
     case 'G': {  // BINFLOAT: big-endian double
       if (!need(8)) return truncated();
@@ -1339,25 +1427,22 @@ inline bool PickleVM::step() {
       uint32_t kv[2] = {0, 0}, target = 0;
       return pop(&kv[1]) && pop(&kv[0]) && top(&target) && append_items(target, kv, 2, true);
     }
-    case 'p': {
+    case 'p': case 'g': {  // PUT, GET: a memo key as Python's int(text, 10)
       std::string_view s;
-      if (!line(&s)) return false;
-      uint64_t key = 0;
-      auto r = std::from_chars(s.data(), s.data() + s.size(), key);
-      if (r.ec != std::errc() || r.ptr != s.data() + s.size()) return fail(ErrorCode::pickle_malformed, "bad PUT key");
-      return memo_put_top(key);
+      if (!line(&s, false)) return false;
+      std::string le;
+      int64_t key = -1;
+      if (s.empty() || python_int(c_string(s), 10, &le) != IntText::ok ||
+          !fits_int64(reinterpret_cast<const uint8_t*>(le.data()), le.size(), &key) || key < 0) {
+        return fail(ErrorCode::pickle_malformed, std::string(op_ == 'p' ? "bad PUT key '" : "bad GET key '") +
+                                                     std::string(s.substr(0, 40)) + "'");
+      }
+      return op_ == 'p' ? memo_put_top(static_cast<uint64_t>(key)) : memo_get(static_cast<uint64_t>(key));
     }
-    case 'g': {
-      std::string_view s;
-      if (!line(&s)) return false;
-      uint64_t key = 0;
-      auto r = std::from_chars(s.data(), s.data() + s.size(), key);
-      if (r.ec != std::errc() || r.ptr != s.data() + s.size()) return fail(ErrorCode::pickle_malformed, "bad GET key");
-      return memo_get(key);
-    }
-    case 'c': {
+    case 'c': {  // GLOBAL: module and name are UTF-8 (Python decodes them strictly: no surrogates)
       std::string_view module, name;
       if (!line(&module) || !line(&name)) return false;
+      if (!utf8_valid(module) || !utf8_valid(name)) return bad_utf8();
       return push(g_.add_global(module, name));
     }
     case 0x93: {  // STACK_GLOBAL
@@ -1374,9 +1459,10 @@ inline bool PickleVM::step() {
       if (g_.kind(args) != ValueKind::tuple) return fail(ErrorCode::pickle_malformed, "arguments are not a tuple");
       return call(cls, args);
     }
-    case 'i': {  // INST module\nname\n, args from MARK
+    case 'i': {  // INST module\nname\n (ASCII, as Python decodes them), args from MARK
       std::string_view module, name;
       if (!line(&module) || !line(&name)) return false;
+      if (!ascii(module) || !ascii(name)) return fail(ErrorCode::pickle_malformed, "INST names that are not ASCII (Python's unpickler refuses them)");
       size_t m = 0;
       if (!pop_mark(&m)) return false;
       const uint32_t cls = g_.add_global(module, name);

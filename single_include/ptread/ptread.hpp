@@ -3652,8 +3652,18 @@ inline constexpr size_t kMaxIntDigits = 4300;
 // Whether the little-endian two's complement integer `le` has over kMaxIntDigits digits.
 inline bool big_too_long(std::string_view le);
 
+// le without redundant sign bytes (LONG1 may carry them).
+inline std::string_view minimal_le(std::string_view le) noexcept {
+  while (le.size() > 1 && ((le.back() == '\0' && !(le[le.size() - 2] & 0x80)) ||
+                           (le.back() == '\xff' && (le[le.size() - 2] & 0x80)))) {
+    le.remove_suffix(1);
+  }
+  return le;
+}
+
 inline std::string big_to_decimal(std::string_view le) {
-  if (le.size() > 1786) return "<int of " + std::to_string(le.size()) + " bytes>";  // over 4300 digits
+  le = minimal_le(le);
+  if (le.size() > 1787) return "<int of " + std::to_string(le.size()) + " bytes>";  // over 4300 digits
   std::vector<uint8_t> mag(le.begin(), le.end());
   const bool neg = !mag.empty() && (mag.back() & 0x80);
   if (neg) {  // magnitude = two's complement negation
@@ -3677,47 +3687,13 @@ inline std::string big_to_decimal(std::string_view le) {
     }
     digits.push_back(static_cast<char>('0' + rem));
   }
+  if (digits.size() > kMaxIntDigits) return "<int of " + std::to_string(le.size()) + " bytes>";
   if (neg) digits.push_back('-');
   return std::string(digits.rbegin(), digits.rend());
 }
 
 inline bool big_too_long(std::string_view le) {
-  if (le.size() > 1786) return true;
-  if (le.size() < 1786) return false;
-  const std::string d = big_to_decimal(le);
-  return d.size() - (d[0] == '-' ? 1 : 0) > kMaxIntDigits;
-}
-
-// Two's complement little-endian bytes of a decimal text ("-123").
-inline bool decimal_to_big(std::string_view s, std::string* out) {
-  bool neg = false;
-  if (!s.empty() && (s[0] == '-' || s[0] == '+')) {
-    neg = s[0] == '-';
-    s.remove_prefix(1);
-  }
-  if (s.empty()) return false;
-  std::vector<uint8_t> mag(1, 0);
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    unsigned carry = static_cast<unsigned>(c - '0');
-    for (auto& b : mag) {
-      unsigned v = b * 10u + carry;
-      b = static_cast<uint8_t>(v);
-      carry = v >> 8;
-    }
-    if (carry) mag.push_back(static_cast<uint8_t>(carry));
-  }
-  mag.push_back(0);  // room for the sign bit
-  if (neg) {
-    unsigned carry = 1;
-    for (auto& b : mag) {
-      unsigned v = static_cast<unsigned>(static_cast<uint8_t>(~b)) + carry;
-      b = static_cast<uint8_t>(v);
-      carry = v >> 8;
-    }
-  }
-  out->assign(mag.begin(), mag.end());
-  return true;
+  return minimal_le(le).size() >= 1786 && big_to_decimal(le).front() == '<';  // (1785 bytes: under 4300 digits)
 }
 
 // Whether [p, p + n) decodes as Python's str(b, 'utf-8', 'surrogatepass') decodes pickled
@@ -4122,6 +4098,238 @@ class DictKeys {
 }  // namespace ptread
 // ---- end ptread/detail/dict_keys.hpp ----
 // #include "detail/keyed_hash.hpp": inlined above
+// ---- begin ptread/detail/number_text.hpp ----
+// ptread — the numbers of protocol 0's text opcodes (INT, LONG, FLOAT, and GET and PUT keys), read as
+// CPython's unpickler (_pickle.c, which torch.load uses) reads them. Python 2 and protocol 0 write
+// plain decimals ("I42", "L42L", "F0.5"), but the unpickler takes more, and a reader that
+// took those texts otherwise would give other numbers than torch.load does ("I010" is 8:
+// strtol with base 0 reads C octal):
+//   INT    C's strtol(s, base 0) on a 64-bit long when it takes the whole line (leading
+//          whitespace, a sign, 0x hex, 0 octal); a line of two characters that reads 0 or 1
+//          is False or True ("00", "01", "+0", " 1"). Otherwise Python's int(s, 0).
+//   LONG   one trailing 'L' dropped, then Python's int(s, 0): whitespace around, a sign,
+//          0x / 0o / 0b prefixes, single underscores between digits, no leading zeros
+//          but for zero, at most 4300 decimal digits.
+//   GET, PUT  Python's int(s, 10): whitespace, a sign, underscores, leading zeros.
+//   FLOAT  Python's float parser (PyOS_string_to_double): a sign, digits with a point and
+//          an exponent, or inf / infinity / nan in any case; no whitespace; a value too
+//          large is an error, one too small is 0.
+// C functions see the line up to its first NUL byte ("I5\0x" is 5), as CPython does.
+
+// #include "value_graph.hpp": inlined above
+
+#include <charconv>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+namespace ptread {
+namespace detail {
+
+// C's isspace and Python's Py_ISSPACE, in ASCII (the same six bytes).
+inline bool c_space(char c) noexcept { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+// The text C string functions see: up to the first NUL.
+inline std::string_view c_string(std::string_view s) noexcept {
+  const size_t z = s.find('\0');
+  return z == std::string_view::npos ? s : s.substr(0, z);
+}
+
+// A digit's value in bases up to 36, or 37 (CPython's _PyLong_DigitValue).
+inline unsigned digit_value(char c) noexcept {
+  if (c >= '0' && c <= '9') return static_cast<unsigned>(c - '0');
+  if (c >= 'a' && c <= 'z') return static_cast<unsigned>(c - 'a') + 10;
+  if (c >= 'A' && c <= 'Z') return static_cast<unsigned>(c - 'A') + 10;
+  return 37;
+}
+
+// C's strtol(s, &end, 0) with a 64-bit long: true, with *out, when it converts without
+// overflow and stops at the end of s (nothing converted counts only for an empty s, as end
+// then points at the NUL that ends the string).
+inline bool c_strtol_base0(std::string_view s, int64_t* out) noexcept {
+  size_t k = 0;
+  while (k < s.size() && c_space(s[k])) ++k;
+  bool neg = false;
+  if (k < s.size() && (s[k] == '+' || s[k] == '-')) neg = s[k++] == '-';
+  unsigned base = 10;
+  if (k < s.size() && s[k] == '0') {
+    if (k + 2 < s.size() && (s[k + 1] == 'x' || s[k + 1] == 'X') && digit_value(s[k + 2]) < 16) {
+      base = 16;
+      k += 2;
+    } else {
+      base = 8;
+    }
+  }
+  const uint64_t limit = neg ? uint64_t{1} << 63 : (uint64_t{1} << 63) - 1;
+  uint64_t v = 0;
+  const size_t first = k;
+  for (; k < s.size() && digit_value(s[k]) < base; ++k) {
+    const unsigned d = digit_value(s[k]);
+    if (v > (limit - d) / base) return false;  // ERANGE
+    v = v * base + d;
+  }
+  if (k == first) {  // no conversion: end is s itself
+    *out = 0;
+    return s.empty();
+  }
+  if (k != s.size()) return false;
+  *out = neg ? static_cast<int64_t>(0 - v) : static_cast<int64_t>(v);
+  return true;
+}
+
+enum class IntText { ok, bad, too_many_digits };
+
+// Python's int(s, base) for base 0 or 10 (PyLong_FromString; s as C sees it): *le gets
+// the value's two's complement little-endian bytes. Base 10 takes no prefix and leading
+// zeros.
+inline IntText python_int(std::string_view s, unsigned base0_or_10, std::string* le) {
+  size_t k = 0;
+  while (k < s.size() && c_space(s[k])) ++k;
+  bool neg = false;
+  if (k < s.size() && (s[k] == '+' || s[k] == '-')) neg = s[k++] == '-';
+  auto at = [&](size_t i) { return i < s.size() ? s[i] : '\0'; };
+  unsigned base = 10;
+  bool zero_only = false;  // a leading 0 without a prefix ("00" is 0, "010" no int)
+  if (base0_or_10 == 0 && at(k) == '0') {
+    const char p = at(k + 1);
+    if (p == 'x' || p == 'X') base = 16;
+    else if (p == 'o' || p == 'O') base = 8;
+    else if (p == 'b' || p == 'B') base = 2;
+    else zero_only = true;
+    if (base != 10) {
+      k += 2;
+      if (at(k) == '_') ++k;  // one underscore after the prefix
+    }
+  }
+  if (at(k) == '_') return IntText::bad;
+  std::vector<uint8_t> digits;  // their values, most significant first
+  char prev = '\0';
+  for (; k < s.size() && (digit_value(s[k]) < base || s[k] == '_'); prev = s[k], ++k) {
+    if (s[k] == '_') {
+      if (prev == '_') return IntText::bad;
+      continue;
+    }
+    if (base == 10 && digits.size() >= kMaxIntDigits) return IntText::too_many_digits;
+    digits.push_back(static_cast<uint8_t>(digit_value(s[k])));
+  }
+  if (prev == '_' || digits.empty()) return IntText::bad;
+  while (k < s.size() && c_space(s[k])) ++k;
+  if (k != s.size()) return IntText::bad;
+  std::vector<uint8_t> mag(1, 0);  // the magnitude, little-endian bytes
+  if (base == 10) {  // mag = mag * 10 + digit: quadratic, as Python's, within 4300 digits
+    for (uint8_t d : digits) {
+      unsigned carry = d;
+      for (auto& b : mag) {
+        const unsigned v = b * 10u + carry;
+        b = static_cast<uint8_t>(v);
+        carry = v >> 8;
+      }
+      if (carry) mag.push_back(static_cast<uint8_t>(carry));
+    }
+  } else {  // 1, 3 or 4 bits a digit, from the least significant: linear in any length
+    const unsigned bits = base == 2 ? 1 : base == 8 ? 3 : 4;
+    mag.assign((digits.size() * bits + 7) / 8 + 1, 0);
+    size_t bit = 0;
+    for (size_t i = digits.size(); i-- > 0; bit += bits) {
+      for (unsigned b = 0; b < bits; ++b) {
+        if (digits[i] >> b & 1u) mag[(bit + b) / 8] = static_cast<uint8_t>(mag[(bit + b) / 8] | 1u << ((bit + b) % 8));
+      }
+    }
+  }
+  bool nonzero = false;
+  for (uint8_t b : mag) nonzero = nonzero || b != 0;
+  if (zero_only && nonzero) return IntText::bad;
+  mag.push_back(0);  // room for the sign bit
+  if (neg) {
+    unsigned carry = 1;
+    for (auto& b : mag) {
+      const unsigned v = static_cast<unsigned>(static_cast<uint8_t>(~b)) + carry;
+      b = static_cast<uint8_t>(v);
+      carry = v >> 8;
+    }
+  }
+  le->assign(mag.begin(), mag.end());
+  return IntText::ok;
+}
+
+enum class FloatText { ok, bad, too_large };
+
+// Python's float of FLOAT text s (as C sees it): PyOS_string_to_double, which must stop
+// at its end.
+inline FloatText python_float_text(std::string_view s, double* out) {
+  size_t k = 0;
+  const bool neg = !s.empty() && s[0] == '-';
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) k = 1;
+  std::string_view body = s.substr(k);  // (from_chars takes no '+')
+  auto lower_is = [](std::string_view t, std::string_view word) {
+    if (t.size() != word.size()) return false;
+    for (size_t i = 0; i < t.size(); ++i) {
+      const char c = t[i] >= 'A' && t[i] <= 'Z' ? static_cast<char>(t[i] - 'A' + 'a') : t[i];
+      if (c != word[i]) return false;
+    }
+    return true;
+  };
+  if (lower_is(body, "inf") || lower_is(body, "infinity")) {
+    *out = neg ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+    return FloatText::ok;
+  }
+  if (lower_is(body, "nan")) {
+    *out = neg ? -std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::quiet_NaN();
+    return FloatText::ok;
+  }
+  // digits [. digits] [e [sign] digits], at least one digit before the exponent.
+  size_t i = 0, mantissa_digits = 0;
+  int64_t first_nonzero = std::numeric_limits<int64_t>::min();  // its power of ten, before the exponent
+  size_t int_digits = 0;
+  for (; i < body.size() && body[i] >= '0' && body[i] <= '9'; ++i) ++int_digits;
+  for (size_t j = 0; j < int_digits; ++j) {
+    if (body[j] != '0') {
+      first_nonzero = static_cast<int64_t>(int_digits - j) - 1;
+      break;
+    }
+  }
+  mantissa_digits = int_digits;
+  if (i < body.size() && body[i] == '.') {
+    ++i;
+    for (int64_t place = -1; i < body.size() && body[i] >= '0' && body[i] <= '9'; ++i, --place) {
+      ++mantissa_digits;
+      if (body[i] != '0' && first_nonzero == std::numeric_limits<int64_t>::min()) first_nonzero = place;
+    }
+  }
+  if (mantissa_digits == 0) return FloatText::bad;
+  int64_t exponent = 0;
+  if (i < body.size() && (body[i] == 'e' || body[i] == 'E')) {
+    size_t e = i + 1;
+    bool eneg = false;
+    if (e < body.size() && (body[e] == '+' || body[e] == '-')) eneg = body[e++] == '-';
+    if (e == body.size() || body[e] < '0' || body[e] > '9') return FloatText::bad;  // the text stops before 'e'
+    for (; e < body.size() && body[e] >= '0' && body[e] <= '9'; ++e) {
+      if (exponent < 1000000000) exponent = exponent * 10 + (body[e] - '0');
+    }
+    if (eneg) exponent = -exponent;
+    i = e;
+  }
+  if (i != body.size()) return FloatText::bad;
+  double v = 0;
+  const auto r = std::from_chars(body.data(), body.data() + body.size(), v);
+  if (r.ec == std::errc::result_out_of_range) {
+    // Too large (an error in Python) or too small (0, with its sign).
+    const bool zero_digits = first_nonzero == std::numeric_limits<int64_t>::min();
+    if (!zero_digits && first_nonzero + exponent >= 0) return FloatText::too_large;
+    v = 0;
+  } else if (r.ec != std::errc() || r.ptr != body.data() + body.size()) {
+    return FloatText::bad;
+  }
+  *out = neg ? -v : v;
+  return FloatText::ok;
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/detail/number_text.hpp ----
 // ---- begin ptread/detail/run_template.hpp ----
 // ptread — the template of one tensor's opcodes (a TensorRun, see pickle.hpp), made from a
 // run the VM read and took, to read the next runs of the same shape by comparing bytes.
@@ -4535,10 +4743,19 @@ class PickleVM {
     // others by step(), through p_.
     const uint8_t* p = data;
     const uint8_t* const end = end_;
+    frame_end_ = data;  // no frame read yet
+    // An opcode that starts at `guard` or past it: the end of the pickle, or the last
+    // opcode left the frame it began in (past its end, frame_end_ + 1: the one compare
+    // each opcode had before frames were followed).
+    const uint8_t* guard = end;
     for (;;) {
-      if (PTREAD_UNLIKELY(p >= end)) {
-        return make_error(ErrorCode::pickle_truncated, "pickle: the pickle ends before STOP, at byte " +
-                                                           std::to_string(p - begin_) + " of '" + where_ + "'");
+      if (PTREAD_UNLIKELY(p >= guard)) {
+        if (p >= end) {
+          return make_error(ErrorCode::pickle_truncated, "pickle: the pickle ends before STOP, at byte " +
+                                                             std::to_string(p - begin_) + " of '" + where_ + "'");
+        }
+        if (!left_frame()) return std::move(err_);
+        guard = end;
       }
       op_ptr_ = p;
       bool ok;
@@ -4684,14 +4901,27 @@ class PickleVM {
           break;
         }
         case 'u': ok = append_from_mark(true); break;  // SETITEMS
-        case 0x95:  // FRAME: the whole pickle is in memory; the frame length is only a hint
+        case 0x95: {  // FRAME (see frame_end_)
           if (PTREAD_UNLIKELY(end - p < 8)) {
             ok = truncated();
             break;
           }
+          uint64_t length = 0;
+          for (int k = 7; k >= 0; --k) length = (length << 8) | p[k];
           p += 8;
-          ok = true;
+          if (PTREAD_UNLIKELY(length > static_cast<uint64_t>(end - p))) {
+            ok = frame_past_end(length);
+          } else if (p < frame_end_) {  // a FRAME inside a frame: Python reads nothing when that holds it
+            ok = length <= static_cast<uint64_t>(frame_end_ - p) || frame_straddled();
+          } else if (op_ptr_ + 1 < frame_end_ && p != frame_end_) {  // its length read crossed the frame's end
+            ok = frame_straddled();
+          } else {
+            frame_end_ = p + length;
+            guard = frame_end_ < end ? frame_end_ + 1 : end;
+            ok = true;
+          }
           break;
+        }
         default:
           p_ = p;
           ok = step();
@@ -4700,8 +4930,9 @@ class PickleVM {
       }
       if (PTREAD_UNLIKELY(!ok)) return std::move(err_);
       // Protocols 1 to 3 memoize nearly every value right after making it: BINPUT or
-      // LONG_BINPUT is run here, without going round the dispatch.
-      if (p < end && (*p == 'q' || *p == 'r')) {
+      // LONG_BINPUT is run here, without going round the dispatch (not after an opcode
+      // that left a frame: the dispatch looks at that first).
+      if (p < guard && (*p == 'q' || *p == 'r')) {
         op_ptr_ = p;
         if (*p == 'q' && end - p >= 2) {
           ok = memo_put_top(p[1]);
@@ -4718,6 +4949,44 @@ class PickleVM {
   }
 
  private:
+  // After the opcode at op_ptr_ ended past the end of the frame it began in: false (an
+  // error) when one of Python's reads of it crossed the frame's end; else no frame is read
+  // from here.
+  PTREAD_NOINLINE bool left_frame() {
+    const bool began_inside = op_ptr_ < frame_end_;
+    if (began_inside && !read_boundary(op_ptr_, static_cast<size_t>(frame_end_ - op_ptr_))) return frame_straddled();
+    return true;
+  }
+  // Whether Python's _pickle reads of the opcode at o (which ends past o + at) break at
+  // o + at: the opcode byte is one read, a length field another, then the payload (the
+  // bytes of BINBYTES and the like are read past a frame's end as they are; any other read
+  // that does not fit in the frame drops the frame's rest), a text line another.
+  bool read_boundary(const uint8_t* o, size_t at) const {
+    if (at == 1) return true;
+    size_t length_field = 0;
+    bool bytes_payload = false;
+    switch (*o) {
+      case 'h': return at >= 2;  // BINGET, LONG_BINGET (a tensor run after them stays in one frame)
+      case 'j': return at >= 5;
+      case 0x8a: case 'U': case 0x8c: length_field = 1; break;  // LONG1, SHORT_BINSTRING, SHORT_BINUNICODE
+      case 'C': length_field = 1; bytes_payload = true; break;  // SHORT_BINBYTES
+      case 0x8b: case 'T': case 'X': length_field = 4; break;  // LONG4, BINSTRING, BINUNICODE
+      case 'B': length_field = 4; bytes_payload = true; break;  // BINBYTES
+      case 0x8d: length_field = 8; break;  // BINUNICODE8
+      case 0x8e: case 0x96: length_field = 8; bytes_payload = true; break;  // BINBYTES8, BYTEARRAY8
+      case 'c': case 'i': {  // GLOBAL, INST: two lines
+        const void* nl = std::memchr(o + 1, '\n', at - 1);
+        return nl != nullptr && static_cast<const uint8_t*>(nl) + 1 == o + at;
+      }
+      default: return false;
+    }
+    return at == 1 + length_field || (bytes_payload && at > 1 + length_field);
+  }
+  PTREAD_NOINLINE bool frame_straddled() {
+    return fail(ErrorCode::pickle_malformed,
+                "an opcode runs past the end of its FRAME (torch.load reads the pickle of a zip checkpoint "
+                "from a BytesIO: Python's unpickler then drops the rest of the frame and reads on after it)");
+  }
   // Items in one container, whatever the limits say: item counts are 32-bit.
   static constexpr size_t kMaxItems = size_t{1} << 30;
 
@@ -4762,6 +5031,15 @@ class PickleVM {
   // ---- reading operands ----
   PTREAD_ALWAYS_INLINE bool need(size_t k) const { return static_cast<size_t>(end_ - p_) >= k; }
   PTREAD_NOINLINE bool truncated() { return fail(ErrorCode::pickle_truncated, "operand runs past the end"); }
+  PTREAD_NOINLINE bool frame_past_end(uint64_t n) {
+    return fail(ErrorCode::pickle_truncated, "a FRAME of " + std::to_string(n) + " bytes runs past the end");
+  }
+  static bool ascii(std::string_view s) noexcept {
+    for (char c : s) {
+      if (static_cast<unsigned char>(c) >= 0x80) return false;
+    }
+    return true;
+  }
   PTREAD_NOINLINE bool bad_utf8() {
     return fail(ErrorCode::pickle_malformed, "text that is not UTF-8 (Python's unpickler refuses it)");
   }
@@ -4778,12 +5056,14 @@ class PickleVM {
     p_ += k;
     return true;
   }
-  bool line(std::string_view* out) {
+  // A text operand, without its newline (and a '\r' before it, but for the numbers:
+  // detail/number_text.hpp reads them as CPython does, '\r' included).
+  bool line(std::string_view* out, bool strip_cr = true) {
     const uint8_t* nl = static_cast<const uint8_t*>(std::memchr(p_, '\n', static_cast<size_t>(end_ - p_)));
     if (!nl) return fail(ErrorCode::pickle_truncated, "no newline after a text operand");
     std::string_view s(reinterpret_cast<const char*>(p_), static_cast<size_t>(nl - p_));
     p_ = nl + 1;
-    if (!s.empty() && s.back() == '\r') s.remove_suffix(1);
+    if (strip_cr && !s.empty() && s.back() == '\r') s.remove_suffix(1);
     *out = s;
     return true;
   }
@@ -5125,7 +5405,7 @@ class PickleVM {
       strides = in.dims[1];
     }
     uint32_t tensor = kNoNode;
-    if (after != nullptr) {
+    if (after != nullptr && (p >= frame_end_ || after <= frame_end_)) {  // (one that leaves a frame: opcode by opcode)
       if (r.rank) {
         r.dims = static_cast<int64_t*>(g_.arena.allocate(2 * r.rank * sizeof(int64_t), alignof(int64_t)));
         for (uint32_t d = 0; d < r.rank; ++d) {
@@ -5359,17 +5639,15 @@ class PickleVM {
     if (fits_int64(reinterpret_cast<const uint8_t*>(le.data()), le.size(), &v)) return push(g_.add_int(v));
     return push(g_.add_text(ValueKind::big_integer, le));
   }
-  bool push_decimal(std::string_view s) {
-    int64_t v = 0;
-    auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (r.ec == std::errc() && r.ptr == s.data() + s.size()) return push(g_.add_int(v));
+  // LONG's text, or INT's that strtol did not take: Python's int(s, 0).
+  bool push_int_text(std::string_view line) {
     std::string big;
-    if (s.size() > kMaxIntDigits + 2) {  // sign and Python 2's 'L'
-      return fail(ErrorCode::limit_exceeded, "integer text of " + std::to_string(s.size()) +
-                                                 " characters (Python refuses int literals over 4300 digits)");
+    switch (python_int(c_string(line), 0, &big)) {
+      case IntText::ok: return push_long(big);
+      case IntText::too_many_digits:
+        return fail(ErrorCode::limit_exceeded, "integer text of over 4300 digits (Python refuses int literals over 4300 digits)");
+      default: return fail(ErrorCode::pickle_malformed, "bad integer text '" + std::string(line.substr(0, 40)) + "'");
     }
-    if (!decimal_to_big(s, &big)) return fail(ErrorCode::pickle_malformed, "bad integer text '" + std::string(s.substr(0, 40)) + "'");
-    return push_long(big);
   }
   bool append_items(uint32_t target, const uint32_t* items, size_t count, bool pairs) {
     if (pairs && count % 2 != 0) return fail(ErrorCode::pickle_malformed, "odd number of items for a dict");
@@ -5438,6 +5716,7 @@ class PickleVM {
     size_t m = 0;
     if (!pop_mark(&m, pairs ? 2 : 1)) return false;
     if (m <= floor_) return underflow();
+    if (count_from(m) == 0) return true;  // nothing to add: Python looks at no target then
     const uint32_t target = stack_[m - 1];
     if (op() == 0x90 && g_.kind(target) != ValueKind::set) return fail(ErrorCode::pickle_malformed, "ADDITEMS on a non-set");
     if (!append_items(target, items_from(m), count_from(m), pairs)) return false;
@@ -5446,6 +5725,14 @@ class PickleVM {
     return true;
   }
   bool call(uint32_t callable, uint32_t args) {
+    switch (g_.kind(callable)) {  // what Python can never call (TypeError; NEWOBJ: not a type)
+      case ValueKind::none: case ValueKind::boolean: case ValueKind::integer: case ValueKind::big_integer:
+      case ValueKind::floating: case ValueKind::string: case ValueKind::bytes: case ValueKind::list:
+      case ValueKind::tuple: case ValueKind::dict: case ValueKind::set: case ValueKind::frozenset:
+        return fail(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(g_.kind(callable)) +
+                                                     " called as a class or function (Python's unpickler refuses it)");
+      default: break;
+    }
     auto r = hooks_.call(g_, callable, args);
     if (!r) return fail(with_where(std::move(r).error()));
     return push(*r);
@@ -5489,6 +5776,12 @@ class PickleVM {
   const uint8_t* end_ = nullptr;
   const uint8_t* begin_ = nullptr;
   const uint8_t* op_ptr_ = nullptr;  // the opcode being run
+  // Where the bytes of the last FRAME end. torch.load gives the unpickler a file (a
+  // BytesIO of data.pkl), which reads a frame at once and any opcode after it from the
+  // file: an opcode (or a FRAME) that begins inside a frame and ends past it makes Python
+  // drop the rest of the frame and read on after it, other bytes than a flat reading. The
+  // pickler never writes one; here it is an error, never another reading.
+  const uint8_t* frame_end_ = nullptr;
   U32Stack stack_;
   std::vector<size_t> marks_;
   size_t floor_ = 0;  // marks_.back(), or 0: pops may not go below it
@@ -5621,31 +5914,33 @@ inline bool PickleVM::step() {
       std::string_view s;
       return take(static_cast<uint64_t>(n), &s) && push_long(s);
     }
-    case 'I': {  // INT: "01"/"00" are True/False in protocol 0
+    case 'I': {  // INT, as _pickle.c reads it (detail/number_text.hpp); "00"/"01" are False/True
       std::string_view s;
-      if (!line(&s)) return false;
-      if (s == "01") return push(kTrueNode);
-      if (s == "00") return push(kFalseNode);
-      return push_decimal(s);
+      if (!line(&s, false)) return false;
+      if (s.empty()) return fail(ErrorCode::pickle_malformed, "bad integer text ''");
+      int64_t v = 0;
+      if (c_strtol_base0(c_string(s), &v)) {
+        if (s.size() == 2 && (v == 0 || v == 1)) return push(v ? kTrueNode : kFalseNode);
+        return push(g_.add_int(v));
+      }
+      return push_int_text(s);
     }
     case 'L': {
       std::string_view s;
-      if (!line(&s)) return false;
+      if (!line(&s, false)) return false;
       if (!s.empty() && s.back() == 'L') s.remove_suffix(1);
-      return push_decimal(s);
+      return push_int_text(s);
     }
     case 'F': {
       std::string_view s;
-      if (!line(&s)) return false;
+      if (!line(&s, false)) return false;
       double v = 0;
-      auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-      if (r.ec != std::errc() || r.ptr != s.data() + s.size()) {
-        // from_chars has no "inf"/"nan" spellings of repr(); handle them.
-        if (s == "inf") v = HUGE_VAL; else if (s == "-inf") v = -HUGE_VAL;
-        else if (s == "nan") v = std::numeric_limits<double>::quiet_NaN();
-        else return fail(ErrorCode::pickle_malformed, "bad FLOAT text '" + std::string(s.substr(0, 40)) + "'");
+      switch (python_float_text(c_string(s), &v)) {
+        case FloatText::ok: return push(g_.add_float(v));
+        case FloatText::too_large:
+          return fail(ErrorCode::pickle_malformed, "FLOAT text '" + std::string(s.substr(0, 40)) + "' too large for a float");
+        default: return fail(ErrorCode::pickle_malformed, "bad FLOAT text '" + std::string(s.substr(0, 40)) + "'");
       }
-      return push(g_.add_float(v));
     }
     case 'G': {  // BINFLOAT: big-endian double
       if (!need(8)) return truncated();
@@ -5708,25 +6003,22 @@ inline bool PickleVM::step() {
       uint32_t kv[2] = {0, 0}, target = 0;
       return pop(&kv[1]) && pop(&kv[0]) && top(&target) && append_items(target, kv, 2, true);
     }
-    case 'p': {
+    case 'p': case 'g': {  // PUT, GET: a memo key as Python's int(text, 10)
       std::string_view s;
-      if (!line(&s)) return false;
-      uint64_t key = 0;
-      auto r = std::from_chars(s.data(), s.data() + s.size(), key);
-      if (r.ec != std::errc() || r.ptr != s.data() + s.size()) return fail(ErrorCode::pickle_malformed, "bad PUT key");
-      return memo_put_top(key);
+      if (!line(&s, false)) return false;
+      std::string le;
+      int64_t key = -1;
+      if (s.empty() || python_int(c_string(s), 10, &le) != IntText::ok ||
+          !fits_int64(reinterpret_cast<const uint8_t*>(le.data()), le.size(), &key) || key < 0) {
+        return fail(ErrorCode::pickle_malformed, std::string(op_ == 'p' ? "bad PUT key '" : "bad GET key '") +
+                                                     std::string(s.substr(0, 40)) + "'");
+      }
+      return op_ == 'p' ? memo_put_top(static_cast<uint64_t>(key)) : memo_get(static_cast<uint64_t>(key));
     }
-    case 'g': {
-      std::string_view s;
-      if (!line(&s)) return false;
-      uint64_t key = 0;
-      auto r = std::from_chars(s.data(), s.data() + s.size(), key);
-      if (r.ec != std::errc() || r.ptr != s.data() + s.size()) return fail(ErrorCode::pickle_malformed, "bad GET key");
-      return memo_get(key);
-    }
-    case 'c': {
+    case 'c': {  // GLOBAL: module and name are UTF-8 (Python decodes them strictly: no surrogates)
       std::string_view module, name;
       if (!line(&module) || !line(&name)) return false;
+      if (!utf8_valid(module) || !utf8_valid(name)) return bad_utf8();
       return push(g_.add_global(module, name));
     }
     case 0x93: {  // STACK_GLOBAL
@@ -5743,9 +6035,10 @@ inline bool PickleVM::step() {
       if (g_.kind(args) != ValueKind::tuple) return fail(ErrorCode::pickle_malformed, "arguments are not a tuple");
       return call(cls, args);
     }
-    case 'i': {  // INST module\nname\n, args from MARK
+    case 'i': {  // INST module\nname\n (ASCII, as Python decodes them), args from MARK
       std::string_view module, name;
       if (!line(&module) || !line(&name)) return false;
+      if (!ascii(module) || !ascii(name)) return fail(ErrorCode::pickle_malformed, "INST names that are not ASCII (Python's unpickler refuses them)");
       size_t m = 0;
       if (!pop_mark(&m)) return false;
       const uint32_t cls = g_.add_global(module, name);
@@ -8097,10 +8390,23 @@ class TorchHooks : public PickleHooks {
         }
         return d;
       }
-      case kBuiltinSet: case kBuiltinFrozenset: {
-        Items items;
-        if (!a.empty() && (g.kind(a[0]) == ValueKind::list || g.kind(a[0]) == ValueKind::tuple)) items = g.at(a[0]).items;
-        return g.add_container(tag == kBuiltinSet ? ValueKind::set : ValueKind::frozenset, items.data(), items.size());
+      case kBuiltinSet: case kBuiltinFrozenset: {  // set(), set(iterable): a list or tuple (what pickle writes), a set, a dict's keys
+        const ValueKind made = tag == kBuiltinSet ? ValueKind::set : ValueKind::frozenset;
+        if (a.empty()) return g.add_container(made);
+        const ValueKind of = g.kind(a[0]);
+        if (a.size() == 1 && (of == ValueKind::list || of == ValueKind::tuple || of == ValueKind::set || of == ValueKind::frozenset)) {
+          const Items items = g.at(a[0]).items;
+          return g.add_container(made, items.data(), items.size());
+        }
+        if (a.size() == 1 && of == ValueKind::dict) {
+          const Items kv = g.at(a[0]).items;
+          std::vector<uint32_t> keys;
+          for (size_t k = 0; k < kv.size(); k += 2) keys.push_back(kv[k]);
+          return g.add_container(made, keys.data(), keys.size());
+        }
+        return make_error(ErrorCode::pickle_malformed, std::string(tag == kBuiltinSet ? "set" : "frozenset") + "() of " +
+                                                           (a.size() == 1 ? std::string("a ") + value_kind_name(of) : std::to_string(a.size()) + " arguments") +
+                                                           " (ptread reads set() of lists, tuples, sets and dicts)");
       }
       case kBuiltinBytes:
         if (a.empty()) return g.add_text(ValueKind::bytes, "");  // protocols 0-2 pickle b'' as bytes()
@@ -8116,11 +8422,8 @@ class TorchHooks : public PickleHooks {
         }
         break;
       case kCodecsEncode:
-        if (!a.empty() && g.kind(a[0]) == ValueKind::string) {
-          // protocol 2 writes bytes as _codecs.encode(latin-1 text, 'latin1')
-          PTREAD_TRY(std::string raw, utf8_to_latin1(g.text(a[0])));
-          return g.add_text(ValueKind::bytes, raw);
-        }
+        // protocols 0-2 write bytes as _codecs.encode(latin-1 text, 'latin1')
+        if (!a.empty() && a.size() <= 3 && g.kind(a[0]) == ValueKind::string) return codecs_encode(g, a);
         break;
       case kNumpyReconstruct:
         // numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b'), then BUILD
@@ -8343,6 +8646,34 @@ class TorchHooks : public PickleHooks {
   PTREAD_ALWAYS_INLINE static Result<std::string_view> text_of(const Graph& g, uint32_t i, const char* what) {
     if (is_text(g, i)) return g.text(i);
     return make_error(ErrorCode::bad_tensor_args, std::string(what) + " is a " + value_kind_name(g.kind(i)) + ", not a string");
+  }
+
+  // _codecs.encode(text[, encoding[, errors]]) in the encodings Python's codecs spell
+  // latin-1, UTF-8 (the default) or ASCII; another is an error, never other bytes.
+  static Result<uint32_t> codecs_encode(Graph& g, const Items& a) {
+    std::string enc = "utf_8";
+    if (a.size() >= 2) {
+      if (g.kind(a[1]) != ValueKind::string) return make_error(ErrorCode::pickle_malformed, "_codecs.encode with an encoding that is no string");
+      enc.clear();
+      for (char c : g.text(a[1])) enc.push_back(c == '-' || c == ' ' ? '_' : c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c);
+    }
+    const std::string_view text = g.text(a[0]);
+    if (enc == "latin1" || enc == "latin_1" || enc == "iso8859_1" || enc == "iso_8859_1" || enc == "l1" || enc == "latin" ||
+        enc == "8859" || enc == "cp819") {
+      PTREAD_TRY(std::string raw, utf8_to_latin1(text));
+      return g.add_text(ValueKind::bytes, raw);
+    }
+    const bool utf8 = enc == "utf_8" || enc == "utf8" || enc == "u8" || enc == "utf";
+    const bool ascii = enc == "ascii" || enc == "us_ascii" || enc == "646";
+    if (utf8 || ascii) {
+      for (char c : text) {
+        if (ascii && static_cast<unsigned char>(c) >= 0x80) return make_error(ErrorCode::pickle_malformed, "_codecs.encode text is not ASCII");
+      }
+      if (!utf8_valid(text)) return make_error(ErrorCode::pickle_malformed, "_codecs.encode of text with a lone surrogate");
+      return g.add_text(ValueKind::bytes, text);
+    }
+    return make_error(ErrorCode::pickle_malformed, "_codecs.encode to '" + std::string(g.text(a[1]).substr(0, 40)) +
+                                                       "' (ptread reads latin-1, UTF-8 and ASCII)");
   }
 
   static Result<std::string> utf8_to_latin1(std::string_view s) {

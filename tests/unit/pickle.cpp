@@ -106,7 +106,7 @@ void shared_tuples(Bytes* p, uint8_t depth, uint8_t memo) {
 
 }  // namespace
 
-TEST_CASE("pickle: builtin objects read as Python's pickle.loads reads them", "[pickle]") {
+TEST_CASE("pickle: builtin objects read as Python's pickle.loads reads them", "[pickle][pickle_cases]") {
   const Json& cases = pickle_cases()["cases"];
   REQUIRE(cases.size() > 0);
   bool protocol_seen[6] = {false, false, false, false, false, false};
@@ -140,7 +140,7 @@ TEST_CASE("pickle: builtin objects read as Python's pickle.loads reads them", "[
   CHECK(failed == 0);
 }
 
-TEST_CASE("pickle: malformed and unsupported pickles fail with their code, opcode and byte", "[pickle]") {
+TEST_CASE("pickle: malformed and unsupported pickles fail with their code, opcode and byte", "[pickle][pickle_cases]") {
   const Json& errors = pickle_cases()["errors"];
   REQUIRE(errors.size() > 0);
   for (size_t k = 0; k < errors.size(); ++k) {
@@ -161,6 +161,22 @@ TEST_CASE("pickle: malformed and unsupported pickles fail with their code, opcod
       CHECK(contains(err.message(), "opcode " + e["opcode"].as_string()));
     }
     CHECK(contains(err.message(), "byte " + std::to_string(e["offset"].as_int()) + " of"));
+  }
+}
+
+TEST_CASE("pickle: pickles torch.load's unpickling refuses or reads otherwise are refused", "[pickle][pickle_cases]") {
+  // "refused": a read crossing a frame's end, which Python's unpickler on a BytesIO
+  // (torch.load's) fails on or reads other bytes for, where pickle.loads reads them
+  // (gen_pickles.py: the errors that are so; gen_random_pickles.py: pickles framed at random).
+  const Json& refused = pickle_cases()["refused"];
+  REQUIRE(refused.size() > 0);
+  for (size_t k = 0; k < refused.size(); ++k) {
+    const Json& e = refused[k];
+    INFO("refused case " << e["name"].as_string() << ", pickle '" << e["hex"].as_string() << "'");
+    Bytes data;
+    CHECK(from_hex(e["hex"].as_string(), &data));
+    auto r = run_pickle(data);
+    CHECK_FALSE(r->root.ok());
   }
 }
 

@@ -375,8 +375,18 @@ inline constexpr size_t kMaxIntDigits = 4300;
 // Whether the little-endian two's complement integer `le` has over kMaxIntDigits digits.
 inline bool big_too_long(std::string_view le);
 
+// le without redundant sign bytes (LONG1 may carry them).
+inline std::string_view minimal_le(std::string_view le) noexcept {
+  while (le.size() > 1 && ((le.back() == '\0' && !(le[le.size() - 2] & 0x80)) ||
+                           (le.back() == '\xff' && (le[le.size() - 2] & 0x80)))) {
+    le.remove_suffix(1);
+  }
+  return le;
+}
+
 inline std::string big_to_decimal(std::string_view le) {
-  if (le.size() > 1786) return "<int of " + std::to_string(le.size()) + " bytes>";  // over 4300 digits
+  le = minimal_le(le);
+  if (le.size() > 1787) return "<int of " + std::to_string(le.size()) + " bytes>";  // over 4300 digits
   std::vector<uint8_t> mag(le.begin(), le.end());
   const bool neg = !mag.empty() && (mag.back() & 0x80);
   if (neg) {  // magnitude = two's complement negation
@@ -400,47 +410,13 @@ inline std::string big_to_decimal(std::string_view le) {
     }
     digits.push_back(static_cast<char>('0' + rem));
   }
+  if (digits.size() > kMaxIntDigits) return "<int of " + std::to_string(le.size()) + " bytes>";
   if (neg) digits.push_back('-');
   return std::string(digits.rbegin(), digits.rend());
 }
 
 inline bool big_too_long(std::string_view le) {
-  if (le.size() > 1786) return true;
-  if (le.size() < 1786) return false;
-  const std::string d = big_to_decimal(le);
-  return d.size() - (d[0] == '-' ? 1 : 0) > kMaxIntDigits;
-}
-
-// Two's complement little-endian bytes of a decimal text ("-123").
-inline bool decimal_to_big(std::string_view s, std::string* out) {
-  bool neg = false;
-  if (!s.empty() && (s[0] == '-' || s[0] == '+')) {
-    neg = s[0] == '-';
-    s.remove_prefix(1);
-  }
-  if (s.empty()) return false;
-  std::vector<uint8_t> mag(1, 0);
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    unsigned carry = static_cast<unsigned>(c - '0');
-    for (auto& b : mag) {
-      unsigned v = b * 10u + carry;
-      b = static_cast<uint8_t>(v);
-      carry = v >> 8;
-    }
-    if (carry) mag.push_back(static_cast<uint8_t>(carry));
-  }
-  mag.push_back(0);  // room for the sign bit
-  if (neg) {
-    unsigned carry = 1;
-    for (auto& b : mag) {
-      unsigned v = static_cast<unsigned>(static_cast<uint8_t>(~b)) + carry;
-      b = static_cast<uint8_t>(v);
-      carry = v >> 8;
-    }
-  }
-  out->assign(mag.begin(), mag.end());
-  return true;
+  return minimal_le(le).size() >= 1786 && big_to_decimal(le).front() == '<';  // (1785 bytes: under 4300 digits)
 }
 
 // Whether [p, p + n) decodes as Python's str(b, 'utf-8', 'surrogatepass') decodes pickled

@@ -370,10 +370,23 @@ class TorchHooks : public PickleHooks {
         }
         return d;
       }
-      case kBuiltinSet: case kBuiltinFrozenset: {
-        Items items;
-        if (!a.empty() && (g.kind(a[0]) == ValueKind::list || g.kind(a[0]) == ValueKind::tuple)) items = g.at(a[0]).items;
-        return g.add_container(tag == kBuiltinSet ? ValueKind::set : ValueKind::frozenset, items.data(), items.size());
+      case kBuiltinSet: case kBuiltinFrozenset: {  // set(), set(iterable): a list or tuple (what pickle writes), a set, a dict's keys
+        const ValueKind made = tag == kBuiltinSet ? ValueKind::set : ValueKind::frozenset;
+        if (a.empty()) return g.add_container(made);
+        const ValueKind of = g.kind(a[0]);
+        if (a.size() == 1 && (of == ValueKind::list || of == ValueKind::tuple || of == ValueKind::set || of == ValueKind::frozenset)) {
+          const Items items = g.at(a[0]).items;
+          return g.add_container(made, items.data(), items.size());
+        }
+        if (a.size() == 1 && of == ValueKind::dict) {
+          const Items kv = g.at(a[0]).items;
+          std::vector<uint32_t> keys;
+          for (size_t k = 0; k < kv.size(); k += 2) keys.push_back(kv[k]);
+          return g.add_container(made, keys.data(), keys.size());
+        }
+        return make_error(ErrorCode::pickle_malformed, std::string(tag == kBuiltinSet ? "set" : "frozenset") + "() of " +
+                                                           (a.size() == 1 ? std::string("a ") + value_kind_name(of) : std::to_string(a.size()) + " arguments") +
+                                                           " (ptread reads set() of lists, tuples, sets and dicts)");
       }
       case kBuiltinBytes:
         if (a.empty()) return g.add_text(ValueKind::bytes, "");  // protocols 0-2 pickle b'' as bytes()
@@ -389,11 +402,8 @@ class TorchHooks : public PickleHooks {
         }
         break;
       case kCodecsEncode:
-        if (!a.empty() && g.kind(a[0]) == ValueKind::string) {
-          // protocol 2 writes bytes as _codecs.encode(latin-1 text, 'latin1')
-          PTREAD_TRY(std::string raw, utf8_to_latin1(g.text(a[0])));
-          return g.add_text(ValueKind::bytes, raw);
-        }
+        // protocols 0-2 write bytes as _codecs.encode(latin-1 text, 'latin1')
+        if (!a.empty() && a.size() <= 3 && g.kind(a[0]) == ValueKind::string) return codecs_encode(g, a);
         break;
       case kNumpyReconstruct:
         // numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b'), then BUILD
@@ -616,6 +626,34 @@ class TorchHooks : public PickleHooks {
   PTREAD_ALWAYS_INLINE static Result<std::string_view> text_of(const Graph& g, uint32_t i, const char* what) {
     if (is_text(g, i)) return g.text(i);
     return make_error(ErrorCode::bad_tensor_args, std::string(what) + " is a " + value_kind_name(g.kind(i)) + ", not a string");
+  }
+
+  // _codecs.encode(text[, encoding[, errors]]) in the encodings Python's codecs spell
+  // latin-1, UTF-8 (the default) or ASCII; another is an error, never other bytes.
+  static Result<uint32_t> codecs_encode(Graph& g, const Items& a) {
+    std::string enc = "utf_8";
+    if (a.size() >= 2) {
+      if (g.kind(a[1]) != ValueKind::string) return make_error(ErrorCode::pickle_malformed, "_codecs.encode with an encoding that is no string");
+      enc.clear();
+      for (char c : g.text(a[1])) enc.push_back(c == '-' || c == ' ' ? '_' : c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c);
+    }
+    const std::string_view text = g.text(a[0]);
+    if (enc == "latin1" || enc == "latin_1" || enc == "iso8859_1" || enc == "iso_8859_1" || enc == "l1" || enc == "latin" ||
+        enc == "8859" || enc == "cp819") {
+      PTREAD_TRY(std::string raw, utf8_to_latin1(text));
+      return g.add_text(ValueKind::bytes, raw);
+    }
+    const bool utf8 = enc == "utf_8" || enc == "utf8" || enc == "u8" || enc == "utf";
+    const bool ascii = enc == "ascii" || enc == "us_ascii" || enc == "646";
+    if (utf8 || ascii) {
+      for (char c : text) {
+        if (ascii && static_cast<unsigned char>(c) >= 0x80) return make_error(ErrorCode::pickle_malformed, "_codecs.encode text is not ASCII");
+      }
+      if (!utf8_valid(text)) return make_error(ErrorCode::pickle_malformed, "_codecs.encode of text with a lone surrogate");
+      return g.add_text(ValueKind::bytes, text);
+    }
+    return make_error(ErrorCode::pickle_malformed, "_codecs.encode to '" + std::string(g.text(a[1]).substr(0, 40)) +
+                                                       "' (ptread reads latin-1, UTF-8 and ASCII)");
   }
 
   static Result<std::string> utf8_to_latin1(std::string_view s) {
