@@ -4713,6 +4713,9 @@ class PickleVM {
   void give_chunks(BlockPool& to, size_t max) { pool_.give_chunks(to, max); }
   // How many TensorRuns the last run() took, and how many of those it read by their
   // template (RunTemplate).
+  // The first read of the last run() that crossed the end of its FRAME (see frame_end_),
+  // as an error at its opcode; nullptr when none did.
+  const Error* frame_straddle() const { return straddled_ ? &straddle_ : nullptr; }
   size_t tensor_runs_taken() const { return runs_taken_; }
   size_t template_runs_taken() const { return template_runs_; }
 
@@ -4744,6 +4747,7 @@ class PickleVM {
     const uint8_t* p = data;
     const uint8_t* const end = end_;
     frame_end_ = data;  // no frame read yet
+    straddled_ = false;
     // An opcode that starts at `guard` or past it: the end of the pickle, or the last
     // opcode left the frame it began in (past its end, frame_end_ + 1: the one compare
     // each opcode had before frames were followed).
@@ -4754,7 +4758,7 @@ class PickleVM {
           return make_error(ErrorCode::pickle_truncated, "pickle: the pickle ends before STOP, at byte " +
                                                              std::to_string(p - begin_) + " of '" + where_ + "'");
         }
-        if (!left_frame()) return std::move(err_);
+        left_frame();
         guard = end;
       }
       op_ptr_ = p;
@@ -4911,11 +4915,12 @@ class PickleVM {
           p += 8;
           if (PTREAD_UNLIKELY(length > static_cast<uint64_t>(end - p))) {
             ok = frame_past_end(length);
-          } else if (p < frame_end_) {  // a FRAME inside a frame: Python reads nothing when that holds it
-            ok = length <= static_cast<uint64_t>(frame_end_ - p) || frame_straddled();
-          } else if (op_ptr_ + 1 < frame_end_ && p != frame_end_) {  // its length read crossed the frame's end
-            ok = frame_straddled();
+          } else if (p < frame_end_ && length <= static_cast<uint64_t>(frame_end_ - p)) {
+            ok = true;  // a FRAME that its frame holds: Python reads nothing
           } else {
+            // A new frame; a FRAME that began in the last one and does not end with it (its
+            // length, or its bytes, past that frame's end) is a read crossing its end.
+            if (op_ptr_ < frame_end_ && op_ptr_ + 1 != frame_end_ && p != frame_end_) frame_straddled();
             frame_end_ = p + length;
             guard = frame_end_ < end ? frame_end_ + 1 : end;
             ok = true;
@@ -4949,13 +4954,11 @@ class PickleVM {
   }
 
  private:
-  // After the opcode at op_ptr_ ended past the end of the frame it began in: false (an
-  // error) when one of Python's reads of it crossed the frame's end; else no frame is read
-  // from here.
-  PTREAD_NOINLINE bool left_frame() {
+  // After the opcode at op_ptr_ ended past the end of the frame it began in: notes whether
+  // one of Python's reads of it crossed the frame's end. No frame is read from here.
+  PTREAD_NOINLINE void left_frame() {
     const bool began_inside = op_ptr_ < frame_end_;
-    if (began_inside && !read_boundary(op_ptr_, static_cast<size_t>(frame_end_ - op_ptr_))) return frame_straddled();
-    return true;
+    if (began_inside && !read_boundary(op_ptr_, static_cast<size_t>(frame_end_ - op_ptr_))) frame_straddled();
   }
   // Whether Python's _pickle reads of the opcode at o (which ends past o + at) break at
   // o + at: the opcode byte is one read, a length field another, then the payload (the
@@ -4982,10 +4985,16 @@ class PickleVM {
     }
     return at == 1 + length_field || (bytes_payload && at > 1 + length_field);
   }
+  // Notes the first read that crossed a frame's end (frame_straddle()); the pickle is read
+  // on as it lies (true).
   PTREAD_NOINLINE bool frame_straddled() {
-    return fail(ErrorCode::pickle_malformed,
-                "an opcode runs past the end of its FRAME (torch.load reads the pickle of a zip checkpoint "
-                "from a BytesIO: Python's unpickler then drops the rest of the frame and reads on after it)");
+    if (!straddled_) {
+      straddle_ = error(ErrorCode::pickle_malformed,
+                        "an opcode runs past the end of its FRAME (torch.load reads the pickle of a zip checkpoint "
+                        "from a BytesIO: Python's unpickler then drops the rest of the frame and reads on after it)");
+      straddled_ = true;
+    }
+    return true;
   }
   // Items in one container, whatever the limits say: item counts are 32-bit.
   static constexpr size_t kMaxItems = size_t{1} << 30;
@@ -5776,12 +5785,16 @@ class PickleVM {
   const uint8_t* end_ = nullptr;
   const uint8_t* begin_ = nullptr;
   const uint8_t* op_ptr_ = nullptr;  // the opcode being run
-  // Where the bytes of the last FRAME end. torch.load gives the unpickler a file (a
-  // BytesIO of data.pkl), which reads a frame at once and any opcode after it from the
-  // file: an opcode (or a FRAME) that begins inside a frame and ends past it makes Python
-  // drop the rest of the frame and read on after it, other bytes than a flat reading. The
-  // pickler never writes one; here it is an error, never another reading.
+  // Where the bytes of the last FRAME end. torch.load gives the unpickler of a zip
+  // checkpoint a BytesIO of data.pkl, which reads a frame at once and any opcode after it
+  // from the file: a read that begins inside a frame and ends past it makes Python drop the
+  // rest of the frame and read on after it, other bytes than a flat reading. The pickler
+  // never writes one. The VM reads on flat (as Python does from a file with peek(), and
+  // TorchScript's unpickler) and notes the first (frame_straddle()); the zip reader refuses
+  // a torch.save archive that has one.
   const uint8_t* frame_end_ = nullptr;
+  bool straddled_ = false;
+  Error straddle_;
   U32Stack stack_;
   std::vector<size_t> marks_;
   size_t floor_ = 0;  // marks_.back(), or 0: pops may not go below it
@@ -10549,6 +10562,14 @@ inline Status check_retyped(const Model& m, const TorchHooks& hooks) {
                     hooks.retyped() + " in a TorchScript archive (torch.jit.save never writes that)");
 }
 
+// A read of data.pkl crossing the end of its FRAME (PickleVM::frame_straddle()): torch.load
+// reads a torch.save archive's pickle from a BytesIO, which reads other bytes then, so the
+// file is refused; torch.jit.load's unpickler reads a TorchScript archive's flat, as the VM.
+inline Status check_frames(const Model& m, const Error* straddle) {
+  if (straddle == nullptr || m.format == Format::torchscript) return {};
+  return *straddle;
+}
+
 // TorchScript's tensor constants: their own pickle and storage keys.
 inline Status read_zip_constants(const ReadOptions& opt, Model& m, const ZipArchive& zip, const ZipPlan& plan,
                                  ZipStorages& storages) {
@@ -10589,6 +10610,7 @@ inline Status read_zip_pickles(const std::shared_ptr<const Source>& src, const R
   PickleVM vm(m.graph, hooks, opt.limits, std::string(plan.pkl->name));
   vm.set_tensor_runs(opt.tensor_runs);
   PTREAD_TRY(m.root, vm.run(pickle.data, pickle.size));
+  PTREAD_CHECK(check_frames(m, vm.frame_straddle()));
   vm.give_chunks(m.pool, listed_chunks(m));
   PTREAD_CHECK(check_retyped(m, hooks));
   PTREAD_CHECK(hooks.finish());
@@ -10656,6 +10678,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
   vm->set_tensor_runs(opt.tensor_runs);
   vm->set_chunk_reserve(&reserve);
   Status walked, parsed;
+  std::optional<Error> straddle;  // vm->frame_straddle(), kept (the VM may be gone by finish())
   std::atomic<bool> walk_done{false}, vm_done{false};
   // After the walk and the pickle: the directory's plan, the storages bound, the constants.
   auto finish = [&]() -> Result<bool> {
@@ -10668,6 +10691,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
       return false;
     }
     apply_plan(plan, m);
+    PTREAD_CHECK(check_frames(m, straddle ? &*straddle : nullptr));
     PTREAD_CHECK(check_retyped(m, hooks));
     PTREAD_CHECK(read_zip_constants(opt, m, zip, plan, storages));
     return true;
@@ -10683,6 +10707,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
       if (t == 0) {
         reserve.begin();
         auto root = vm->run(pickle, static_cast<size_t>(first.uncompressed_size));
+        if (vm->frame_straddle() != nullptr) straddle.emplace(*vm->frame_straddle());
         vm->give_chunks(m.pool, listed_chunks(m));  // before vm_done: the other thread destroys the VM after
         vm_done.store(true, std::memory_order_release);  // before end(): fill() returns after both
         reserve.end();

@@ -668,6 +668,19 @@ TEST_CASE("corrupted legacy files give the exact error", "[legacy]") {
   }
 }
 
+TEST_CASE("legacy: frames are read flat, as torch.load reads a legacy file from its path", "[legacy]") {
+  // torch.load(path) unpickles a legacy file from an open file, whose peek() makes Python's
+  // unpickler read a frame's bytes and what follows alike (a BytesIO would not: the zip
+  // reader follows that rule). A FRAME of 3 bytes after the object pickle's PROTO ends
+  // inside its first GLOBAL line: it reads as without it.
+  const Bytes b = fixture("legacy_sd.pt");
+  const LegacyLayout L = legacy_layout(b);
+  REQUIRE(b[L.pk[3].start] == 0x80);
+  REQUIRE(b[L.pk[3].start + 2] == 'c');
+  const Bytes frame = {0x95, 3, 0, 0, 0, 0, 0, 0, 0};
+  check_loads_like(splice(b, L.pk[3].start + 2, 0, frame), "legacy_sd.pt", "a FRAME inside a GLOBAL line");
+}
+
 TEST_CASE("tar layout as this test reads it", "[legacy]") {
   const Bytes b = fixture("tar_sd.pt");
   const auto es = tar_entries(b);

@@ -85,6 +85,8 @@ std::unique_ptr<Run> run_pickle(const Bytes& data, const ptread::Limits& limits 
   ptread::detail::TorchHooks hooks(r->model, no_storages(), r->limits);
   ptread::detail::PickleVM vm(r->model.graph, hooks, r->limits, "test.pkl");
   r->root = vm.run(data.data(), data.size(), &r->consumed);
+  // As the zip reader takes a torch.save archive's data.pkl (torch.load's unpickling).
+  if (r->root.ok() && vm.frame_straddle() != nullptr) r->root = *vm.frame_straddle();
   return r;
 }
 

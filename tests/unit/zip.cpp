@@ -89,6 +89,35 @@ const ZipEntryLayout& layout(const ZipBuilt& z, const std::string& name) {
   return z.entries.front();
 }
 
+// Fixture `name` again, every record stored, its data.pkl with a FRAME of `length` bytes
+// put after its PROTO opcode.
+std::vector<uint8_t> framed_fixture(const std::string& name, uint64_t length) {
+  const std::vector<unsigned char> file = read_file(fixture_dir() + "/" + name);
+  REQUIRE(!file.empty());
+  auto src = std::make_shared<ptread::detail::MemorySource>(file.data(), file.size(), name);
+  auto zip = ptread::detail::ZipArchive::open(src, ptread::Limits{});
+  REQUIRE(zip.ok());
+  ZipWriter w;
+  bool framed = false;
+  for (const auto& e : zip->entries()) {
+    auto b = zip->read(e);
+    REQUIRE(b.ok());
+    std::vector<uint8_t> bytes(b->data, b->data + b->size);
+    const std::string record(e.name);
+    if (record.size() > 9 && record.compare(record.size() - 9, 9, "/data.pkl") == 0) {
+      REQUIRE(bytes.size() > 2);
+      REQUIRE(bytes[0] == 0x80);  // PROTO
+      std::vector<uint8_t> frame = {0x95};
+      for (int k = 0; k < 8; ++k) frame.push_back(static_cast<uint8_t>(length >> (8 * k)));
+      bytes.insert(bytes.begin() + 2, frame.begin(), frame.end());
+      framed = true;
+    }
+    w.add(record, bytes);
+  }
+  REQUIRE(framed);
+  return w.build().flat();
+}
+
 ptread::Result<ptread::Checkpoint> open_mem(const std::vector<uint8_t>& file, const ptread::Options& o = {}) {
   return ptread::Checkpoint::open_memory(file.data(), file.size(), o);
 }
@@ -1055,6 +1084,43 @@ TEST_CASE("zip: a storage referenced under two dtypes reads as torch.load; in To
         REQUIRE(e != nullptr);
         CHECK(e->storage()->nbytes() == 8);
       }
+    }
+  }
+}
+
+TEST_CASE("zip: data.pkl read as torch.load's unpickling reads its frames", "[zip][pickle]") {
+  // buffer.pt's data.pkl begins "\x80\x02}q\x00(X\x01\x00\x00\x00w": a FRAME after PROTO.
+  ptread::Options one, two;
+  two.threads = 2;  // the pickle read beside the directory walk
+  const std::vector<uint8_t> pkl = records().pkl;
+  REQUIRE(pkl.size() > 7);
+  REQUIRE(std::memcmp(pkl.data() + 2, "}q\x00(X", 5) == 0);
+  for (const ptread::Options& o : {one, two}) {
+    INFO("threads " << o.threads);
+    // A frame over the whole pickle, or ending after an opcode byte: read as without it.
+    check_like_buffer(open_mem(framed_fixture("buffer.pt", pkl.size() - 2), o), "archive/");
+    check_like_buffer(open_mem(framed_fixture("buffer.pt", 5), o), "archive/");
+    // Ending inside BINUNICODE's length: torch.load (a BytesIO) drops the frame's rest and
+    // reads on after it, other bytes ("pickle data was truncated", torch 1.13); refused.
+    auto ck = open_mem(framed_fixture("buffer.pt", 6), o);
+    REQUIRE_FALSE(ck.ok());
+    CHECK(ck.error().code() == ErrorCode::pickle_malformed);
+    CHECK(ck.error().str().find("runs past the end of its FRAME") != std::string::npos);
+    CHECK(ck.error().str().find("opcode BINUNICODE (0x58), byte 15 of") != std::string::npos);
+  }
+  // torch.jit.load's unpickler reads a TorchScript archive's data.pkl flat: the same frame
+  // (ending inside its first GLOBAL line) changes nothing there.
+  auto orig = ptread::Checkpoint::open(fixture_dir() + "/ts_script.pt");
+  REQUIRE(orig.ok());
+  for (const ptread::Options& o : {one, two}) {
+    auto ts = open_mem(framed_fixture("ts_script.pt", 3), o);
+    INFO((ts.ok() ? std::string() : ts.error().str()));
+    REQUIRE(ts.ok());
+    CHECK(std::string(ts->format_name()) == "torchscript");
+    REQUIRE(ts->tensors().size() == orig->tensors().size());
+    for (size_t k = 0; k < ts->tensors().size(); ++k) {
+      CHECK(ts->tensors()[k].name == orig->tensors()[k].name);
+      CHECK(tensor_sha256(ts->tensors()[k].tensor) == tensor_sha256(orig->tensors()[k].tensor));
     }
   }
 }

@@ -368,6 +368,14 @@ inline Status check_retyped(const Model& m, const TorchHooks& hooks) {
                     hooks.retyped() + " in a TorchScript archive (torch.jit.save never writes that)");
 }
 
+// A read of data.pkl crossing the end of its FRAME (PickleVM::frame_straddle()): torch.load
+// reads a torch.save archive's pickle from a BytesIO, which reads other bytes then, so the
+// file is refused; torch.jit.load's unpickler reads a TorchScript archive's flat, as the VM.
+inline Status check_frames(const Model& m, const Error* straddle) {
+  if (straddle == nullptr || m.format == Format::torchscript) return {};
+  return *straddle;
+}
+
 // TorchScript's tensor constants: their own pickle and storage keys.
 inline Status read_zip_constants(const ReadOptions& opt, Model& m, const ZipArchive& zip, const ZipPlan& plan,
                                  ZipStorages& storages) {
@@ -408,6 +416,7 @@ inline Status read_zip_pickles(const std::shared_ptr<const Source>& src, const R
   PickleVM vm(m.graph, hooks, opt.limits, std::string(plan.pkl->name));
   vm.set_tensor_runs(opt.tensor_runs);
   PTREAD_TRY(m.root, vm.run(pickle.data, pickle.size));
+  PTREAD_CHECK(check_frames(m, vm.frame_straddle()));
   vm.give_chunks(m.pool, listed_chunks(m));
   PTREAD_CHECK(check_retyped(m, hooks));
   PTREAD_CHECK(hooks.finish());
@@ -475,6 +484,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
   vm->set_tensor_runs(opt.tensor_runs);
   vm->set_chunk_reserve(&reserve);
   Status walked, parsed;
+  std::optional<Error> straddle;  // vm->frame_straddle(), kept (the VM may be gone by finish())
   std::atomic<bool> walk_done{false}, vm_done{false};
   // After the walk and the pickle: the directory's plan, the storages bound, the constants.
   auto finish = [&]() -> Result<bool> {
@@ -487,6 +497,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
       return false;
     }
     apply_plan(plan, m);
+    PTREAD_CHECK(check_frames(m, straddle ? &*straddle : nullptr));
     PTREAD_CHECK(check_retyped(m, hooks));
     PTREAD_CHECK(read_zip_constants(opt, m, zip, plan, storages));
     return true;
@@ -502,6 +513,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
       if (t == 0) {
         reserve.begin();
         auto root = vm->run(pickle, static_cast<size_t>(first.uncompressed_size));
+        if (vm->frame_straddle() != nullptr) straddle.emplace(*vm->frame_straddle());
         vm->give_chunks(m.pool, listed_chunks(m));  // before vm_done: the other thread destroys the VM after
         vm_done.store(true, std::memory_order_release);  // before end(): fill() returns after both
         reserve.end();
