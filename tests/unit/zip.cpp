@@ -1102,7 +1102,8 @@ TEST_CASE("zip: data.pkl read as torch.load's unpickling reads its frames", "[zi
     check_like_buffer(open_mem(framed_fixture("buffer.pt", 5), o), "archive/");
     // Ending inside BINUNICODE's length: torch.load (a BytesIO) drops the frame's rest and
     // reads on after it, other bytes ("pickle data was truncated", torch 1.13); refused.
-    auto ck = open_mem(framed_fixture("buffer.pt", 6), o);
+    const std::vector<uint8_t> crossing = framed_fixture("buffer.pt", 6);  // (open_memory borrows it)
+    auto ck = open_mem(crossing, o);
     REQUIRE_FALSE(ck.ok());
     CHECK(ck.error().code() == ErrorCode::pickle_malformed);
     CHECK(ck.error().str().find("runs past the end of its FRAME") != std::string::npos);
@@ -1114,7 +1115,8 @@ TEST_CASE("zip: data.pkl read as torch.load's unpickling reads its frames", "[zi
   auto orig = ptread::Checkpoint::open(fixture_dir() + "/ts_script.pt");
   REQUIRE(orig.ok());
   for (const ptread::Options& o : {one, two}) {
-    auto ts = open_mem(framed_fixture("ts_script.pt", 3), o);
+    const std::vector<uint8_t> file = framed_fixture("ts_script.pt", 3);  // (open_memory borrows it)
+    auto ts = open_mem(file, o);
     INFO((ts.ok() ? std::string() : ts.error().str()));
     REQUIRE(ts.ok());
     CHECK(std::string(ts->format_name()) == "torchscript");
