@@ -3661,19 +3661,22 @@ inline std::string_view minimal_le(std::string_view le) noexcept {
   return le;
 }
 
+// Two's complement negation of the little-endian integer in [p, p + n), in place.
+inline void negate_le(uint8_t* p, size_t n) noexcept {
+  unsigned carry = 1;
+  for (size_t k = 0; k < n; ++k) {
+    const unsigned v = static_cast<unsigned>(static_cast<uint8_t>(~p[k])) + carry;
+    p[k] = static_cast<uint8_t>(v);
+    carry = v >> 8;
+  }
+}
+
 inline std::string big_to_decimal(std::string_view le) {
   le = minimal_le(le);
   if (le.size() > 1787) return "<int of " + std::to_string(le.size()) + " bytes>";  // over 4300 digits
   std::vector<uint8_t> mag(le.begin(), le.end());
   const bool neg = !mag.empty() && (mag.back() & 0x80);
-  if (neg) {  // magnitude = two's complement negation
-    unsigned carry = 1;
-    for (auto& b : mag) {
-      unsigned v = static_cast<unsigned>(static_cast<uint8_t>(~b)) + carry;
-      b = static_cast<uint8_t>(v);
-      carry = v >> 8;
-    }
-  }
+  if (neg) negate_le(mag.data(), mag.size());  // the magnitude
   std::string digits;
   bool nonzero = true;
   while (nonzero) {
@@ -3855,7 +3858,7 @@ class DictKeys {
         std::memcpy(&bits, &n.f, sizeof bits);
         return mix(bits ^ 0x666c6f6174ull);
       }
-      case ValueKind::big_integer: return big_hash(minimal(g_.text(k)));
+      case ValueKind::big_integer: return big_hash(minimal_le(g_.text(k)));
       case ValueKind::string: return text_hash(g_.text(k));
       case ValueKind::bytes: return mix(text_hash(g_.text(k)) ^ 0x6279746573ull);
       case ValueKind::global: return mix(text_hash(g_.global_module(k)) ^ (text_hash(g_.global_name(k)) << 1));
@@ -3901,7 +3904,7 @@ class DictKeys {
  private:
   // An int beyond 64 bits, by its minimal two's complement bytes (a float of its value
   // gives the same).
-  uint64_t big_hash(std::string_view minimal_le) const noexcept { return mix(text_hash(minimal_le) ^ 0x626967696e74ull); }
+  uint64_t big_hash(std::string_view bytes) const noexcept { return mix(text_hash(bytes) ^ 0x626967696e74ull); }
 
   // A tuple's items in order; a frozenset's as a set: the graph may hold an item twice
   // (FROZENSET of 1, 1.0 is {1}) and in any order, so its hash combines the distinct
@@ -3994,15 +3997,6 @@ class DictKeys {
     *out = static_cast<int64_t>(f);
     return true;
   }
-  // Two's complement little-endian bytes without redundant sign bytes (LONG1 may carry them).
-  static std::string_view minimal(std::string_view le) noexcept {
-    size_t n = le.size();
-    while (n > 1) {
-      const uint8_t last = static_cast<uint8_t>(le[n - 1]), prev = static_cast<uint8_t>(le[n - 2]);
-      if ((last == 0x00 && !(prev & 0x80)) || (last == 0xff && (prev & 0x80))) --n; else break;
-    }
-    return le.substr(0, n);
-  }
   // An integral finite double as minimal two's complement little-endian bytes.
   static std::string float_bytes(double f) {
     int e = 0;
@@ -4017,15 +4011,8 @@ class DictKeys {
     for (int bit = 0; bit < 64; ++bit) {
       if (mant >> bit & 1) out[static_cast<size_t>((bit + shift) / 8)] |= static_cast<char>(1 << ((bit + shift) % 8));
     }
-    if (f < 0) {  // two's complement: invert, add 1
-      unsigned carry = 1;
-      for (char& c : out) {
-        const unsigned v = (~static_cast<unsigned>(static_cast<uint8_t>(c)) & 0xffu) + carry;
-        c = static_cast<char>(v & 0xffu);
-        carry = v >> 8;
-      }
-    }
-    return std::string(minimal(out));
+    if (f < 0) negate_le(reinterpret_cast<uint8_t*>(&out[0]), out.size());
+    return std::string(minimal_le(out));
   }
   bool numbers_equal(uint32_t a, uint32_t b) const {
     const Node& x = g_.nodes[a];
@@ -4034,7 +4021,7 @@ class DictKeys {
     const bool yi = y.kind != ValueKind::floating && y.kind != ValueKind::big_integer;
     if (xi && yi) return x.i == y.i;
     if (x.kind == ValueKind::floating && y.kind == ValueKind::floating) return x.f == y.f;
-    if (x.kind == ValueKind::big_integer && y.kind == ValueKind::big_integer) return minimal(g_.text(a)) == minimal(g_.text(b));
+    if (x.kind == ValueKind::big_integer && y.kind == ValueKind::big_integer) return minimal_le(g_.text(a)) == minimal_le(g_.text(b));
     if (x.kind == ValueKind::big_integer || y.kind == ValueKind::big_integer) {
       // A big int (beyond 64 bits, as the VM keeps them) equals only a float of its value.
       const uint32_t big = x.kind == ValueKind::big_integer ? a : b;
@@ -4044,7 +4031,7 @@ class DictKeys {
           float_as_int64(other.f, &i)) {
         return false;
       }
-      return float_bytes(other.f) == minimal(g_.text(big));
+      return float_bytes(other.f) == minimal_le(g_.text(big));
     }
     const double f = x.kind == ValueKind::floating ? x.f : y.f;
     const int64_t i = x.kind == ValueKind::floating ? y.i : x.i;
@@ -4118,6 +4105,7 @@ class DictKeys {
 
 // #include "value_graph.hpp": inlined above
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <limits>
@@ -4218,6 +4206,7 @@ inline IntText python_int(std::string_view s, unsigned base0_or_10, std::string*
   if (prev == '_' || digits.empty()) return IntText::bad;
   while (k < s.size() && c_space(s[k])) ++k;
   if (k != s.size()) return IntText::bad;
+  if (zero_only && std::any_of(digits.begin(), digits.end(), [](uint8_t d) { return d != 0; })) return IntText::bad;
   std::vector<uint8_t> mag(1, 0);  // the magnitude, little-endian bytes
   if (base == 10) {  // mag = mag * 10 + digit: quadratic, as Python's, within 4300 digits
     for (uint8_t d : digits) {
@@ -4239,18 +4228,8 @@ inline IntText python_int(std::string_view s, unsigned base0_or_10, std::string*
       }
     }
   }
-  bool nonzero = false;
-  for (uint8_t b : mag) nonzero = nonzero || b != 0;
-  if (zero_only && nonzero) return IntText::bad;
   mag.push_back(0);  // room for the sign bit
-  if (neg) {
-    unsigned carry = 1;
-    for (auto& b : mag) {
-      const unsigned v = static_cast<unsigned>(static_cast<uint8_t>(~b)) + carry;
-      b = static_cast<uint8_t>(v);
-      carry = v >> 8;
-    }
-  }
+  if (neg) negate_le(mag.data(), mag.size());
   le->assign(mag.begin(), mag.end());
   return IntText::ok;
 }

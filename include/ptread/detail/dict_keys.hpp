@@ -125,7 +125,7 @@ class DictKeys {
         std::memcpy(&bits, &n.f, sizeof bits);
         return mix(bits ^ 0x666c6f6174ull);
       }
-      case ValueKind::big_integer: return big_hash(minimal(g_.text(k)));
+      case ValueKind::big_integer: return big_hash(minimal_le(g_.text(k)));
       case ValueKind::string: return text_hash(g_.text(k));
       case ValueKind::bytes: return mix(text_hash(g_.text(k)) ^ 0x6279746573ull);
       case ValueKind::global: return mix(text_hash(g_.global_module(k)) ^ (text_hash(g_.global_name(k)) << 1));
@@ -171,7 +171,7 @@ class DictKeys {
  private:
   // An int beyond 64 bits, by its minimal two's complement bytes (a float of its value
   // gives the same).
-  uint64_t big_hash(std::string_view minimal_le) const noexcept { return mix(text_hash(minimal_le) ^ 0x626967696e74ull); }
+  uint64_t big_hash(std::string_view bytes) const noexcept { return mix(text_hash(bytes) ^ 0x626967696e74ull); }
 
   // A tuple's items in order; a frozenset's as a set: the graph may hold an item twice
   // (FROZENSET of 1, 1.0 is {1}) and in any order, so its hash combines the distinct
@@ -264,15 +264,6 @@ class DictKeys {
     *out = static_cast<int64_t>(f);
     return true;
   }
-  // Two's complement little-endian bytes without redundant sign bytes (LONG1 may carry them).
-  static std::string_view minimal(std::string_view le) noexcept {
-    size_t n = le.size();
-    while (n > 1) {
-      const uint8_t last = static_cast<uint8_t>(le[n - 1]), prev = static_cast<uint8_t>(le[n - 2]);
-      if ((last == 0x00 && !(prev & 0x80)) || (last == 0xff && (prev & 0x80))) --n; else break;
-    }
-    return le.substr(0, n);
-  }
   // An integral finite double as minimal two's complement little-endian bytes.
   static std::string float_bytes(double f) {
     int e = 0;
@@ -287,15 +278,8 @@ class DictKeys {
     for (int bit = 0; bit < 64; ++bit) {
       if (mant >> bit & 1) out[static_cast<size_t>((bit + shift) / 8)] |= static_cast<char>(1 << ((bit + shift) % 8));
     }
-    if (f < 0) {  // two's complement: invert, add 1
-      unsigned carry = 1;
-      for (char& c : out) {
-        const unsigned v = (~static_cast<unsigned>(static_cast<uint8_t>(c)) & 0xffu) + carry;
-        c = static_cast<char>(v & 0xffu);
-        carry = v >> 8;
-      }
-    }
-    return std::string(minimal(out));
+    if (f < 0) negate_le(reinterpret_cast<uint8_t*>(&out[0]), out.size());
+    return std::string(minimal_le(out));
   }
   bool numbers_equal(uint32_t a, uint32_t b) const {
     const Node& x = g_.nodes[a];
@@ -304,7 +288,7 @@ class DictKeys {
     const bool yi = y.kind != ValueKind::floating && y.kind != ValueKind::big_integer;
     if (xi && yi) return x.i == y.i;
     if (x.kind == ValueKind::floating && y.kind == ValueKind::floating) return x.f == y.f;
-    if (x.kind == ValueKind::big_integer && y.kind == ValueKind::big_integer) return minimal(g_.text(a)) == minimal(g_.text(b));
+    if (x.kind == ValueKind::big_integer && y.kind == ValueKind::big_integer) return minimal_le(g_.text(a)) == minimal_le(g_.text(b));
     if (x.kind == ValueKind::big_integer || y.kind == ValueKind::big_integer) {
       // A big int (beyond 64 bits, as the VM keeps them) equals only a float of its value.
       const uint32_t big = x.kind == ValueKind::big_integer ? a : b;
@@ -314,7 +298,7 @@ class DictKeys {
           float_as_int64(other.f, &i)) {
         return false;
       }
-      return float_bytes(other.f) == minimal(g_.text(big));
+      return float_bytes(other.f) == minimal_le(g_.text(big));
     }
     const double f = x.kind == ValueKind::floating ? x.f : y.f;
     const int64_t i = x.kind == ValueKind::floating ? y.i : x.i;

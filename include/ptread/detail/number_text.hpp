@@ -18,6 +18,7 @@
 
 #include "value_graph.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <limits>
@@ -118,6 +119,7 @@ inline IntText python_int(std::string_view s, unsigned base0_or_10, std::string*
   if (prev == '_' || digits.empty()) return IntText::bad;
   while (k < s.size() && c_space(s[k])) ++k;
   if (k != s.size()) return IntText::bad;
+  if (zero_only && std::any_of(digits.begin(), digits.end(), [](uint8_t d) { return d != 0; })) return IntText::bad;
   std::vector<uint8_t> mag(1, 0);  // the magnitude, little-endian bytes
   if (base == 10) {  // mag = mag * 10 + digit: quadratic, as Python's, within 4300 digits
     for (uint8_t d : digits) {
@@ -139,18 +141,8 @@ inline IntText python_int(std::string_view s, unsigned base0_or_10, std::string*
       }
     }
   }
-  bool nonzero = false;
-  for (uint8_t b : mag) nonzero = nonzero || b != 0;
-  if (zero_only && nonzero) return IntText::bad;
   mag.push_back(0);  // room for the sign bit
-  if (neg) {
-    unsigned carry = 1;
-    for (auto& b : mag) {
-      const unsigned v = static_cast<unsigned>(static_cast<uint8_t>(~b)) + carry;
-      b = static_cast<uint8_t>(v);
-      carry = v >> 8;
-    }
-  }
+  if (neg) negate_le(mag.data(), mag.size());
   le->assign(mag.begin(), mag.end());
   return IntText::ok;
 }

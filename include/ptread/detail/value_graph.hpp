@@ -384,19 +384,22 @@ inline std::string_view minimal_le(std::string_view le) noexcept {
   return le;
 }
 
+// Two's complement negation of the little-endian integer in [p, p + n), in place.
+inline void negate_le(uint8_t* p, size_t n) noexcept {
+  unsigned carry = 1;
+  for (size_t k = 0; k < n; ++k) {
+    const unsigned v = static_cast<unsigned>(static_cast<uint8_t>(~p[k])) + carry;
+    p[k] = static_cast<uint8_t>(v);
+    carry = v >> 8;
+  }
+}
+
 inline std::string big_to_decimal(std::string_view le) {
   le = minimal_le(le);
   if (le.size() > 1787) return "<int of " + std::to_string(le.size()) + " bytes>";  // over 4300 digits
   std::vector<uint8_t> mag(le.begin(), le.end());
   const bool neg = !mag.empty() && (mag.back() & 0x80);
-  if (neg) {  // magnitude = two's complement negation
-    unsigned carry = 1;
-    for (auto& b : mag) {
-      unsigned v = static_cast<unsigned>(static_cast<uint8_t>(~b)) + carry;
-      b = static_cast<uint8_t>(v);
-      carry = v >> 8;
-    }
-  }
+  if (neg) negate_le(mag.data(), mag.size());  // the magnitude
   std::string digits;
   bool nonzero = true;
   while (nonzero) {
