@@ -8037,6 +8037,7 @@ inline Status name_tensors(Model& m, const Limits& limits, uint64_t source_bytes
 // #include "model.hpp": inlined above
 
 // #include "../detail/flat_map.hpp": inlined above
+// #include "../detail/python_repr.hpp": inlined above
 
 #include <charconv>
 #include <functional>
@@ -8083,6 +8084,17 @@ enum GlobalTag : uint8_t {
   kRebuildQTensor,             // _rebuild_qtensor
   kRebuildSparse,              // _rebuild_sparse_tensor, _rebuild_sparse_csr_tensor
 };
+
+// The node whose text a storage's tensors report as Tensor::device(): the stored location
+// when it is text (str, or bytes from Python 2), else a string of Python's str() of it (at
+// most 256 bytes and "..."). torch.load(map_location="cpu") never reads the location, so
+// none stops a load (without map_location torch refuses a location that is no string: it
+// calls location.startswith).
+inline uint32_t storage_location_node(Graph& g, uint32_t loc) {
+  const ValueKind k = g.kind(loc);
+  if (PTREAD_LIKELY(k == ValueKind::string || k == ValueKind::bytes)) return loc;
+  return g.add_text(ValueKind::string, python_str(g, loc, false, 0, 256));
+}
 
 class TorchHooks : public PickleHooks {
  public:
@@ -8276,8 +8288,7 @@ class TorchHooks : public PickleHooks {
     } else {
       PTREAD_TRY(key, text_of(g, it[2], "storage key"));
     }
-    PTREAD_TRY(std::string_view location, text_of(g, it[3], "storage location"));
-    (void)location;  // kept as the node it[3]
+    const uint32_t location = storage_location_node(g, it[3]);
     if (g.kind(it[4]) != ValueKind::integer || g.at(it[4]).i < 0) {
       return make_error(ErrorCode::bad_tensor_args, "storage '" + std::string(key) + "' has no valid element count");
     }
@@ -8292,7 +8303,7 @@ class TorchHooks : public PickleHooks {
       PTREAD_TRY(index, storage_view(g, it[5], index, dtype));
       stored = storage_dtype(index);
     }
-    return g.emit_int(ValueKind::storage, index, static_cast<int64_t>((uint64_t{it[3]} << 8) | static_cast<uint8_t>(stored)));
+    return g.emit_int(ValueKind::storage, index, static_cast<int64_t>((uint64_t{location} << 8) | static_cast<uint8_t>(stored)));
   }
 
   // The index of storage `key`, referenced as numel elements of dtype: found, or loaded.
@@ -9636,7 +9647,7 @@ class TarReader {
       }
       PTREAD_TRY(auto st, storage_from_source(*src_, owner, pos, nbytes, dtype, opt_.mode == LoadMode::read, false));
       pos += nbytes;
-      add_storage(key, std::move(st), dtype, it[1]);
+      add_storage(key, std::move(st), dtype, storage_location_node(g, it[1]));
     }
     PTREAD_TRY(uint32_t views, pickle_at(&pos, m, "storages"));
     if (g.kind(views) != ValueKind::list && g.kind(views) != ValueKind::tuple) {

@@ -10,4 +10,5 @@ def ls_row(head, line):
     fields = [line[:cols[0]], line[cols[0]:cols[1]], line[cols[1]:cols[2]], line[cols[2]:]]
     if len(line) != len(head) or not all(f.endswith("  ") for f in fields[:3]):
         return None
-    return [f.strip() for f in fields[:3]] + fields[3].split()
+    device, _, nbytes = fields[3].rstrip().rpartition(" ")  # (a device may hold spaces: "(1, 'x')")
+    return [f.strip() for f in fields[:3]] + [device.strip(), nbytes]

@@ -266,7 +266,7 @@ class TarReader {
       }
       PTREAD_TRY(auto st, storage_from_source(*src_, owner, pos, nbytes, dtype, opt_.mode == LoadMode::read, false));
       pos += nbytes;
-      add_storage(key, std::move(st), dtype, it[1]);
+      add_storage(key, std::move(st), dtype, storage_location_node(g, it[1]));
     }
     PTREAD_TRY(uint32_t views, pickle_at(&pos, m, "storages"));
     if (g.kind(views) != ValueKind::list && g.kind(views) != ValueKind::tuple) {
