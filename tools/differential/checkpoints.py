@@ -1,0 +1,421 @@
+#!/usr/bin/python3
+"""ptread's Checkpoint::open against torch.load, on real checkpoints made worse at random.
+
+usage: checkpoints.py [--seed N] [--count N] [--mode mmap|read] [--keep DIR] [--dump BINARY]
+
+Writes a few checkpoints with torch (zip format with views, shared storage and eight dtypes;
+nested training state; pickle protocol 4; the same records deflated; the legacy format),
+then --count mutated copies: zip fields set to telling values (sizes, offsets, counts,
+name lengths, methods, flags, signatures, in local headers, the central directory and the
+(ZIP64) end records), bytes flipped, set, inserted or deleted anywhere or in a record's
+data, cuts. Each copy is read by torch.load(map_location="cpu") (in a worker process with
+its address space limited, 20 s a file) and by checkpoint_dump.cpp (built beside this
+script with g++ unless --dump names a built one); a copy's tensors, named as DESIGN.md
+names them, are compared by dtype, shape and the CRC-32 of their contiguous bytes.
+Prints each disagreement and a count of each kind:
+  same        both read it, the same tensors with the same bytes
+  both_err    both refuse it
+  DIFF        both read it, other tensors or bytes
+  WE_REJECT   torch.load reads it, ptread refuses it
+  WE_ACCEPT   torch.load refuses it, ptread reads it
+  opaque      torch.load returned something this script does not name (skipped)
+Disagreements already understood are counted apart, "KIND (why)", and printed only with
+--verbose: torch reading bytes that are not the tensor's (a record shorter than its storage,
+a failed inflate, data past a record, a storage left uninitialized, a byte count that wraps,
+a record marked as a directory), torch requiring the version record, and globals torch
+cannot import (ptread keeps them inert). --keep DIR copies each disagreement there. Not part
+of the test suite: a tool for looking for disagreements. Needs torch (Debian's python3-torch).
+"""
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections import Counter
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+DTYPES = None  # torch dtype -> ptread's name, filled in the worker
+
+
+def make_bases(d):
+    import torch
+    torch.manual_seed(7)
+    w = torch.randn(4, 3)
+    shared = torch.arange(12, dtype=torch.float32)
+    sd = {
+        "w": w, "w_t": w.t(), "row": w[1], "tied": w,
+        "b": torch.arange(5, dtype=torch.int64), "i8": torch.tensor([-3, 4], dtype=torch.int8),
+        "h": torch.randn(3).half(), "bf": torch.randn(2, 2).bfloat16(),
+        "c": torch.view_as_complex(torch.randn(2, 2)), "mask": torch.tensor([True, False, True]),
+        "d": torch.randn(2).double(), "s": torch.tensor(2.5), "e": torch.zeros(0, 3),
+        "v1": shared[2:6], "v2": shared.view(3, 4)[:, 1], "x": torch.ones(3).expand(2, 3),
+    }
+    paths = []
+
+    def save(name, obj, **kw):
+        p = os.path.join(d, name)
+        torch.save(obj, p, **kw)
+        paths.append(p)
+        return p
+
+    zsd = save("zip_sd.pt", sd)
+    save("zip_train.pt", {"model": {"fc.weight": torch.randn(2, 3), "fc.bias": torch.zeros(2)},
+                          "opt": {"state": {0: {"step": torch.tensor(3.0), "exp_avg": torch.randn(2, 3)}},
+                                  "param_groups": [{"lr": 0.1, "params": [0, 1]}]},
+                          "epoch": 3, "layers": [torch.ones(2), (torch.zeros(1), torch.eye(2))]})
+    save("zip_proto4.pt", sd, pickle_protocol=4)
+    save("legacy_sd.pt", sd, _use_new_zipfile_serialization=False)
+    deflated = os.path.join(d, "zip_deflated.pt")
+    with zipfile.ZipFile(zsd) as src, zipfile.ZipFile(deflated, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():  # a fixed time: the same bytes every run
+            dst.writestr(zipfile.ZipInfo(info.filename, (2020, 1, 1, 0, 0, 0)), src.read(info.filename),
+                         zipfile.ZIP_DEFLATED)
+    paths.append(deflated)
+    return paths
+
+
+# ---- mutations -------------------------------------------------------------------------
+
+SPANS = []  # (start, end, record name) of each local record and directory entry: zip_fields
+
+
+def where(i):
+    """"[record]" when byte i lies in one record's header, data or directory entry."""
+    names = {r for a, b, r in SPANS if a <= i < b}
+    return f"[{names.pop()}]" if len(names) == 1 else ""
+
+
+def zip_fields(data):
+    """(offset, width, what) of each field worth setting, found by walking the records."""
+    fields = []
+    SPANS.clear()
+    eocd = data.rfind(b"PK\x05\x06")
+    if eocd < 0:
+        return fields, []
+    for off, w, what in ((4, 2, "disk"), (6, 2, "cd_disk"), (8, 2, "entries_here"), (10, 2, "entries"),
+                         (12, 4, "cd_size"), (16, 4, "cd_offset"), (20, 2, "comment_len")):
+        fields.append((eocd + off, w, "eocd." + what))
+    loc = data.rfind(b"PK\x06\x07", 0, eocd)
+    if loc >= 0:
+        fields += [(loc + 4, 4, "loc64.disk"), (loc + 8, 8, "loc64.eocd64_offset"), (loc + 16, 4, "loc64.disks")]
+        z = data.rfind(b"PK\x06\x06", 0, loc)
+        if z >= 0:
+            for off, w, what in ((4, 8, "record_size"), (16, 4, "disk"), (20, 4, "cd_disk"),
+                                 (24, 8, "entries_here"), (32, 8, "entries"), (40, 8, "cd_size"),
+                                 (48, 8, "cd_offset")):
+                fields.append((z + off, w, "eocd64." + what))
+    records = []
+    p = data.find(b"PK\x01\x02")
+    while 0 <= p < eocd:
+        if p + 46 > len(data):
+            break
+        n, e, c = struct.unpack_from("<HHH", data, p + 28)
+        lho = struct.unpack_from("<I", data, p + 42)[0]
+        rec = data[p + 46:p + 46 + n].decode("latin-1").split("/", 1)[-1]  # the record, for the report
+        SPANS.append((p, p + 46 + n + e + c, rec))
+        for off, w, what in ((0, 4, "sig"), (8, 2, "flags"), (10, 2, "method"), (16, 4, "crc"), (20, 4, "csize"),
+                             (24, 4, "usize"), (28, 2, "name_len"), (30, 2, "extra_len"), (32, 2, "comment_len"),
+                             (34, 2, "disk"), (42, 4, "local_offset")):
+            fields.append((p + off, w, f"cd[{rec}]." + what))
+        extra = p + 46 + n
+        q = extra
+        while q + 4 <= extra + e and q + 4 <= len(data):
+            hid, hlen = struct.unpack_from("<HH", data, q)
+            fields.append((q + 2, 2, f"cd[{rec}].extra_len_field"))
+            if hid == 1:
+                for k in range(hlen // 8):
+                    fields.append((q + 4 + 8 * k, 8, f"cd[{rec}].zip64_field"))
+            q += 4 + hlen
+        if p + 46 + n <= len(data):
+            fields.append((p + 46 + rng_index(n), 1, f"cd[{rec}].name_byte"))
+        if lho + 30 <= len(data) and data[lho:lho + 4] == b"PK\x03\x04":
+            ln, le = struct.unpack_from("<HH", data, lho + 26)
+            for off, w, what in ((0, 4, "sig"), (6, 2, "flags"), (8, 2, "method"), (14, 4, "crc"), (18, 4, "csize"),
+                                 (22, 4, "usize"), (26, 2, "name_len"), (28, 2, "extra_len")):
+                fields.append((lho + off, w, f"local[{rec}]." + what))
+            start = lho + 30 + ln + le
+            SPANS.append((lho, start + struct.unpack_from("<I", data, p + 20)[0], rec))
+            csize = struct.unpack_from("<I", data, p + 20)[0]
+            if csize == 0xFFFFFFFF:
+                csize = 0
+            records.append((start, min(csize, max(0, len(data) - start)), rec))
+        p = data.find(b"PK\x01\x02", p + 46 + n + e + c)
+    return fields, records
+
+
+_RNG = random.Random(0)
+
+
+def rng_index(n):
+    return _RNG.randrange(n) if n > 0 else 0
+
+
+def telling(rng, width, old):
+    top = (1 << (8 * width)) - 1
+    return rng.choice([0, 1, top, top - 1, old + 1, old - 1, old + rng.randrange(1, 64), old - rng.randrange(1, 64),
+                       old * 2, old // 2, rng.randrange(top + 1), 0x7FFFFFFF & top, 64, 0xFFFF & top]) & top
+
+
+def mutate(rng, data, zip_like):
+    b = bytearray(data)
+    what = []
+    SPANS.clear()
+    fields, records = zip_fields(data) if zip_like else ([], [])
+    for _ in range(rng.choice((1, 1, 1, 2, 3))):
+        k = rng.randrange(10)
+        if k < 5 and fields:
+            off, w, name = rng.choice(fields)
+            if off + w > len(b):
+                continue
+            old = int.from_bytes(b[off:off + w], "little")
+            new = telling(rng, w, old)
+            b[off:off + w] = new.to_bytes(w, "little")
+            what.append(f"{name}@{off}:{old}->{new}")
+        elif k == 5 and records:
+            start, size, rec = rng.choice(records)
+            if size:
+                i = start + rng.randrange(size)
+                if i < len(b):
+                    b[i] ^= 1 << rng.randrange(8)
+                    what.append(f"record_byte[{rec}]@{i}")
+        elif k == 6:
+            i = rng.randrange(len(b))
+            b[i] = rng.randrange(256)
+            what.append(f"set{where(i)}@{i}")
+        elif k == 7:
+            i = rng.randrange(len(b))
+            n = rng.choice((1, 1, 2, 4, 8, 64))
+            if rng.random() < 0.5:
+                del b[i:i + n]
+                what.append(f"del{n}@{i}")
+            else:
+                b[i:i] = bytes(rng.randrange(256) for _ in range(n))
+                what.append(f"ins{n}@{i}")
+        elif k == 8:
+            i = rng.randrange(len(b))
+            b = b[:i] if rng.random() < 0.7 else b[:len(b) - rng.randrange(1, 120)]
+            what.append(f"cut@{len(b)}")
+        else:
+            i = rng.randrange(len(b))
+            b[i] ^= 1 << rng.randrange(8)
+            what.append(f"flip{where(i)}@{i}")
+    return bytes(b), " ".join(what)
+
+
+# ---- torch's side ------------------------------------------------------------------------
+
+def worker():
+    """Reads paths from stdin; prints one JSON line each: torch.load's verdict and tensors."""
+    import resource
+    import signal
+    resource.setrlimit(resource.RLIMIT_AS, (12 << 30, 12 << 30))
+    import torch
+    import zlib
+    names = {torch.bool: "BOOL", torch.uint8: "U8", torch.int8: "I8", torch.int16: "I16", torch.int32: "I32",
+             torch.int64: "I64", torch.float16: "F16", torch.bfloat16: "BF16", torch.float32: "F32",
+             torch.float64: "F64", torch.complex64: "C64", torch.complex128: "C128"}
+
+    def alarm(*_):
+        raise TimeoutError("over 20 s")
+    signal.signal(signal.SIGALRM, alarm)
+
+    def clean(name):
+        raw = name.encode("utf-8", "surrogatepass")[:200]
+        return "".join(chr(c) if 0x20 <= c < 0x7F else "?" for c in raw)
+
+    for line in sys.stdin:
+        path = line.rstrip("\n")
+        signal.alarm(20)
+        try:
+            obj = torch.load(path, map_location="cpu")
+            out, opaque = [], []
+
+            def walk(o, prefix):
+                if isinstance(o, torch.Tensor):
+                    if prefix is None or o.dtype not in names or o.layout != torch.strided or o.is_quantized:
+                        opaque.append(1)
+                        return
+                    t = o.resolve_conj().resolve_neg().contiguous().reshape(-1)
+                    raw = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+                    out.append(f"T {clean(prefix)} {names[o.dtype]} [{','.join(str(s) for s in o.shape)}] "
+                               f"{len(raw)} {zlib.crc32(raw):08x}")
+                elif isinstance(o, dict):
+                    for k, v in o.items():
+                        walk(v, str(k) if prefix in (None, "") else f"{prefix}.{k}")
+                elif isinstance(o, (list, tuple)):
+                    for i, v in enumerate(o):
+                        walk(v, str(i) if prefix in (None, "") else f"{prefix}.{i}")
+                elif isinstance(o, (int, float, str, bytes, bool, type(None))):
+                    return
+                else:
+                    opaque.append(1)
+            walk(obj, None if isinstance(obj, torch.Tensor) else "")
+            res = {"v": "OPAQUE"} if opaque else {"v": "OK", "t": out}
+        except BaseException as e:  # noqa: BLE001 - any refusal
+            res = {"v": "ERR", "why": f"{type(e).__name__}: {e}"[:200]}
+        finally:
+            signal.alarm(0)
+        print(json.dumps(res), flush=True)
+
+
+def torch_verdicts(paths):
+    results = []
+    todo = list(paths)
+    while todo:
+        proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+        out, _ = proc.communicate("\n".join(todo) + "\n")
+        got = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+        results += got
+        todo = todo[len(got):]
+        if todo:  # the worker died on todo[0]
+            results.append({"v": "ERR", "why": f"torch.load's process died ({proc.returncode})"})
+            todo = todo[1:]
+    return results
+
+
+def ptread_verdicts(dump, mode, paths):
+    out = subprocess.run([dump, mode], input="\n".join(paths) + "\n", capture_output=True, text=True,
+                         errors="replace", check=True).stdout.splitlines()
+    results, i = [], 0
+    while i < len(out):
+        head = out[i]
+        i += 1
+        if head.startswith("ERR"):
+            results.append({"v": "ERR", "why": head[4:]})
+        else:
+            n = int(head.split()[1])
+            results.append({"v": "OK", "t": out[i:i + n]})
+            i += n
+    return results
+
+
+# Disagreements understood (README.md, "Formats": the zip container): counted apart, printed
+# with --verbose.
+KNOWN_REJECT = {
+    # torch makes a storage of the size data.pkl declares over a record holding fewer bytes
+    # (its tensors then read past the record's buffer)
+    "storage_too_small": "torch over-reads a short record",
+    # torch ignores miniz's inflate status: a record that does not inflate (or not to its
+    # size) gives whatever the buffer held
+    "zip_inflate_failed": "torch ignores a failed inflate",
+    # miniz bounds a record by the file's end, not the directory's start: torch reads
+    # directory bytes as tensor data
+    "zip_record_out_of_bounds": "torch reads past a record",
+    # a legacy pickle naming a storage key the file does not hold: torch makes it
+    # uninitialized (torch.UntypedStorage(nbytes)) and reads nothing into it
+    "record_missing": "torch leaves a storage uninitialized",
+}
+
+
+def known(kind, t, o, how, base):
+    if kind == "WE_REJECT":
+        m = re.search(r"holds (\d+) elements in the file; the pickle says (\d+)", o["why"])
+        if m and (int(m.group(1)) - int(m.group(2))) % (1 << 60) == 0:
+            # torch compares element size x count in 64 bits: a count off by a multiple
+            # of 2^64 / element size passes there
+            return "torch's storage byte count wraps"
+        return KNOWN_REJECT.get(o["why"].split(" ", 1)[0])
+    if kind == "DIFF" and base["v"] == "OK" and o["t"] == base["t"]:
+        # ptread reads what torch.load read from the undamaged file: torch read other bytes
+        # (a record whose external attributes say "directory": miniz extracts nothing and
+        # torch keeps the uninitialized buffer)
+        return "ptread reads the undamaged values, torch other bytes"
+    if kind == "WE_ACCEPT":
+        why = t["why"]
+        # torch requires a version record it can parse (ptread does not read it)
+        parts = how.split(": ", 1)[1].split()
+        if "version" in why or why == "RuntimeError: " or all("[version]" in m for m in parts):
+            return "torch needs the version record"
+        # a global torch cannot import: ptread keeps the call as an inert object
+        if why.startswith(("AttributeError: Can't get attribute", "ModuleNotFoundError")):
+            return "torch imports a global ptread keeps inert"
+    return None
+
+
+def main():
+    if sys.argv[1:] == ["--worker"]:
+        return worker()
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--count", type=int, default=1000)
+    ap.add_argument("--mode", default="mmap", choices=("mmap", "read"))
+    ap.add_argument("--keep")
+    ap.add_argument("--dump")
+    ap.add_argument("--verbose", action="store_true", help="print the known disagreements too")
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="ptread-ckdiff-")
+    try:
+        dump = args.dump
+        if not dump:
+            dump = os.path.join(tmp, "checkpoint_dump")
+            subprocess.run(["g++", "-std=c++17", "-O1", "-DPTREAD_WITH_ZLIB=1", "-I" + os.path.join(ROOT, "include"),
+                            os.path.join(HERE, "checkpoint_dump.cpp"), "-o", dump, "-lz", "-pthread"], check=True)
+        bases = make_bases(tmp)
+        paths, hows, base_of = [], [], {}
+        for n in range(args.count):
+            # One generator a case: a case is the same whatever the others drew (legacy
+            # files name storages by address, so their sizes vary from run to run).
+            rng = random.Random(f"{args.seed}:{n}")
+            _RNG.seed(f"{args.seed}:{n}:names")
+            base = rng.choice(bases)
+            data = open(base, "rb").read()
+            m, how = mutate(rng, data, not base.endswith("legacy_sd.pt"))
+            p = os.path.join(tmp, f"m{n}.pt")
+            with open(p, "wb") as f:
+                f.write(m)
+            paths.append(p)
+            base_of[p] = base
+            hows.append(os.path.basename(base) + ": " + how)
+        theirs = torch_verdicts(paths)
+        base_verdicts = torch_verdicts(bases)
+        ours = ptread_verdicts(dump, args.mode, paths)
+        counts = Counter()
+        for p, how, t, o in zip(paths, hows, theirs, ours):
+            if t["v"] == "OPAQUE":
+                kind = "opaque"
+            elif t["v"] == "ERR":
+                kind = "both_err" if o["v"] == "ERR" else "WE_ACCEPT"
+            elif o["v"] == "ERR":
+                kind = "WE_REJECT"
+            else:
+                kind = "same" if t["t"] == o["t"] else "DIFF"
+            counts[kind] += 1
+            if kind in ("same", "both_err", "opaque"):
+                continue
+            reason = known(kind, t, o, how, base_verdicts[bases.index(base_of[p])])
+            if reason:
+                counts[f"{kind} ({reason})"] += 1
+                counts[kind] -= 1
+                if not args.verbose:
+                    continue
+            print(f"{kind} {os.path.basename(p)} [{how}]")
+            if kind == "DIFF":
+                for a, b in zip(t["t"], o["t"]):
+                    if a != b:
+                        print(f"    torch  {a}\n    ptread {b}")
+                        break
+                if len(t["t"]) != len(o["t"]):
+                    print(f"    torch {len(t['t'])} tensors, ptread {len(o['t'])}")
+            else:
+                print(f"    torch:  {t.get('why', 'read')}\n    ptread: {o.get('why', 'read')}")
+            if args.keep:
+                os.makedirs(args.keep, exist_ok=True)
+                shutil.copy(p, os.path.join(args.keep, f"{kind}_{args.seed}_{os.path.basename(p)}"))
+        print("\n".join(f"{v:6d} {k}" for k, v in sorted(counts.items()) if v))
+        return 1 if any(counts[k] for k in ("DIFF", "WE_REJECT", "WE_ACCEPT")) else 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
