@@ -41,6 +41,7 @@ enum class ErrorCode : int {
   no_data_pkl = 204,                  // the archive has no data.pkl
   record_missing = 205,               // a storage record named by the pickle is absent
   legacy_corrupt = 206,               // legacy/tar: bad magic, version, key list or storage header
+  zip_unsupported_feature = 207,      // an encrypted record, or an archive split across disks
   // 3xx: pickle
   pickle_unknown_opcode = 300,      // a byte that is no pickle opcode
   pickle_unsupported_opcode = 301,  // a real opcode a checkpoint cannot use (EXT*, buffers)
@@ -83,6 +84,7 @@ inline const char* error_code_name(ErrorCode c) noexcept {
     case ErrorCode::no_data_pkl: return "no_data_pkl";
     case ErrorCode::record_missing: return "record_missing";
     case ErrorCode::legacy_corrupt: return "legacy_corrupt";
+    case ErrorCode::zip_unsupported_feature: return "zip_unsupported_feature";
     case ErrorCode::pickle_unknown_opcode: return "pickle_unknown_opcode";
     case ErrorCode::pickle_unsupported_opcode: return "pickle_unsupported_opcode";
     case ErrorCode::pickle_truncated: return "pickle_truncated";

@@ -20,6 +20,7 @@
 
 #include "detail/arena.hpp"
 #include "detail/flat_map.hpp"
+#include "detail/text.hpp"
 #include "io.hpp"
 
 #include <algorithm>
@@ -115,33 +116,58 @@ class ZipArchive {
       indexed_ = true;
     }
     const uint32_t k = index_.find(name, [this](uint32_t i) { return entries_[i].name; });
-    return k == StringIndex::npos ? nullptr : &entries_[k];
+    if (PTREAD_LIKELY(k != StringIndex::npos)) return &entries_[k];
+    // As torch finds records (miniz compares names without case): the first whose name
+    // differs only in the case of ASCII letters. Only a miss pays for this walk.
+    for (const ZipEntry& e : entries_) {
+      if (iequals(e.name, name)) return &e;
+    }
+    return nullptr;
   }
 
   // The record's data offset when its local header is as expected (what data_offset()
   // returns without error), for a source held in memory; false otherwise.
   bool try_data_offset(const ZipEntry& e, uint64_t* out) const {
     const uint8_t* base = src_->base();
-    if (base == nullptr || !range_inside(e.local_header_offset, 30, src_->size())) return false;
-    const uint8_t* h = base + e.local_header_offset;
-    if (le32(h) != 0x04034b50u) return false;
-    const uint64_t off = e.local_header_offset + 30 + le16(h + 26) + le16(h + 28);
-    if (!range_inside(off, e.compressed_size, directory_offset_)) return false;
-    *out = off;
-    return true;
+    if (base == nullptr || (e.flags & kUnreadableFlags) != 0) return false;
+    if (PTREAD_LIKELY(range_inside(e.local_header_offset, 30, src_->size()))) {
+      const uint8_t* h = base + e.local_header_offset;
+      const uint64_t off = e.local_header_offset + 30 + le16(h + 26) + le16(h + 28);
+      if (PTREAD_LIKELY(le32(h) == 0x04034b50u && range_inside(off, e.compressed_size, directory_offset_))) {
+        *out = off;
+        return true;
+      }
+    }
+    if (e.compressed_size == 0 && e.uncompressed_size == 0) {  // as data_offset()
+      *out = e.local_header_offset;
+      return true;
+    }
+    return false;
   }
 
   // Offset of the record's first data byte, from its local header.
   Result<uint64_t> data_offset(const ZipEntry& e) const {
+    if (PTREAD_UNLIKELY((e.flags & kUnreadableFlags) != 0)) {
+      return make_error(ErrorCode::zip_unsupported_feature,
+                        "zip: record '" + std::string(e.name) + "' is " +
+                            ((e.flags & 0x20) != 0 ? "patch data (flag bit 5)" : "encrypted (flag bits 0, 6)") +
+                            "; neither torch nor ptread reads it");
+    }
+    // An empty record needs no local header (miniz never reads it): where the header is
+    // not as expected, its offset is the header's own, which lies before the directory.
+    const bool empty = e.compressed_size == 0 && e.uncompressed_size == 0;
     uint8_t h[30];
-    PTREAD_CHECK(read_checked(e.local_header_offset, h, sizeof h, e.name));
-    if (le32(h) != 0x04034b50u) {
+    Status read = read_checked(e.local_header_offset, h, sizeof h, e.name);
+    if (!read || le32(h) != 0x04034b50u) {
+      if (empty) return e.local_header_offset;
+      PTREAD_CHECK(std::move(read));
       return make_error(ErrorCode::zip_corrupt, "zip: no local header signature at byte " +
                                                     std::to_string(e.local_header_offset) +
                                                     " for record '" + std::string(e.name) + "'");
     }
     const uint64_t off = e.local_header_offset + 30 + le16(h + 26) + le16(h + 28);
     if (!range_inside(off, e.compressed_size, directory_offset_)) {
+      if (empty) return e.local_header_offset;
       return make_error(ErrorCode::zip_record_out_of_bounds,
                         "zip: record '" + std::string(e.name) + "' (" + std::to_string(e.compressed_size) +
                             " bytes at byte " + std::to_string(off) +
@@ -158,7 +184,12 @@ class ZipArchive {
       PTREAD_CHECK(check_stored(e));
       return src_->bytes(off, e.compressed_size);
     }
-    if (e.method == 8) return inflate(e, off);
+    if (e.method == 8) {
+      // Nothing to inflate: an empty record is empty whatever its deflate stream holds
+      // (torch, through miniz, never checks a stream it inflates into no bytes).
+      if (e.uncompressed_size == 0) return src_->bytes(off, 0);
+      return inflate(e, off);
+    }
     return make_error(ErrorCode::zip_unsupported_compression,
                       "zip: record '" + std::string(e.name) + "' uses compression method " +
                           std::to_string(e.method) + "; only stored (0) and deflate (8) occur");
@@ -186,6 +217,9 @@ class ZipArchive {
   }
 
  private:
+  // General-purpose flag bits of records no reader decodes: encrypted (0), patch data (5),
+  // strong encryption (6). miniz refuses to read them.
+  static constexpr uint16_t kUnreadableFlags = 0x0061;
   ZipArchive() = default;
   Status check_stored(const ZipEntry& e) const {
     if (e.compressed_size != e.uncompressed_size) {
@@ -227,35 +261,62 @@ class ZipArchive {
     }
     const uint64_t eocd_pos = size - tail_len + eocd;
     const uint8_t* e = &tail[eocd];
-    uint64_t count = le16(e + 10);
+    uint64_t this_disk = le16(e + 4), cd_disk = le16(e + 6);
+    uint64_t count_here = le16(e + 8), count = le16(e + 10);
     uint64_t cd_size = le32(e + 12);
     uint64_t cd_offset = le32(e + 16);
-    uint64_t cd_end_limit = eocd_pos;
-    // ZIP64: the locator sits just before the classic EOCD.
+    // ZIP64: the locator sits just before the classic EOCD. As miniz (torch's reader)
+    // reads it: a locator pointing past the file is an error; one pointing at bytes that
+    // are no ZIP64 end record is ignored, and the classic record's values stand.
     if (eocd_pos >= 20) {
       uint8_t loc[20];
       PTREAD_CHECK(src_->read_at(eocd_pos - 20, loc, sizeof loc));
       if (le32(loc) == 0x07064b50u) {
         const uint64_t z64 = le64(loc + 8);
         uint8_t r[56];
-        const bool fits = range_inside(z64, sizeof r, eocd_pos - 20);
-        if (fits) PTREAD_CHECK(src_->read_at(z64, r, sizeof r));
-        if (!fits || le32(r) != 0x06064b50u) {
+        if (!range_inside(z64, sizeof r, size)) {
           return make_error(ErrorCode::zip_corrupt,
                             "zip: ZIP64 locator points at byte " + std::to_string(z64) +
-                                ", which holds no ZIP64 end-of-central-directory record");
+                                ", past the end of the file (" + std::to_string(size) + " bytes)");
         }
-        count = le64(r + 32);
-        cd_size = le64(r + 40);
-        cd_offset = le64(r + 48);
-        cd_end_limit = z64;
+        PTREAD_CHECK(src_->read_at(z64, r, sizeof r));
+        if (le32(r) == 0x06064b50u) {
+          if (!range_inside(z64, sizeof r, eocd_pos - 20)) {
+            return make_error(ErrorCode::zip_corrupt, "zip: the ZIP64 end-of-central-directory record at byte " +
+                                                          std::to_string(z64) + " runs into its locator");
+          }
+          if (le64(r + 4) < 44) {
+            return make_error(ErrorCode::zip_corrupt, "zip: the ZIP64 end-of-central-directory record declares " +
+                                                          std::to_string(le64(r + 4)) + " bytes, under its 44");
+          }
+          if (le32(loc + 16) != 1) {
+            return make_error(ErrorCode::zip_unsupported_feature,
+                              "zip: the archive spans " + std::to_string(le32(loc + 16)) +
+                                  " disks (ZIP64 locator); only single-file archives are read");
+          }
+          this_disk = le32(r + 16);
+          cd_disk = le32(r + 20);
+          count_here = le64(r + 24);
+          count = le64(r + 32);
+          cd_size = le64(r + 40);
+          cd_offset = le64(r + 48);
+        }
       }
     }
-    if (!range_inside(cd_offset, cd_size, cd_end_limit)) {
+    // Disk numbers as miniz accepts them: all 0, or all 1 (some writers count from 1).
+    if (count_here != count || ((this_disk | cd_disk) != 0 && (this_disk != 1 || cd_disk != 1))) {
+      return make_error(ErrorCode::zip_unsupported_feature,
+                        "zip: the end record places the directory on disk " + std::to_string(cd_disk) + " of disk " +
+                            std::to_string(this_disk) + ", with " + std::to_string(count_here) + " of its " +
+                            std::to_string(count) + " entries here: an archive split across disks");
+    }
+    this_disk_ = static_cast<uint32_t>(this_disk);
+    // Bounded by the file, as miniz bounds it: a directory size that reaches into the end
+    // records reads nothing more (entries are parsed by count, each inside the directory).
+    if (!range_inside(cd_offset, cd_size, size)) {
       return make_error(ErrorCode::zip_corrupt,
-                        "zip: central directory [" + std::to_string(cd_offset) + ", +" +
-                            std::to_string(cd_size) + ") does not fit before byte " +
-                            std::to_string(cd_end_limit));
+                        "zip: central directory [" + std::to_string(cd_offset) + ", +" + std::to_string(cd_size) +
+                            ") runs past the end of the file (" + std::to_string(size) + " bytes)");
     }
     if (count > cd_size / 46) {
       return make_error(ErrorCode::zip_corrupt, "zip: " + std::to_string(count) + " entries cannot fit in a " +
@@ -292,6 +353,16 @@ class ZipArchive {
     z.uncompressed_size = le32(h + 24);
     z.local_header_offset = le32(h + 42);
     z.name = std::string_view(reinterpret_cast<const char*>(h + 46), name_len);
+    // As miniz checks every entry when it opens an archive: a disk number other than this
+    // disk's or 1, and local headers masked by central-directory encryption (bit 13).
+    const uint16_t disk = le16(h + 34);
+    if (PTREAD_UNLIKELY((disk != this_disk_ && disk != 1) || (z.flags & 0x2000) != 0)) {
+      return make_error(ErrorCode::zip_unsupported_feature,
+                        "zip: record '" + std::string(z.name) + "' " +
+                            ((z.flags & 0x2000) != 0 ? std::string("has masked local headers (an encrypted directory)")
+                                                     : "starts on disk " + std::to_string(disk) +
+                                                           ": an archive split across disks"));
+    }
     if (z.uncompressed_size == 0xffffffffu || z.compressed_size == 0xffffffffu || z.local_header_offset == 0xffffffffu) {
       PTREAD_CHECK(apply_zip64_extra(h + 46 + name_len, extra_len, &z));
     }
@@ -414,6 +485,7 @@ class ZipArchive {
   mutable bool indexed_ = false;
   uint64_t directory_offset_ = 0;
   uint64_t count_ = 0;  // records in the directory
+  uint32_t this_disk_ = 0;  // the end record's disk number (0, or 1 from some writers)
 };
 
 }  // namespace detail

@@ -111,6 +111,7 @@ enum class ErrorCode : int {
   no_data_pkl = 204,                  // the archive has no data.pkl
   record_missing = 205,               // a storage record named by the pickle is absent
   legacy_corrupt = 206,               // legacy/tar: bad magic, version, key list or storage header
+  zip_unsupported_feature = 207,      // an encrypted record, or an archive split across disks
   // 3xx: pickle
   pickle_unknown_opcode = 300,      // a byte that is no pickle opcode
   pickle_unsupported_opcode = 301,  // a real opcode a checkpoint cannot use (EXT*, buffers)
@@ -153,6 +154,7 @@ inline const char* error_code_name(ErrorCode c) noexcept {
     case ErrorCode::no_data_pkl: return "no_data_pkl";
     case ErrorCode::record_missing: return "record_missing";
     case ErrorCode::legacy_corrupt: return "legacy_corrupt";
+    case ErrorCode::zip_unsupported_feature: return "zip_unsupported_feature";
     case ErrorCode::pickle_unknown_opcode: return "pickle_unknown_opcode";
     case ErrorCode::pickle_unsupported_opcode: return "pickle_unsupported_opcode";
     case ErrorCode::pickle_truncated: return "pickle_truncated";
@@ -3205,6 +3207,22 @@ inline bool ends_with(std::string_view s, std::string_view p) noexcept {
 }
 inline bool equals(std::string_view s, std::string_view p) noexcept {
   return s.size() == p.size() && std::memcmp(s.data(), p.data(), p.size()) == 0;
+}
+// The same with ASCII letters compared without case (as miniz, torch's zip reader, compares
+// record names).
+inline char ascii_lower(char c) noexcept { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+inline bool iequals(std::string_view s, std::string_view p) noexcept {
+  if (s.size() != p.size()) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (ascii_lower(s[i]) != ascii_lower(p[i])) return false;
+  }
+  return true;
+}
+inline bool istarts_with(std::string_view s, std::string_view p) noexcept {
+  return s.size() >= p.size() && iequals(s.substr(0, p.size()), p);
+}
+inline bool iends_with(std::string_view s, std::string_view p) noexcept {
+  return s.size() >= p.size() && iequals(s.substr(s.size() - p.size()), p);
 }
 
 // Decodes the UTF-8 sequence at s[i]: its code point and length, or 0 when the bytes there
@@ -9794,6 +9812,7 @@ inline Result<std::shared_ptr<Model>> read_tar_checkpoint(std::shared_ptr<const 
 
 // #include "detail/arena.hpp": inlined above
 // #include "detail/flat_map.hpp": inlined above
+// #include "detail/text.hpp": inlined above
 // #include "io.hpp": inlined above
 
 #include <algorithm>
@@ -9889,33 +9908,58 @@ class ZipArchive {
       indexed_ = true;
     }
     const uint32_t k = index_.find(name, [this](uint32_t i) { return entries_[i].name; });
-    return k == StringIndex::npos ? nullptr : &entries_[k];
+    if (PTREAD_LIKELY(k != StringIndex::npos)) return &entries_[k];
+    // As torch finds records (miniz compares names without case): the first whose name
+    // differs only in the case of ASCII letters. Only a miss pays for this walk.
+    for (const ZipEntry& e : entries_) {
+      if (iequals(e.name, name)) return &e;
+    }
+    return nullptr;
   }
 
   // The record's data offset when its local header is as expected (what data_offset()
   // returns without error), for a source held in memory; false otherwise.
   bool try_data_offset(const ZipEntry& e, uint64_t* out) const {
     const uint8_t* base = src_->base();
-    if (base == nullptr || !range_inside(e.local_header_offset, 30, src_->size())) return false;
-    const uint8_t* h = base + e.local_header_offset;
-    if (le32(h) != 0x04034b50u) return false;
-    const uint64_t off = e.local_header_offset + 30 + le16(h + 26) + le16(h + 28);
-    if (!range_inside(off, e.compressed_size, directory_offset_)) return false;
-    *out = off;
-    return true;
+    if (base == nullptr || (e.flags & kUnreadableFlags) != 0) return false;
+    if (PTREAD_LIKELY(range_inside(e.local_header_offset, 30, src_->size()))) {
+      const uint8_t* h = base + e.local_header_offset;
+      const uint64_t off = e.local_header_offset + 30 + le16(h + 26) + le16(h + 28);
+      if (PTREAD_LIKELY(le32(h) == 0x04034b50u && range_inside(off, e.compressed_size, directory_offset_))) {
+        *out = off;
+        return true;
+      }
+    }
+    if (e.compressed_size == 0 && e.uncompressed_size == 0) {  // as data_offset()
+      *out = e.local_header_offset;
+      return true;
+    }
+    return false;
   }
 
   // Offset of the record's first data byte, from its local header.
   Result<uint64_t> data_offset(const ZipEntry& e) const {
+    if (PTREAD_UNLIKELY((e.flags & kUnreadableFlags) != 0)) {
+      return make_error(ErrorCode::zip_unsupported_feature,
+                        "zip: record '" + std::string(e.name) + "' is " +
+                            ((e.flags & 0x20) != 0 ? "patch data (flag bit 5)" : "encrypted (flag bits 0, 6)") +
+                            "; neither torch nor ptread reads it");
+    }
+    // An empty record needs no local header (miniz never reads it): where the header is
+    // not as expected, its offset is the header's own, which lies before the directory.
+    const bool empty = e.compressed_size == 0 && e.uncompressed_size == 0;
     uint8_t h[30];
-    PTREAD_CHECK(read_checked(e.local_header_offset, h, sizeof h, e.name));
-    if (le32(h) != 0x04034b50u) {
+    Status read = read_checked(e.local_header_offset, h, sizeof h, e.name);
+    if (!read || le32(h) != 0x04034b50u) {
+      if (empty) return e.local_header_offset;
+      PTREAD_CHECK(std::move(read));
       return make_error(ErrorCode::zip_corrupt, "zip: no local header signature at byte " +
                                                     std::to_string(e.local_header_offset) +
                                                     " for record '" + std::string(e.name) + "'");
     }
     const uint64_t off = e.local_header_offset + 30 + le16(h + 26) + le16(h + 28);
     if (!range_inside(off, e.compressed_size, directory_offset_)) {
+      if (empty) return e.local_header_offset;
       return make_error(ErrorCode::zip_record_out_of_bounds,
                         "zip: record '" + std::string(e.name) + "' (" + std::to_string(e.compressed_size) +
                             " bytes at byte " + std::to_string(off) +
@@ -9932,7 +9976,12 @@ class ZipArchive {
       PTREAD_CHECK(check_stored(e));
       return src_->bytes(off, e.compressed_size);
     }
-    if (e.method == 8) return inflate(e, off);
+    if (e.method == 8) {
+      // Nothing to inflate: an empty record is empty whatever its deflate stream holds
+      // (torch, through miniz, never checks a stream it inflates into no bytes).
+      if (e.uncompressed_size == 0) return src_->bytes(off, 0);
+      return inflate(e, off);
+    }
     return make_error(ErrorCode::zip_unsupported_compression,
                       "zip: record '" + std::string(e.name) + "' uses compression method " +
                           std::to_string(e.method) + "; only stored (0) and deflate (8) occur");
@@ -9960,6 +10009,9 @@ class ZipArchive {
   }
 
  private:
+  // General-purpose flag bits of records no reader decodes: encrypted (0), patch data (5),
+  // strong encryption (6). miniz refuses to read them.
+  static constexpr uint16_t kUnreadableFlags = 0x0061;
   ZipArchive() = default;
   Status check_stored(const ZipEntry& e) const {
     if (e.compressed_size != e.uncompressed_size) {
@@ -10001,35 +10053,62 @@ class ZipArchive {
     }
     const uint64_t eocd_pos = size - tail_len + eocd;
     const uint8_t* e = &tail[eocd];
-    uint64_t count = le16(e + 10);
+    uint64_t this_disk = le16(e + 4), cd_disk = le16(e + 6);
+    uint64_t count_here = le16(e + 8), count = le16(e + 10);
     uint64_t cd_size = le32(e + 12);
     uint64_t cd_offset = le32(e + 16);
-    uint64_t cd_end_limit = eocd_pos;
-    // ZIP64: the locator sits just before the classic EOCD.
+    // ZIP64: the locator sits just before the classic EOCD. As miniz (torch's reader)
+    // reads it: a locator pointing past the file is an error; one pointing at bytes that
+    // are no ZIP64 end record is ignored, and the classic record's values stand.
     if (eocd_pos >= 20) {
       uint8_t loc[20];
       PTREAD_CHECK(src_->read_at(eocd_pos - 20, loc, sizeof loc));
       if (le32(loc) == 0x07064b50u) {
         const uint64_t z64 = le64(loc + 8);
         uint8_t r[56];
-        const bool fits = range_inside(z64, sizeof r, eocd_pos - 20);
-        if (fits) PTREAD_CHECK(src_->read_at(z64, r, sizeof r));
-        if (!fits || le32(r) != 0x06064b50u) {
+        if (!range_inside(z64, sizeof r, size)) {
           return make_error(ErrorCode::zip_corrupt,
                             "zip: ZIP64 locator points at byte " + std::to_string(z64) +
-                                ", which holds no ZIP64 end-of-central-directory record");
+                                ", past the end of the file (" + std::to_string(size) + " bytes)");
         }
-        count = le64(r + 32);
-        cd_size = le64(r + 40);
-        cd_offset = le64(r + 48);
-        cd_end_limit = z64;
+        PTREAD_CHECK(src_->read_at(z64, r, sizeof r));
+        if (le32(r) == 0x06064b50u) {
+          if (!range_inside(z64, sizeof r, eocd_pos - 20)) {
+            return make_error(ErrorCode::zip_corrupt, "zip: the ZIP64 end-of-central-directory record at byte " +
+                                                          std::to_string(z64) + " runs into its locator");
+          }
+          if (le64(r + 4) < 44) {
+            return make_error(ErrorCode::zip_corrupt, "zip: the ZIP64 end-of-central-directory record declares " +
+                                                          std::to_string(le64(r + 4)) + " bytes, under its 44");
+          }
+          if (le32(loc + 16) != 1) {
+            return make_error(ErrorCode::zip_unsupported_feature,
+                              "zip: the archive spans " + std::to_string(le32(loc + 16)) +
+                                  " disks (ZIP64 locator); only single-file archives are read");
+          }
+          this_disk = le32(r + 16);
+          cd_disk = le32(r + 20);
+          count_here = le64(r + 24);
+          count = le64(r + 32);
+          cd_size = le64(r + 40);
+          cd_offset = le64(r + 48);
+        }
       }
     }
-    if (!range_inside(cd_offset, cd_size, cd_end_limit)) {
+    // Disk numbers as miniz accepts them: all 0, or all 1 (some writers count from 1).
+    if (count_here != count || ((this_disk | cd_disk) != 0 && (this_disk != 1 || cd_disk != 1))) {
+      return make_error(ErrorCode::zip_unsupported_feature,
+                        "zip: the end record places the directory on disk " + std::to_string(cd_disk) + " of disk " +
+                            std::to_string(this_disk) + ", with " + std::to_string(count_here) + " of its " +
+                            std::to_string(count) + " entries here: an archive split across disks");
+    }
+    this_disk_ = static_cast<uint32_t>(this_disk);
+    // Bounded by the file, as miniz bounds it: a directory size that reaches into the end
+    // records reads nothing more (entries are parsed by count, each inside the directory).
+    if (!range_inside(cd_offset, cd_size, size)) {
       return make_error(ErrorCode::zip_corrupt,
-                        "zip: central directory [" + std::to_string(cd_offset) + ", +" +
-                            std::to_string(cd_size) + ") does not fit before byte " +
-                            std::to_string(cd_end_limit));
+                        "zip: central directory [" + std::to_string(cd_offset) + ", +" + std::to_string(cd_size) +
+                            ") runs past the end of the file (" + std::to_string(size) + " bytes)");
     }
     if (count > cd_size / 46) {
       return make_error(ErrorCode::zip_corrupt, "zip: " + std::to_string(count) + " entries cannot fit in a " +
@@ -10066,6 +10145,16 @@ class ZipArchive {
     z.uncompressed_size = le32(h + 24);
     z.local_header_offset = le32(h + 42);
     z.name = std::string_view(reinterpret_cast<const char*>(h + 46), name_len);
+    // As miniz checks every entry when it opens an archive: a disk number other than this
+    // disk's or 1, and local headers masked by central-directory encryption (bit 13).
+    const uint16_t disk = le16(h + 34);
+    if (PTREAD_UNLIKELY((disk != this_disk_ && disk != 1) || (z.flags & 0x2000) != 0)) {
+      return make_error(ErrorCode::zip_unsupported_feature,
+                        "zip: record '" + std::string(z.name) + "' " +
+                            ((z.flags & 0x2000) != 0 ? std::string("has masked local headers (an encrypted directory)")
+                                                     : "starts on disk " + std::to_string(disk) +
+                                                           ": an archive split across disks"));
+    }
     if (z.uncompressed_size == 0xffffffffu || z.compressed_size == 0xffffffffu || z.local_header_offset == 0xffffffffu) {
       PTREAD_CHECK(apply_zip64_extra(h + 46 + name_len, extra_len, &z));
     }
@@ -10188,6 +10277,7 @@ class ZipArchive {
   mutable bool indexed_ = false;
   uint64_t directory_offset_ = 0;
   uint64_t count_ = 0;  // records in the directory
+  uint32_t this_disk_ = 0;  // the end record's disk number (0, or 1 from some writers)
 };
 
 }  // namespace detail
@@ -10281,8 +10371,10 @@ struct ZipWalk {
   }
 };
 
+// Record names after the archive's folder compare without case, as torch finds records
+// (miniz's lookup): "Data.pkl", "DATA/0" are data.pkl and data/0 to torch.load.
 inline bool is_data_pkl(std::string_view name) {
-  return equals(name, "data.pkl") || (name.size() > 9 && ends_with(name, "/data.pkl"));
+  return iequals(name, "data.pkl") || (name.size() > 9 && iends_with(name, "/data.pkl"));
 }
 
 // Walks the directory of z (located, not walked yet) into z and w, calling tick() after
@@ -10306,7 +10398,7 @@ inline Status walk_zip(ZipArchive& z, ZipWalk& w, Tick tick = Tick()) {
     }
     if (name.size() <= w.walk_prefix.size() + 5 || !starts_with(name, w.walk_prefix)) return true;
     const std::string_view rest(name.data() + w.walk_prefix.size(), name.size() - w.walk_prefix.size());  // a longer name
-    if (!starts_with(rest, "data/")) return true;
+    if (!starts_with(rest, "data/") && !istarts_with(rest, "data/")) return true;  // (exact first: the hot path)
     ++w.data_records;
     uint32_t n = 0;
     const size_t index = a.entries().size();  // its index, if kept
@@ -10382,17 +10474,17 @@ inline Status plan_zip(const Source& src, const ReadOptions& opt, const ZipArchi
     if (e.name.size() <= prefix.size() || !starts_with(e.name, prefix)) continue;
     const std::string_view rest = e.name.substr(prefix.size());
     uint32_t n = 0;
-    if (rest.size() > 5 && starts_with(rest, "data/")) {
+    if (rest.size() > 5 && istarts_with(rest, "data/")) {
       if (k >= w.walk_from) continue;  // counted and numbered by the walk
       ++w.data_records;
       if (StoredRecord* r = ZipWalk::numbered_data(rest, zip.record_count(), &n) ? w.claim(n, k) : nullptr) {
         *r = StoredRecord{ZipWalk::in_memory(zip, e), e.uncompressed_size, static_cast<uint32_t>(k)};
       }
-    } else if (rest.size() > 8 && starts_with(rest, "code/") && ends_with(rest, ".py")) {
+    } else if (rest.size() > 8 && istarts_with(rest, "code/") && iends_with(rest, ".py")) {
       code_files.push_back(&e);
-    } else if (rest == "constants.pkl") {
+    } else if (iequals(rest, "constants.pkl")) {
       if (plan->constants == nullptr) plan->constants = &e;
-    } else if (rest == "byteorder") {
+    } else if (iequals(rest, "byteorder")) {
       if (byteorder == nullptr) byteorder = &e;
     }
   }

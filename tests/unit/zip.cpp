@@ -724,13 +724,25 @@ TEST_CASE("zip: corrupt archives", "[zip]") {
     put64(f, static_cast<size_t>(z.zip64_eocd_offset) + 48, uint64_t{1} << 40);
     check_fails(open_mem(f), ErrorCode::zip_corrupt, "central directory");
   }
-  SECTION("central directory size reaching into the EOCD") {
-    ZipWriter w = checkpoint_writer();
-    w.zip64_eocd = false;
-    const ZipBuilt z = w.build();
-    auto f = z.flat();
-    put32(f, static_cast<size_t>(z.eocd_offset) + 12, z.cd_size + 1);
-    check_fails(open_mem(f), ErrorCode::zip_corrupt, "does not fit");
+  SECTION("central directory size reaching into the end records, or past the file") {
+    // torch (miniz) bounds the directory by the file and parses entries by count: a size
+    // reaching into the EOCD reads as before (tests/data/adversarial/torch.json has the
+    // ZIP64 case checked against torch.load); past the file's end it is corrupt.
+    for (bool z64 : {false, true}) {
+      INFO("ZIP64 EOCD " << z64);
+      ZipWriter w = checkpoint_writer();
+      w.zip64_eocd = z64;
+      const ZipBuilt z = w.build();
+      auto f = z.flat();
+      const size_t size_at = z64 ? static_cast<size_t>(z.zip64_eocd_offset) + 40 : static_cast<size_t>(z.eocd_offset) + 12;
+      const auto put_size = [&](uint64_t v) { z64 ? put64(f, size_at, v) : put32(f, size_at, v); };
+      put_size(z.cd_size + 1);
+      check_like_buffer(open_mem(f), "archive/");
+      put_size(f.size() - z.cd_offset);
+      check_like_buffer(open_mem(f), "archive/");
+      put_size(f.size() - z.cd_offset + 1);
+      check_fails(open_mem(f), ErrorCode::zip_corrupt, "runs past the end of the file");
+    }
   }
   SECTION("a local header offset pointing at garbage") {
     ZipWriter w = checkpoint_writer();
@@ -782,13 +794,21 @@ TEST_CASE("zip: corrupt archives", "[zip]") {
     check_fails(open_mem(f), ErrorCode::zip_corrupt, "runs past the directory");
   }
   SECTION("a ZIP64 locator pointing at a place without a ZIP64 EOCD") {
+    // torch (miniz) ignores such a locator and reads the classic end record's values
+    // (tests/data/adversarial/torch.json: zip64_locator_to_other_bytes.pt); when those are
+    // the 0xFFFF... of a ZIP64 archive, nothing locates the directory: corrupt.
     for (uint64_t where : {uint64_t{0}, uint64_t{100}}) {
       INFO("locator -> " << where);
       ZipWriter w = checkpoint_writer();
       const ZipBuilt z = w.build();
       auto f = z.flat();
       put64(f, static_cast<size_t>(z.locator_offset) + 8, where);
-      check_fails(open_mem(f), ErrorCode::zip_corrupt, "ZIP64");
+      check_like_buffer(open_mem(f), "archive/");
+      put16(f, static_cast<size_t>(z.eocd_offset) + 8, 0xffff);
+      put16(f, static_cast<size_t>(z.eocd_offset) + 10, 0xffff);
+      put32(f, static_cast<size_t>(z.eocd_offset) + 12, 0xffffffffu);
+      put32(f, static_cast<size_t>(z.eocd_offset) + 16, 0xffffffffu);
+      check_fails(open_mem(f), ErrorCode::zip_corrupt, "central directory");
     }
   }
   SECTION("a ZIP64 locator pointing past the end of the file") {

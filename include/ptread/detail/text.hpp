@@ -25,6 +25,22 @@ inline bool ends_with(std::string_view s, std::string_view p) noexcept {
 inline bool equals(std::string_view s, std::string_view p) noexcept {
   return s.size() == p.size() && std::memcmp(s.data(), p.data(), p.size()) == 0;
 }
+// The same with ASCII letters compared without case (as miniz, torch's zip reader, compares
+// record names).
+inline char ascii_lower(char c) noexcept { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+inline bool iequals(std::string_view s, std::string_view p) noexcept {
+  if (s.size() != p.size()) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (ascii_lower(s[i]) != ascii_lower(p[i])) return false;
+  }
+  return true;
+}
+inline bool istarts_with(std::string_view s, std::string_view p) noexcept {
+  return s.size() >= p.size() && iequals(s.substr(0, p.size()), p);
+}
+inline bool iends_with(std::string_view s, std::string_view p) noexcept {
+  return s.size() >= p.size() && iequals(s.substr(s.size() - p.size()), p);
+}
 
 // Decodes the UTF-8 sequence at s[i]: its code point and length, or 0 when the bytes there
 // are no valid sequence (overlong forms and values past U+10FFFF are invalid; encoded

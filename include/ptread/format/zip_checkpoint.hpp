@@ -97,8 +97,10 @@ struct ZipWalk {
   }
 };
 
+// Record names after the archive's folder compare without case, as torch finds records
+// (miniz's lookup): "Data.pkl", "DATA/0" are data.pkl and data/0 to torch.load.
 inline bool is_data_pkl(std::string_view name) {
-  return equals(name, "data.pkl") || (name.size() > 9 && ends_with(name, "/data.pkl"));
+  return iequals(name, "data.pkl") || (name.size() > 9 && iends_with(name, "/data.pkl"));
 }
 
 // Walks the directory of z (located, not walked yet) into z and w, calling tick() after
@@ -122,7 +124,7 @@ inline Status walk_zip(ZipArchive& z, ZipWalk& w, Tick tick = Tick()) {
     }
     if (name.size() <= w.walk_prefix.size() + 5 || !starts_with(name, w.walk_prefix)) return true;
     const std::string_view rest(name.data() + w.walk_prefix.size(), name.size() - w.walk_prefix.size());  // a longer name
-    if (!starts_with(rest, "data/")) return true;
+    if (!starts_with(rest, "data/") && !istarts_with(rest, "data/")) return true;  // (exact first: the hot path)
     ++w.data_records;
     uint32_t n = 0;
     const size_t index = a.entries().size();  // its index, if kept
@@ -198,17 +200,17 @@ inline Status plan_zip(const Source& src, const ReadOptions& opt, const ZipArchi
     if (e.name.size() <= prefix.size() || !starts_with(e.name, prefix)) continue;
     const std::string_view rest = e.name.substr(prefix.size());
     uint32_t n = 0;
-    if (rest.size() > 5 && starts_with(rest, "data/")) {
+    if (rest.size() > 5 && istarts_with(rest, "data/")) {
       if (k >= w.walk_from) continue;  // counted and numbered by the walk
       ++w.data_records;
       if (StoredRecord* r = ZipWalk::numbered_data(rest, zip.record_count(), &n) ? w.claim(n, k) : nullptr) {
         *r = StoredRecord{ZipWalk::in_memory(zip, e), e.uncompressed_size, static_cast<uint32_t>(k)};
       }
-    } else if (rest.size() > 8 && starts_with(rest, "code/") && ends_with(rest, ".py")) {
+    } else if (rest.size() > 8 && istarts_with(rest, "code/") && iends_with(rest, ".py")) {
       code_files.push_back(&e);
-    } else if (rest == "constants.pkl") {
+    } else if (iequals(rest, "constants.pkl")) {
       if (plan->constants == nullptr) plan->constants = &e;
-    } else if (rest == "byteorder") {
+    } else if (iequals(rest, "byteorder")) {
       if (byteorder == nullptr) byteorder = &e;
     }
   }

@@ -34,13 +34,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "..", "fixtures")
 
 ENTRIES = []  # (file name, description, expected code)
+TORCH = {}  # file name -> "reads" or "refuses": what torch.load does with it (check_torch.py)
 
 
-def emit(name, data, expected, what):
+def emit(name, data, expected, what, torch=None):
     assert name not in [e[0] for e in ENTRIES], name
     with open(os.path.join(HERE, name), "wb") as f:
         f.write(bytes(data))
     ENTRIES.append((name, what, expected))
+    if torch is not None:
+        assert torch in ("reads", "refuses") and (torch == "reads") == (expected == "ok"), name
+        TORCH[name] = torch
 
 
 # ---------------------------------------------------------------------------------------
@@ -312,7 +316,7 @@ def zip_files():
     u32(b, lay["cd_entry"][2] + 16, struct.unpack_from("<I", b, lay["cd_entry"][1] + 16)[0])  # crc
     emit("zip_overlap_stored.pt", b, "ok",
          "data/1's directory entry points at data/0's record (overlapping stored entries): in bounds, "
-         "read-only, no amplification; torch (miniz) reads it")
+         "read-only, no amplification; torch (miniz) reads it", torch="reads")
     # Stored data not aligned for its dtype (a re-zipped file): valid, must read.
     recs = [{"name": "adv/data.pkl", "data": BASE_PKL}, {"name": "adv/data/0", "data": BASE_DATA["0"], "unaligned": 1},
             {"name": "adv/data/1", "data": BASE_DATA["1"], "unaligned": 3}, {"name": "adv/version", "data": b"3\n"}]
@@ -343,10 +347,81 @@ def zip_files():
     b, lay = checkpoint(BASE_PKL)
     u64(b, lay["eocd64"] + 40, lay["cd_size"] + 4096)
     emit("zip64_cd_size_past_eocd64.pt", b, "zip_corrupt",
-         "the ZIP64 end record's directory size runs past the ZIP64 end record itself")
+         "the ZIP64 end record's directory size runs past the end of the file")
     b, lay = checkpoint(BASE_PKL)
     u64(b, lay["locator"] + 8, 1 << 62)
     emit("zip64_locator_past_eof.pt", b, "zip_corrupt", "the ZIP64 locator points at byte 2^62")
+
+    # Read as torch reads them (miniz 2.1, checked with torch 1.13's torch.load).
+    b, lay = checkpoint(BASE_PKL)
+    u64(b, lay["locator"] + 8, lay["local"][1])
+    emit("zip64_locator_to_other_bytes.pt", b, "ok",
+         "the ZIP64 locator points at a local header, not at a ZIP64 end record: ignored, the classic "
+         "end record's values stand (torch reads it)", torch="reads")
+    b, lay = checkpoint(BASE_PKL)
+    u64(b, lay["eocd64"] + 40, lay["cd_size"] + 8)
+    emit("zip64_cd_size_into_end_records.pt", b, "ok",
+         "the ZIP64 end record's directory size reaches 8 bytes into the end records: entries are read "
+         "by count, the directory is bounded by the file (torch reads it)", torch="reads")
+    b, lay = checkpoint(BASE_PKL)
+    u16(b, lay["cd_entry"][1] + 8, 0x0001)
+    emit("zip_encrypted_record.pt", b, "zip_unsupported_feature",
+         "data/0 is marked encrypted (flag bit 0): no bytes are handed out as its data (torch: "
+         "unsupported encryption)", torch="refuses")
+    b, lay = checkpoint(BASE_PKL)
+    u16(b, lay["cd_entry"][2] + 8, 0x0040)
+    emit("zip_strong_encryption.pt", b, "zip_unsupported_feature",
+         "data/1 is marked strongly encrypted (flag bit 6) (torch: unsupported encryption)", torch="refuses")
+    b, lay = checkpoint(BASE_PKL, extra_records=[{"name": "adv/extra/notes", "data": b"hello"}])
+    u16(b, lay["cd_entry"][4] + 8, 0x0001)
+    emit("zip_encrypted_unused_record.pt", b, "ok",
+         "a record the checkpoint does not use is marked encrypted: never read (torch reads the file)", torch="reads")
+    b, lay = checkpoint(BASE_PKL)
+    u16(b, lay["cd_entry"][3] + 8, 0x2000)
+    emit("zip_masked_headers.pt", b, "zip_unsupported_feature",
+         "the version record has masked local headers (flag bit 13, central directory encryption): "
+         "refused on opening, for any record, as torch refuses it", torch="refuses")
+    b, lay = checkpoint(BASE_PKL)
+    u16(b, lay["cd_entry"][1] + 34, 2)
+    emit("zip_record_on_disk_2.pt", b, "zip_unsupported_feature",
+         "data/0 starts on disk 2 of a one-file archive (torch: unsupported multidisk archive)", torch="refuses")
+    b, lay = checkpoint(BASE_PKL)
+    u32(b, lay["locator"] + 16, 3)
+    emit("zip64_three_disks.pt", b, "zip_unsupported_feature",
+         "the ZIP64 locator counts 3 disks (torch: unsupported multidisk archive)", torch="refuses")
+    b, lay = checkpoint(BASE_PKL, zip64=False)
+    u16(b, lay["eocd"] + 8, 3)
+    emit("zip_eocd_entries_on_disk.pt", b, "zip_unsupported_feature",
+         "no ZIP64 records; the end record has 3 of its 4 entries on this disk (torch: unsupported "
+         "multidisk archive)", torch="refuses")
+    b, lay = checkpoint(BASE_PKL, zip64=False)
+    u16(b, lay["eocd"] + 4, 1)
+    u16(b, lay["eocd"] + 6, 1)
+    for k in range(4):
+        u16(b, lay["cd_entry"][k] + 34, 1)
+    emit("zip_disks_numbered_from_1.pt", b, "ok",
+         "every disk number is 1 (some writers count disks from 1): one disk (torch reads it)", torch="reads")
+
+    recs = [{"name": "adv/Data.PKL", "data": BASE_PKL}, {"name": "adv/DATA/0", "data": BASE_DATA["0"]},
+            {"name": "adv/Data/1", "data": BASE_DATA["1"]}, {"name": "adv/VERSION", "data": b"3\n"}]
+    emit("zip_names_in_other_case.pt", zip_build(recs)[0], "ok",
+         "records named Data.PKL, DATA/0, Data/1, VERSION: torch finds records without regard to the "
+         "case of ASCII letters (miniz), so this is data.pkl with its storages (torch reads it)", torch="reads")
+
+    # Empty records: an empty record's local header and deflate stream are never read.
+    empty_pkl = pickle(p_dict([(p_str("a"), tensor("0", 4)), (p_str("e"), tensor("2", 0, size=(0,)))]))
+    data = dict(BASE_DATA, **{"2": b""})
+    b, lay = checkpoint(empty_pkl, data=data)
+    b[lay["local"][3]:lay["local"][3] + 4] = b"PK\x09\x09"
+    emit("zip_empty_record_bad_header.pt", b, "ok",
+         "data/2 is empty and its local header signature is wrong: never read (torch reads the file)", torch="reads")
+    recs = [{"name": "adv/data.pkl", "data": empty_pkl}, {"name": "adv/data/0", "data": BASE_DATA["0"]},
+            {"name": "adv/data/1", "data": BASE_DATA["1"]},
+            {"name": "adv/data/2", "data": b"", "method": 8, "comp": b"\xff\xff\xff"},
+            {"name": "adv/version", "data": b"3\n"}]
+    emit("zip_empty_record_bad_stream.pt", zip_build(recs)[0], "ok",
+         "data/2 inflates to no bytes from an invalid deflate stream: empty whatever the stream holds, "
+         "with zlib or without (torch reads the file)", torch="reads")
 
     # ZIP64 extra fields.
     def z64(i, usize=None, csize=None, offset=None, drop_extra=False):
@@ -744,6 +819,9 @@ def main():
     with open(os.path.join(HERE, "expected.json"), "w") as f:
         json.dump({n: e for n, _, e in ENTRIES}, f, indent=1, sort_keys=True)
         f.write("\n")
+    with open(os.path.join(HERE, "torch.json"), "w") as f:
+        json.dump(TORCH, f, indent=1, sort_keys=True)
+        f.write("\n")
     total = sum(os.path.getsize(os.path.join(HERE, n)) for n, _, _ in ENTRIES)
     lines = [
         "# Adversarial corpus",
@@ -754,6 +832,9 @@ def main():
         "files that look hostile but are valid and must read (every tensor materialized).",
         "`tests/unit/adversarial.cpp` (tag `[adversarial]`) checks them. Files named `deflate_*` hold",
         "deflated records: built without zlib, ptread answers `zip_unsupported_compression` for them.",
+        "`torch.json` says, for the files whose description says what torch does, whether torch.load",
+        "reads or refuses them; `check_torch.py` (CTest `adversarial_torch`, with torch) checks it",
+        "against torch 1.13.",
         "",
         "The `trunc_*` files are prefixes of `tests/fixtures/tensor_root.pt` (written by torch 1.13);",
         "the others are built here the way torch lays out its files.",
