@@ -22,9 +22,10 @@ Prints each disagreement and a count of each kind:
 Disagreements already understood are counted apart, "KIND (why)", and printed only with
 --verbose: torch reading bytes that are not the tensor's (a record shorter than its storage,
 a failed inflate, data past a record, a storage left uninitialized, a byte count that wraps,
-a record marked as a directory), torch requiring the version record, and globals torch
-cannot import (ptread keeps them inert). --keep DIR copies each disagreement there. Not part
-of the test suite: a tool for looking for disagreements. Needs torch (Debian's python3-torch).
+a record marked as a directory), torch requiring the version record and every record in
+the first one's folder, and globals torch cannot import (ptread keeps them inert).
+--keep DIR copies each disagreement there. Not part of the test suite: a tool for looking
+for disagreements. Needs torch (Debian's python3-torch).
 """
 
 import argparse
@@ -336,6 +337,10 @@ def known(kind, t, o, how, base):
         parts = how.split(": ", 1)[1].split()
         if "version" in why or why == "RuntimeError: " or all("[version]" in m for m in parts):
             return "torch needs the version record"
+        # torch requires every record under the first record's folder, exactly (ptread
+        # takes the folder of data.pkl, and names without case)
+        if "file in archive is not in a subdirectory" in why:
+            return "torch needs every record in the first one's folder"
         # a global torch cannot import: ptread keeps the call as an inert object
         if why.startswith(("AttributeError: Can't get attribute", "ModuleNotFoundError")):
             return "torch imports a global ptread keeps inert"
