@@ -402,6 +402,12 @@ def zip_files():
     emit("zip_disks_numbered_from_1.pt", b, "ok",
          "every disk number is 1 (some writers count disks from 1): one disk (torch reads it)", torch="reads")
 
+    b, lay = checkpoint(BASE_PKL)
+    u32(b, lay["cd_entry"][1] + 38, 0x10)
+    emit("zip_record_marked_directory.pt", b, "ok",
+         "data/0's external attributes mark it an MS-DOS directory: its bytes are read as stored (miniz "
+         "extracts nothing for a directory, and torch hands out its uninitialized buffer as the tensor)",
+         torch="reads")
     recs = [{"name": "adv/Data.PKL", "data": BASE_PKL}, {"name": "adv/DATA/0", "data": BASE_DATA["0"]},
             {"name": "adv/Data/1", "data": BASE_DATA["1"]}, {"name": "adv/VERSION", "data": b"3\n"}]
     emit("zip_names_in_other_case.pt", zip_build(recs)[0], "ok",
