@@ -130,19 +130,15 @@ class ZipArchive {
   bool try_data_offset(const ZipEntry& e, uint64_t* out) const {
     const uint8_t* base = src_->base();
     if (base == nullptr || (e.flags & kUnreadableFlags) != 0) return false;
-    if (PTREAD_LIKELY(range_inside(e.local_header_offset, 30, src_->size()))) {
-      const uint8_t* h = base + e.local_header_offset;
-      const uint64_t off = e.local_header_offset + 30 + le16(h + 26) + le16(h + 28);
-      if (PTREAD_LIKELY(le32(h) == 0x04034b50u && range_inside(off, e.compressed_size, directory_offset_))) {
-        *out = off;
-        return true;
-      }
-    }
-    if (e.compressed_size == 0 && e.uncompressed_size == 0) {  // as data_offset()
-      *out = e.local_header_offset;
+    uint64_t off = 0;
+    if (PTREAD_LIKELY(range_inside(e.local_header_offset, 30, src_->size())) &&
+        PTREAD_LIKELY(local_data_offset(e, base + e.local_header_offset, &off) == LocalHeader::ok)) {
+      *out = off;
       return true;
     }
-    return false;
+    if (!empty(e)) return false;
+    *out = e.local_header_offset;  // as data_offset()
+    return true;
   }
 
   // Offset of the record's first data byte, from its local header.
@@ -153,28 +149,25 @@ class ZipArchive {
                             ((e.flags & 0x20) != 0 ? "patch data (flag bit 5)" : "encrypted (flag bits 0, 6)") +
                             "; neither torch nor ptread reads it");
     }
+    uint8_t h[30];
+    Status header = read_checked(e.local_header_offset, h, sizeof h, e.name);
+    uint64_t off = 0;
+    const LocalHeader got = header ? local_data_offset(e, h, &off) : LocalHeader::no_signature;
+    if (got == LocalHeader::ok) return off;
     // An empty record needs no local header (miniz never reads it): where the header is
     // not as expected, its offset is the header's own, which lies before the directory.
-    const bool empty = e.compressed_size == 0 && e.uncompressed_size == 0;
-    uint8_t h[30];
-    Status read = read_checked(e.local_header_offset, h, sizeof h, e.name);
-    if (!read || le32(h) != 0x04034b50u) {
-      if (empty) return e.local_header_offset;
-      PTREAD_CHECK(std::move(read));
+    if (empty(e)) return e.local_header_offset;
+    PTREAD_CHECK(std::move(header));
+    if (got == LocalHeader::no_signature) {
       return make_error(ErrorCode::zip_corrupt, "zip: no local header signature at byte " +
                                                     std::to_string(e.local_header_offset) +
                                                     " for record '" + std::string(e.name) + "'");
     }
-    const uint64_t off = e.local_header_offset + 30 + le16(h + 26) + le16(h + 28);
-    if (!range_inside(off, e.compressed_size, directory_offset_)) {
-      if (empty) return e.local_header_offset;
-      return make_error(ErrorCode::zip_record_out_of_bounds,
-                        "zip: record '" + std::string(e.name) + "' (" + std::to_string(e.compressed_size) +
-                            " bytes at byte " + std::to_string(off) +
-                            ") runs past the start of the central directory at byte " +
-                            std::to_string(directory_offset_));
-    }
-    return off;
+    return make_error(ErrorCode::zip_record_out_of_bounds,
+                      "zip: record '" + std::string(e.name) + "' (" + std::to_string(e.compressed_size) +
+                          " bytes at byte " + std::to_string(off) +
+                          ") runs past the start of the central directory at byte " +
+                          std::to_string(directory_offset_));
   }
 
   // The record's bytes: a view (stored, mapped), a buffer (stored, read mode), or inflated.
@@ -217,6 +210,15 @@ class ZipArchive {
   }
 
  private:
+  static bool empty(const ZipEntry& e) noexcept { return e.compressed_size == 0 && e.uncompressed_size == 0; }
+  // The data offset the 30 bytes h of e's local header give (its name and extra field
+  // follow the header), checked to end before the directory.
+  enum class LocalHeader { ok, no_signature, past_directory };
+  PTREAD_ALWAYS_INLINE LocalHeader local_data_offset(const ZipEntry& e, const uint8_t* h, uint64_t* off) const noexcept {
+    *off = e.local_header_offset + 30 + le16(h + 26) + le16(h + 28);
+    if (le32(h) != 0x04034b50u) return LocalHeader::no_signature;
+    return range_inside(*off, e.compressed_size, directory_offset_) ? LocalHeader::ok : LocalHeader::past_directory;
+  }
   // General-purpose flag bits of records no reader decodes: encrypted (0), patch data (5),
   // strong encryption (6). miniz refuses to read them.
   static constexpr uint16_t kUnreadableFlags = 0x0061;
@@ -356,7 +358,7 @@ class ZipArchive {
     // As miniz checks every entry when it opens an archive: a disk number other than this
     // disk's or 1, and local headers masked by central-directory encryption (bit 13).
     const uint16_t disk = le16(h + 34);
-    if (PTREAD_UNLIKELY((disk != this_disk_ && disk != 1) || (z.flags & 0x2000) != 0)) {
+    if (PTREAD_UNLIKELY(disk > 1 || disk < this_disk_ || (z.flags & 0x2000) != 0)) {  // (this_disk_ is 0 or 1)
       return make_error(ErrorCode::zip_unsupported_feature,
                         "zip: record '" + std::string(z.name) + "' " +
                             ((z.flags & 0x2000) != 0 ? std::string("has masked local headers (an encrypted directory)")

@@ -4121,6 +4121,7 @@ class DictKeys {
 //          large is an error, one too small is 0.
 // C functions see the line up to its first NUL byte ("I5\0x" is 5), as CPython does.
 
+// #include "text.hpp": inlined above
 // #include "value_graph.hpp": inlined above
 
 #include <algorithm>
@@ -4261,19 +4262,11 @@ inline FloatText python_float_text(std::string_view s, double* out) {
   const bool neg = !s.empty() && s[0] == '-';
   if (!s.empty() && (s[0] == '+' || s[0] == '-')) k = 1;
   std::string_view body = s.substr(k);  // (from_chars takes no '+')
-  auto lower_is = [](std::string_view t, std::string_view word) {
-    if (t.size() != word.size()) return false;
-    for (size_t i = 0; i < t.size(); ++i) {
-      const char c = t[i] >= 'A' && t[i] <= 'Z' ? static_cast<char>(t[i] - 'A' + 'a') : t[i];
-      if (c != word[i]) return false;
-    }
-    return true;
-  };
-  if (lower_is(body, "inf") || lower_is(body, "infinity")) {
+  if (iequals(body, "inf") || iequals(body, "infinity")) {
     *out = neg ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
     return FloatText::ok;
   }
-  if (lower_is(body, "nan")) {
+  if (iequals(body, "nan")) {
     *out = neg ? -std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::quiet_NaN();
     return FloatText::ok;
   }
@@ -8056,6 +8049,7 @@ inline Status name_tensors(Model& m, const Limits& limits, uint64_t source_bytes
 
 // #include "../detail/flat_map.hpp": inlined above
 // #include "../detail/python_repr.hpp": inlined above
+// #include "../detail/text.hpp": inlined above
 
 #include <charconv>
 #include <functional>
@@ -8676,7 +8670,7 @@ class TorchHooks : public PickleHooks {
     if (a.size() >= 2) {
       if (g.kind(a[1]) != ValueKind::string) return make_error(ErrorCode::pickle_malformed, "_codecs.encode with an encoding that is no string");
       enc.clear();
-      for (char c : g.text(a[1])) enc.push_back(c == '-' || c == ' ' ? '_' : c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c);
+      for (char c : g.text(a[1])) enc.push_back(c == '-' || c == ' ' ? '_' : ascii_lower(c));
     }
     const std::string_view text = g.text(a[0]);
     if (enc == "latin1" || enc == "latin_1" || enc == "iso8859_1" || enc == "iso_8859_1" || enc == "l1" || enc == "latin" ||
@@ -9922,19 +9916,15 @@ class ZipArchive {
   bool try_data_offset(const ZipEntry& e, uint64_t* out) const {
     const uint8_t* base = src_->base();
     if (base == nullptr || (e.flags & kUnreadableFlags) != 0) return false;
-    if (PTREAD_LIKELY(range_inside(e.local_header_offset, 30, src_->size()))) {
-      const uint8_t* h = base + e.local_header_offset;
-      const uint64_t off = e.local_header_offset + 30 + le16(h + 26) + le16(h + 28);
-      if (PTREAD_LIKELY(le32(h) == 0x04034b50u && range_inside(off, e.compressed_size, directory_offset_))) {
-        *out = off;
-        return true;
-      }
-    }
-    if (e.compressed_size == 0 && e.uncompressed_size == 0) {  // as data_offset()
-      *out = e.local_header_offset;
+    uint64_t off = 0;
+    if (PTREAD_LIKELY(range_inside(e.local_header_offset, 30, src_->size())) &&
+        PTREAD_LIKELY(local_data_offset(e, base + e.local_header_offset, &off) == LocalHeader::ok)) {
+      *out = off;
       return true;
     }
-    return false;
+    if (!empty(e)) return false;
+    *out = e.local_header_offset;  // as data_offset()
+    return true;
   }
 
   // Offset of the record's first data byte, from its local header.
@@ -9945,28 +9935,25 @@ class ZipArchive {
                             ((e.flags & 0x20) != 0 ? "patch data (flag bit 5)" : "encrypted (flag bits 0, 6)") +
                             "; neither torch nor ptread reads it");
     }
+    uint8_t h[30];
+    Status header = read_checked(e.local_header_offset, h, sizeof h, e.name);
+    uint64_t off = 0;
+    const LocalHeader got = header ? local_data_offset(e, h, &off) : LocalHeader::no_signature;
+    if (got == LocalHeader::ok) return off;
     // An empty record needs no local header (miniz never reads it): where the header is
     // not as expected, its offset is the header's own, which lies before the directory.
-    const bool empty = e.compressed_size == 0 && e.uncompressed_size == 0;
-    uint8_t h[30];
-    Status read = read_checked(e.local_header_offset, h, sizeof h, e.name);
-    if (!read || le32(h) != 0x04034b50u) {
-      if (empty) return e.local_header_offset;
-      PTREAD_CHECK(std::move(read));
+    if (empty(e)) return e.local_header_offset;
+    PTREAD_CHECK(std::move(header));
+    if (got == LocalHeader::no_signature) {
       return make_error(ErrorCode::zip_corrupt, "zip: no local header signature at byte " +
                                                     std::to_string(e.local_header_offset) +
                                                     " for record '" + std::string(e.name) + "'");
     }
-    const uint64_t off = e.local_header_offset + 30 + le16(h + 26) + le16(h + 28);
-    if (!range_inside(off, e.compressed_size, directory_offset_)) {
-      if (empty) return e.local_header_offset;
-      return make_error(ErrorCode::zip_record_out_of_bounds,
-                        "zip: record '" + std::string(e.name) + "' (" + std::to_string(e.compressed_size) +
-                            " bytes at byte " + std::to_string(off) +
-                            ") runs past the start of the central directory at byte " +
-                            std::to_string(directory_offset_));
-    }
-    return off;
+    return make_error(ErrorCode::zip_record_out_of_bounds,
+                      "zip: record '" + std::string(e.name) + "' (" + std::to_string(e.compressed_size) +
+                          " bytes at byte " + std::to_string(off) +
+                          ") runs past the start of the central directory at byte " +
+                          std::to_string(directory_offset_));
   }
 
   // The record's bytes: a view (stored, mapped), a buffer (stored, read mode), or inflated.
@@ -10009,6 +9996,15 @@ class ZipArchive {
   }
 
  private:
+  static bool empty(const ZipEntry& e) noexcept { return e.compressed_size == 0 && e.uncompressed_size == 0; }
+  // The data offset the 30 bytes h of e's local header give (its name and extra field
+  // follow the header), checked to end before the directory.
+  enum class LocalHeader { ok, no_signature, past_directory };
+  PTREAD_ALWAYS_INLINE LocalHeader local_data_offset(const ZipEntry& e, const uint8_t* h, uint64_t* off) const noexcept {
+    *off = e.local_header_offset + 30 + le16(h + 26) + le16(h + 28);
+    if (le32(h) != 0x04034b50u) return LocalHeader::no_signature;
+    return range_inside(*off, e.compressed_size, directory_offset_) ? LocalHeader::ok : LocalHeader::past_directory;
+  }
   // General-purpose flag bits of records no reader decodes: encrypted (0), patch data (5),
   // strong encryption (6). miniz refuses to read them.
   static constexpr uint16_t kUnreadableFlags = 0x0061;
@@ -10148,7 +10144,7 @@ class ZipArchive {
     // As miniz checks every entry when it opens an archive: a disk number other than this
     // disk's or 1, and local headers masked by central-directory encryption (bit 13).
     const uint16_t disk = le16(h + 34);
-    if (PTREAD_UNLIKELY((disk != this_disk_ && disk != 1) || (z.flags & 0x2000) != 0)) {
+    if (PTREAD_UNLIKELY(disk > 1 || disk < this_disk_ || (z.flags & 0x2000) != 0)) {  // (this_disk_ is 0 or 1)
       return make_error(ErrorCode::zip_unsupported_feature,
                         "zip: record '" + std::string(z.name) + "' " +
                             ((z.flags & 0x2000) != 0 ? std::string("has masked local headers (an encrypted directory)")

@@ -16,6 +16,7 @@
 // C functions see the line up to its first NUL byte ("I5\0x" is 5), as CPython does.
 #pragma once
 
+#include "text.hpp"
 #include "value_graph.hpp"
 
 #include <algorithm>
@@ -156,19 +157,11 @@ inline FloatText python_float_text(std::string_view s, double* out) {
   const bool neg = !s.empty() && s[0] == '-';
   if (!s.empty() && (s[0] == '+' || s[0] == '-')) k = 1;
   std::string_view body = s.substr(k);  // (from_chars takes no '+')
-  auto lower_is = [](std::string_view t, std::string_view word) {
-    if (t.size() != word.size()) return false;
-    for (size_t i = 0; i < t.size(); ++i) {
-      const char c = t[i] >= 'A' && t[i] <= 'Z' ? static_cast<char>(t[i] - 'A' + 'a') : t[i];
-      if (c != word[i]) return false;
-    }
-    return true;
-  };
-  if (lower_is(body, "inf") || lower_is(body, "infinity")) {
+  if (iequals(body, "inf") || iequals(body, "infinity")) {
     *out = neg ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
     return FloatText::ok;
   }
-  if (lower_is(body, "nan")) {
+  if (iequals(body, "nan")) {
     *out = neg ? -std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::quiet_NaN();
     return FloatText::ok;
   }

@@ -26,6 +26,7 @@
 
 #include "../detail/flat_map.hpp"
 #include "../detail/python_repr.hpp"
+#include "../detail/text.hpp"
 
 #include <charconv>
 #include <functional>
@@ -646,7 +647,7 @@ class TorchHooks : public PickleHooks {
     if (a.size() >= 2) {
       if (g.kind(a[1]) != ValueKind::string) return make_error(ErrorCode::pickle_malformed, "_codecs.encode with an encoding that is no string");
       enc.clear();
-      for (char c : g.text(a[1])) enc.push_back(c == '-' || c == ' ' ? '_' : c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c);
+      for (char c : g.text(a[1])) enc.push_back(c == '-' || c == ' ' ? '_' : ascii_lower(c));
     }
     const std::string_view text = g.text(a[0]);
     if (enc == "latin1" || enc == "latin_1" || enc == "iso8859_1" || enc == "iso_8859_1" || enc == "l1" || enc == "latin" ||
