@@ -368,6 +368,17 @@ class ZipArchive {
     if (z.uncompressed_size == 0xffffffffu || z.compressed_size == 0xffffffffu || z.local_header_offset == 0xffffffffu) {
       PTREAD_CHECK(apply_zip64_extra(h + 46 + name_len, extra_len, &z));
     }
+    // And as miniz checks every entry at open (torch then refuses the whole archive, used
+    // record or not), on the directory's 32-bit fields when the compressed size is not
+    // ZIP64's 0xFFFFFFFF: a stored record whose sizes differ, bytes without a compressed
+    // size (both when the uncompressed size is not 0xFFFFFFFF either), and data past the
+    // file's end (the 32-bit offset: 0xFFFFFFFF with the offset in a ZIP64 field fails it
+    // in a file under 4 GiB).
+    const uint32_t csize32 = le32(h + 20), usize32 = le32(h + 24), local32 = le32(h + 42);
+    if (PTREAD_UNLIKELY(csize32 != 0xffffffffu && (csize32 == 0 || csize32 != usize32 ||
+                                                   uint64_t{local32} + 30 + csize32 > src_->size()))) {
+      PTREAD_CHECK(check_entry_sizes(z, le32(h + 10), csize32, usize32, local32));
+    }
     if (z.local_header_offset >= directory_offset_) {
       return make_error(ErrorCode::zip_record_out_of_bounds,
                         "zip: record '" + std::string(z.name) + "' has its header at byte " +
@@ -375,6 +386,29 @@ class ZipArchive {
     }
     *out = z;
     *pos = at + 46 + name_len + extra_len + comment_len;
+    return {};
+  }
+
+  // parse_entry's rare case: a compressed size (not 0xFFFFFFFF) of 0, or other than the
+  // uncompressed size, or data past the file. method_time: the method and the time after
+  // it, read as one.
+  PTREAD_NOINLINE Status check_entry_sizes(const ZipEntry& z, uint32_t method_time, uint32_t csize, uint32_t usize,
+                                           uint32_t local) const {
+    if (usize != 0xffffffffu && ((method_time == 0 && usize != csize) || (usize != 0 && csize == 0))) {
+      return make_error(ErrorCode::zip_corrupt,
+                        "zip: " + std::string(method_time == 0 ? "stored " : "") + "record '" + std::string(z.name) +
+                            "' has compressed size " + std::to_string(csize) + " but uncompressed size " +
+                            std::to_string(usize) + " in the central directory");
+    }
+    if (uint64_t{local} + 30 + csize > src_->size()) {
+      return make_error(ErrorCode::zip_record_out_of_bounds,
+                        "zip: record '" + std::string(z.name) + "' " +
+                            (local == 0xffffffffu ? "has the header offset 0xFFFFFFFF (a ZIP64 placeholder) in a file of " +
+                                                        std::to_string(src_->size()) + " bytes"
+                                                  : "(" + std::to_string(csize) + " bytes after a header at byte " +
+                                                        std::to_string(local) + ") runs past the end of the file (" +
+                                                        std::to_string(src_->size()) + " bytes)"));
+    }
     return {};
   }
 

@@ -376,6 +376,43 @@ def zip_files():
     u16(b, lay["cd_entry"][4] + 8, 0x0001)
     emit("zip_encrypted_unused_record.pt", b, "ok",
          "a record the checkpoint does not use is marked encrypted: never read (torch reads the file)", torch="reads")
+    # miniz checks every directory entry on opening, on its 32-bit fields, used or not.
+    notes = [{"name": "adv/extra/notes", "data": b"hello"}]
+    b, lay = checkpoint(BASE_PKL, extra_records=notes)
+    u32(b, lay["cd_entry"][4] + CD_USIZE, 6)
+    emit("zip_unused_record_sizes_differ.pt", b, "zip_corrupt",
+         "a record the checkpoint does not use is stored with compressed size 5 and uncompressed size 6 "
+         "(time field 0, as torch writes): refused on opening, as torch refuses it", torch="refuses")
+    b, lay = checkpoint(BASE_PKL, extra_records=notes)
+    u32(b, lay["cd_entry"][4] + CD_USIZE, 6)
+    u16(b, lay["cd_entry"][4] + 12, 0x6000)
+    emit("zip_unused_record_sizes_differ_time_set.pt", b, "ok",
+         "the same with the entry's time field set: miniz reads the method and the time as one 32-bit "
+         "value, so its check passes, and the record is never read (torch reads the file)", torch="reads")
+    b, lay = checkpoint(BASE_PKL, extra_records=notes)
+    u32(b, lay["cd_entry"][4] + CD_CSIZE, 0)
+    u16(b, lay["cd_entry"][4] + 12, 0x6000)
+    emit("zip_unused_record_no_compressed_size.pt", b, "zip_corrupt",
+         "an unused record (time field set) claims 5 bytes from a compressed size of 0: refused on "
+         "opening, as torch refuses it", torch="refuses")
+    b, lay = checkpoint(BASE_PKL, extra_records=notes)
+    for f in (CD_CSIZE, CD_USIZE):
+        u32(b, lay["cd_entry"][4] + f, 0x7FFF0000)
+    emit("zip_unused_record_past_eof.pt", b, "zip_record_out_of_bounds",
+         "an unused record claims 2 GiB (stored) in a small file: refused on opening, as torch refuses it",
+         torch="refuses")
+    recs = [{"name": "adv/data.pkl", "data": BASE_PKL},
+            {"name": "adv/data/0", "data": BASE_DATA["0"], "zip64_extra": True},
+            {"name": "adv/data/1", "data": BASE_DATA["1"]}, {"name": "adv/version", "data": b"3\n"}]
+    b, lay = zip_build(recs)
+    x = lay["cd_extra"][1]
+    u64(b, x + 4, lay["local"][1])  # the extra's first field is now the offset; the sizes in 32 bits
+    for f in (CD_CSIZE, CD_USIZE):
+        u32(b, lay["cd_entry"][1] + f, len(BASE_DATA["0"]))
+    emit("zip64_offset_in_small_file.pt", b, "zip_record_out_of_bounds",
+         "data/0's directory offset is 0xFFFFFFFF with the real one in a ZIP64 extra, its sizes in 32 bits, "
+         "in a small file: miniz checks offset + 30 + size against the file's size on the 32-bit fields "
+         "(torch refuses it)", torch="refuses")
     b, lay = checkpoint(BASE_PKL)
     u16(b, lay["cd_entry"][3] + 8, 0x2000)
     emit("zip_masked_headers.pt", b, "zip_unsupported_feature",
