@@ -359,29 +359,7 @@ class TorchHooks : public PickleHooks {
           return make_error(ErrorCode::bad_tensor_args, "_rebuild_from_type_v2 needs (func, type, args, state)");
         }
         return call(g, a[0], a[2]);
-      case kOrderedDict: case kDictLike: {
-        const uint32_t d = g.add_container(ValueKind::dict);
-        // Counter({k: n, ...}) (Counter.__reduce__), OrderedDict/defaultdict(..., {k: v})
-        for (uint32_t arg : a) {
-          if (g.kind(arg) == ValueKind::dict) {
-            const Items kv = g.at(arg).items;
-            g.append(d, kv.data(), kv.size());
-          }
-        }
-        // OrderedDict([(k, v), ...]) from protocol 0/1 files
-        if (tag == kOrderedDict && !a.empty() && g.kind(a[0]) == ValueKind::list) {
-          const Items pairs = g.at(a[0]).items;
-          for (uint32_t pair : pairs) {
-            const NodeView pn = g.at(pair);
-            if ((pn.kind != ValueKind::tuple && pn.kind != ValueKind::list) || pn.items.size() != 2) {
-              return make_error(ErrorCode::pickle_malformed, "OrderedDict item is not a pair");
-            }
-            const uint32_t kv[2] = {pn.items[0], pn.items[1]};
-            g.append(d, kv, 2);
-          }
-        }
-        return d;
-      }
+      case kOrderedDict: case kDictLike: return dict_call(g, callable, a);
       case kBuiltinSet: case kBuiltinFrozenset: {  // set(), set(iterable): a list or tuple (what pickle writes), a set, a dict's keys
         const ValueKind made = tag == kBuiltinSet ? ValueKind::set : ValueKind::frozenset;
         if (a.empty()) return g.add_container(made);
@@ -623,6 +601,55 @@ class TorchHooks : public PickleHooks {
       return kOldVariable;
     }
     return kGlobalOther;
+  }
+
+  // collections.OrderedDict(x), Counter(x) and defaultdict(factory, x), as Python makes
+  // them. Their __reduce__ give Counter(dict), defaultdict(factory) and OrderedDict() with
+  // the items set after, and protocols 0-1 OrderedDict([(k, v), ...]); x may be a dict,
+  // or for OrderedDict and defaultdict a list or tuple of pairs (Counter would count a
+  // list's items: refused), and Counter(None) is empty. What Python refuses (more
+  // arguments, an x of another kind, a factory that is no class, function or object) is
+  // an error, never a dict made of part of the arguments.
+  Result<uint32_t> dict_call(Graph& g, uint32_t callable, const Items& a) {
+    const std::string_view name = g.global_name(callable);
+    const bool factory = name == "defaultdict", counter = name == "Counter";
+    auto refuse = [&](const std::string& why) {
+      return make_error(ErrorCode::pickle_malformed, "collections." + std::string(name) + "() " + why);
+    };
+    if (factory && !a.empty()) {
+      const ValueKind f = g.kind(a[0]);
+      if (f != ValueKind::none && f != ValueKind::global && f != ValueKind::object) {
+        return refuse(std::string("with a default factory that is a ") + value_kind_name(f) + ", which cannot be called");
+      }
+    }
+    const size_t at = factory ? 1 : 0;  // the argument with the items
+    if (a.size() > at + 1) {
+      return refuse("of " + std::to_string(a.size()) + " arguments (Python takes at most " + std::to_string(at + 1) + ")");
+    }
+    const uint32_t d = g.add_container(ValueKind::dict);
+    if (a.size() == at) return d;
+    const uint32_t x = a[at];
+    const ValueKind k = g.kind(x);
+    if (k == ValueKind::dict) {
+      const Items kv = g.at(x).items;
+      g.append(d, kv.data(), kv.size());
+      return d;
+    }
+    if (counter && k == ValueKind::none) return d;
+    if (!counter && (k == ValueKind::list || k == ValueKind::tuple)) {
+      const Items pairs = g.at(x).items;
+      for (uint32_t pair : pairs) {
+        const NodeView pn = g.at(pair);
+        if ((pn.kind != ValueKind::tuple && pn.kind != ValueKind::list) || pn.items.size() != 2) {
+          return refuse("item is not a pair");
+        }
+        const uint32_t kv[2] = {pn.items[0], pn.items[1]};
+        g.append(d, kv, 2);
+      }
+      return d;
+    }
+    return refuse(std::string("of a ") + value_kind_name(k) + " (ptread reads a dict" +
+                  (counter ? std::string(" or None)") : std::string(", or a list or tuple of pairs)")));
   }
 
   // A torch._utils rebuild function ptread cannot hand out a tensor for.
