@@ -8370,7 +8370,10 @@ class TorchHooks : public PickleHooks {
       case kRebuildTensorV2: return rebuild(g, a, RebuildKind::v2);
       case kRebuildTensorV3: return rebuild(g, a, RebuildKind::v3);
       case kRebuildTensorV1: return rebuild(g, a, RebuildKind::v1);
-      case kRebuildParameter: return parameter(g, a);
+      case kRebuildParameter: {
+        const size_t n = g.global_name(callable) == "_rebuild_parameter" ? 3 : 4;  // _with_state: 4
+        return parameter(g, a, n, n);
+      }
       case kRebuildDeviceFromCpu:
         if (!a.empty() && g.kind(a[0]) == ValueKind::tensor) return a[0];
         return unsupported_call(g, callable);
@@ -8430,7 +8433,7 @@ class TorchHooks : public PickleHooks {
         break;
       case kOldVariable:
         // torch 0.3: Parameter(data, requires_grad) / Variable(data) by REDUCE
-        if (!a.empty() && g.kind(a[0]) == ValueKind::tensor) return parameter(g, a);
+        if (!a.empty() && g.kind(a[0]) == ValueKind::tensor) return parameter(g, a, 1, a.size());  // (as lenient as before)
         break;
       case kGlobalUnclassified: case kGlobalOther:
         break;
@@ -8808,8 +8811,13 @@ class TorchHooks : public PickleHooks {
   }
 
   Result<uint32_t> rebuild(Graph& g, const Items& a, RebuildKind kind) {
+    // _rebuild_tensor(storage, offset, size, stride), _rebuild_tensor_v2(..., requires_grad,
+    // backward_hooks, metadata=None), _rebuild_tensor_v3(..., backward_hooks, dtype,
+    // metadata=None): Python refuses other counts.
     const size_t min_args = kind == RebuildKind::v1 ? 4 : kind == RebuildKind::v2 ? 6 : 7;
-    if (a.size() < min_args || g.kind(a[0]) != ValueKind::storage || g.kind(a[1]) != ValueKind::integer) {
+    const size_t max_args = kind == RebuildKind::v1 ? 4 : min_args + 1;
+    if (a.size() < min_args || a.size() > max_args || g.kind(a[0]) != ValueKind::storage ||
+        g.kind(a[1]) != ValueKind::integer) {
       return make_error(ErrorCode::bad_tensor_args,
                         "tensor rebuild arguments are malformed (" + std::to_string(a.size()) +
                             " arguments, first is a " + value_kind_name(g.kind(a.empty() ? 0 : a[0])) + ")");
@@ -8875,12 +8883,37 @@ class TorchHooks : public PickleHooks {
 
   Result<uint32_t> sparse(Graph& g, const Items& a);
 
-  Result<uint32_t> parameter(Graph& g, const Items& a) {
-    if (a.empty()) return make_error(ErrorCode::bad_tensor_args, "_rebuild_parameter without data");
-    if (g.kind(a[0]) == ValueKind::tensor) {
-      m_.specs[g.at(a[0]).ref].requires_grad = a.size() > 1 && g.kind(a[1]) == ValueKind::boolean && g.at(a[1]).i != 0;
+  // _rebuild_parameter(data, requires_grad, backward_hooks) and _with_state(..., state),
+  // and torch 0.3's Parameter(data[, requires_grad]): Parameter(data) takes a tensor
+  // (Tensor._make_subclass) or None (torch.empty(0)); anything else is refused, as Python
+  // refuses it.
+  Result<uint32_t> parameter(Graph& g, const Items& a, size_t min_args, size_t max_args) {
+    const ValueKind data = a.empty() ? ValueKind::none : g.kind(a[0]);
+    if (a.size() < min_args || a.size() > max_args ||
+        (data != ValueKind::tensor && data != ValueKind::unsupported && data != ValueKind::quantized &&
+         data != ValueKind::sparse && data != ValueKind::none)) {
+      return make_error(ErrorCode::bad_tensor_args,
+                        "Parameter rebuild arguments are malformed (" + std::to_string(a.size()) + " arguments" +
+                            (a.empty() ? std::string() : std::string(", data is a ") + value_kind_name(data)) + ")");
     }
+    const bool requires_grad = a.size() > 1 && g.kind(a[1]) == ValueKind::boolean && g.at(a[1]).i != 0;
+    if (data == ValueKind::none) return empty_parameter(g, requires_grad);
+    if (data == ValueKind::tensor) m_.specs[g.at(a[0]).ref].requires_grad = requires_grad;
     return a[0];  // a Parameter is its data tensor (or an unsupported entry)
+  }
+  // Parameter(None): torch.empty(0), an F32 tensor of shape [0] over no bytes.
+  Result<uint32_t> empty_parameter(Graph& g, bool requires_grad) {
+    PTREAD_TRY(auto storage, owned_copy(std::string_view(), 1));
+    int64_t* dims = new_dims(g, 1);
+    dims[0] = 0;  // size
+    dims[1] = 1;  // stride
+    TensorSpec spec;
+    spec.dims = dims;
+    spec.rank = 1;
+    spec.requires_grad = requires_grad;
+    spec.storage = m_.storage_table.add(std::move(storage));  // found by no key
+    m_.specs.push_back(spec);
+    return g.emit_int(ValueKind::tensor, static_cast<uint32_t>(m_.specs.size() - 1), 0);
   }
 
   struct RunClasses {
@@ -9056,7 +9089,10 @@ namespace detail {
 // with quantizer_params (qscheme, scale, zero_point) or (qscheme, scales, zero_points,
 // axis); qscheme is a torch global (torch.per_tensor_affine ...).
 inline Result<uint32_t> TorchHooks::qtensor(Graph& g, const Items& a) {
-  if (a.size() < 5) return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor needs 7 arguments");
+  if (a.size() != 7) {
+    return make_error(ErrorCode::bad_tensor_args,
+                      "_rebuild_qtensor takes 7 arguments, not " + std::to_string(a.size()));  // as Python
+  }
   const NodeView qp = g.at(a[4]);
   if (qp.kind != ValueKind::tuple || qp.items.size() < 3 || g.kind(qp.items[0]) != ValueKind::global) {
     return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: quantizer parameters are not (qscheme, ...)");
@@ -9067,7 +9103,7 @@ inline Result<uint32_t> TorchHooks::qtensor(Graph& g, const Items& a) {
                                              static_cast<DType>(g.nodes[a[0]].i & 0xff) == DType::QUINT2X4)) {
     PTREAD_TRY(spec.int_repr, packed_qtensor(g, a, &spec));
   } else {
-    PTREAD_TRY(uint32_t t, rebuild(g, a, RebuildKind::v1));
+    PTREAD_TRY(uint32_t t, rebuild(g, Items{a.ptr, 4}, RebuildKind::v1));  // (storage, offset, size, stride)
     spec.int_repr = g.nodes[t].ref;
     TensorSpec& ts = m_.specs[spec.int_repr];
     spec.dtype = ts.dtype;
@@ -9174,8 +9210,8 @@ inline Result<uint32_t> TorchHooks::packed_qtensor(Graph& g, const Items& a, Qua
 // _rebuild_sparse_tensor(layout, data): coo (indices, values, size[, is_coalesced]);
 // csr/csc/bsr/bsc (compressed_indices, plain_indices, values, size).
 inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a) {
-  if (a.size() < 2 || g.kind(a[1]) != ValueKind::tuple) {
-    return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor needs (layout, data)");
+  if (a.size() != 2 || g.kind(a[1]) != ValueKind::tuple) {  // Python refuses other counts
+    return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor takes (layout, data)");
   }
   // The layout: a torch global (torch.sparse_coo), or torch.serialization._get_layout(
   // 'torch.sparse_coo') as torch >= 1.13 pickles it.

@@ -197,3 +197,79 @@ TEST_CASE("adversarial corpus: each file gives its expected code in every load m
     check_file(f, expected_for(f, exp[f].as_string()));
   }
 }
+
+namespace {
+
+template <class List>
+const typename List::value_type* named(const List& list, const std::string& name) {
+  for (const auto& e : list) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+// One tensor of torch_tensors.json (what torch.load gave) against the checkpoint's.
+void check_torch_tensor(const ptread::Checkpoint& ck, const Json& e) {
+  const std::string name = e["name"].as_string();
+  const std::string kind = e["kind"].as_string();
+  INFO("tensor '" << name << "' (" << kind << ")");
+  std::string err;
+  if (kind == "dense") {
+    const ptread::NamedTensor* nt = named(ck.tensors(), name);
+    REQUIRE(nt != nullptr);
+    check_tensor_entry(*nt, e);
+  } else if (kind == "quantized") {
+    const ptread::NamedQuantized* q = named(ck.quantized(), name);
+    REQUIRE(q != nullptr);
+    CHECK(std::string(ptread::dtype_name(q->tensor.dtype)) == e["dtype"].as_string());
+    CHECK(shape_str(q->tensor.shape) == shape_str(e["shape"]));
+    CHECK(q->tensor.qscheme == ptread::QScheme::per_tensor_affine);
+    CHECK(q->tensor.scale == e["scale"].as_double());
+    CHECK(q->tensor.zero_point == e["zero_point"].as_int());
+    CHECK(tensor_sha256(q->tensor.int_repr, &err) == e["int_repr_sha256"].as_string());
+  } else {
+    REQUIRE(kind == "sparse");
+    const ptread::NamedSparse* s = named(ck.sparse(), name);
+    REQUIRE(s != nullptr);
+    CHECK(s->tensor.layout == ptread::SparseLayout::coo);
+    CHECK(std::string(ptread::dtype_name(s->tensor.dtype())) == e["dtype"].as_string());
+    CHECK(shape_str(s->tensor.shape) == shape_str(e["shape"]));
+    CHECK(tensor_sha256(s->tensor.indices, &err) == e["indices_sha256"].as_string());
+    CHECK(tensor_sha256(s->tensor.values, &err) == e["values_sha256"].as_string());
+  }
+  CHECK(err.empty());
+}
+
+}  // namespace
+
+TEST_CASE("adversarial corpus: the files torch reads give torch's tensors, bit for bit", "[adversarial]") {
+  // torch_tensors.json: what torch.load gave for each file of torch.json it reads
+  // (check_torch.py --write; the test adversarial_torch checks it against torch).
+  const Json& rec = cached_json(adversarial_dir() + "/torch_tensors.json");
+  const Json& files = rec["files"];
+  const Json& claims = cached_json(adversarial_dir() + "/torch.json");
+  size_t reads = 0;
+  for (const auto& c : claims.as_object()) {
+    if (c.second.as_string() != "reads") continue;
+    ++reads;
+    const std::string& f = c.first;
+    INFO("file " << f);
+    CHECK((files.contains(f) || rec["no_values"].contains(f)));
+  }
+  CHECK(files.size() >= 13);
+  CHECK(files.size() + rec["no_values"].size() == reads);
+  const ptread::LoadMode modes[] = {ptread::LoadMode::mmap, ptread::LoadMode::read, ptread::LoadMode::memory};
+  for (const auto& file : files.as_object()) {
+    const std::string& f = file.first;
+    for (const ptread::LoadMode mode : modes) {
+      INFO("file " << f << ", mode " << ptread::load_mode_name(mode));
+      std::vector<unsigned char> keep;
+      auto ck = open_in_mode(adversarial_dir() + "/" + f, mode, &keep);
+      INFO((ck.ok() ? std::string() : ck.error().str()));
+      REQUIRE(ck.ok());
+      const Json& list = file.second;
+      CHECK(ck->tensors().size() + ck->quantized().size() + ck->sparse().size() == list.size());
+      for (size_t k = 0; k < list.size(); ++k) check_torch_tensor(*ck, list[k]);
+    }
+  }
+}

@@ -12,7 +12,10 @@ namespace detail {
 // with quantizer_params (qscheme, scale, zero_point) or (qscheme, scales, zero_points,
 // axis); qscheme is a torch global (torch.per_tensor_affine ...).
 inline Result<uint32_t> TorchHooks::qtensor(Graph& g, const Items& a) {
-  if (a.size() < 5) return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor needs 7 arguments");
+  if (a.size() != 7) {
+    return make_error(ErrorCode::bad_tensor_args,
+                      "_rebuild_qtensor takes 7 arguments, not " + std::to_string(a.size()));  // as Python
+  }
   const NodeView qp = g.at(a[4]);
   if (qp.kind != ValueKind::tuple || qp.items.size() < 3 || g.kind(qp.items[0]) != ValueKind::global) {
     return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: quantizer parameters are not (qscheme, ...)");
@@ -23,7 +26,7 @@ inline Result<uint32_t> TorchHooks::qtensor(Graph& g, const Items& a) {
                                              static_cast<DType>(g.nodes[a[0]].i & 0xff) == DType::QUINT2X4)) {
     PTREAD_TRY(spec.int_repr, packed_qtensor(g, a, &spec));
   } else {
-    PTREAD_TRY(uint32_t t, rebuild(g, a, RebuildKind::v1));
+    PTREAD_TRY(uint32_t t, rebuild(g, Items{a.ptr, 4}, RebuildKind::v1));  // (storage, offset, size, stride)
     spec.int_repr = g.nodes[t].ref;
     TensorSpec& ts = m_.specs[spec.int_repr];
     spec.dtype = ts.dtype;
@@ -130,8 +133,8 @@ inline Result<uint32_t> TorchHooks::packed_qtensor(Graph& g, const Items& a, Qua
 // _rebuild_sparse_tensor(layout, data): coo (indices, values, size[, is_coalesced]);
 // csr/csc/bsr/bsc (compressed_indices, plain_indices, values, size).
 inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a) {
-  if (a.size() < 2 || g.kind(a[1]) != ValueKind::tuple) {
-    return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor needs (layout, data)");
+  if (a.size() != 2 || g.kind(a[1]) != ValueKind::tuple) {  // Python refuses other counts
+    return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor takes (layout, data)");
   }
   // The layout: a torch global (torch.sparse_coo), or torch.serialization._get_layout(
   // 'torch.sparse_coo') as torch >= 1.13 pickles it.

@@ -4,9 +4,16 @@ by torch.load(path, map_location="cpu") as it says. The adversarial files whose
 expectations follow torch (read where torch reads, refused where torch refuses) are
 listed there by make.py; this keeps those expectations true to torch.
 
-usage: check_torch.py   (needs torch; CTest/Meson test adversarial_torch)
+For the files torch reads it also checks torch_tensors.json, what torch.load gives for each
+tensor (name, dtype, shape, sha256 of the contiguous bytes; quantized tensors: their
+int_repr, scale and zero point; sparse: indices and values), which tests/unit/adversarial.cpp
+compares with what ptread gives.
+
+usage: check_torch.py           check both files against torch (CTest/Meson test adversarial_torch)
+       check_torch.py --write   write torch_tensors.json from torch.load (after make.py)
 """
 
+import hashlib
 import json
 import os
 import sys
@@ -15,24 +22,92 @@ import warnings
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+TENSORS = os.path.join(HERE, "torch_tensors.json")
+
+# Files torch reads whose tensors torch.load makes of bytes that are not the file's: no
+# expectation can be recorded.
+NO_VALUES = {
+    "zip_record_marked_directory.pt": "miniz extracts nothing for a directory: torch hands out an uninitialized buffer",
+}
+
+DTYPES = {
+    torch.bool: "BOOL", torch.uint8: "U8", torch.int8: "I8", torch.int16: "I16", torch.int32: "I32",
+    torch.int64: "I64", torch.float16: "F16", torch.bfloat16: "BF16", torch.float32: "F32",
+    torch.float64: "F64", torch.complex64: "C64", torch.complex128: "C128", torch.qint8: "QINT8",
+    torch.quint8: "QUINT8", torch.qint32: "QINT32",
+}
+
+
+def sha256(t):
+    c = t.detach().resolve_conj().resolve_neg().contiguous()
+    return hashlib.sha256(c.reshape(-1).view(torch.uint8).numpy().tobytes()).hexdigest()
+
+
+def describe(name, t):
+    e = {"name": name, "dtype": DTYPES[t.dtype], "shape": list(t.shape)}
+    if t.is_quantized:
+        assert t.qscheme() == torch.per_tensor_affine, name
+        e.update(kind="quantized", int_repr_sha256=sha256(t.int_repr()), scale=t.q_scale(),
+                 zero_point=t.q_zero_point())
+    elif t.is_sparse:
+        e.update(kind="sparse", indices_sha256=sha256(t._indices()), values_sha256=sha256(t._values()))
+    else:
+        e.update(kind="dense", sha256=sha256(t))
+    return e
+
+
+def tensors_of(obj, prefix=""):
+    """The tensors of a dict (of dicts) by DESIGN.md's names, in order."""
+    out = []
+    for k, v in obj.items():
+        name = prefix + str(k)
+        if isinstance(v, torch.Tensor):
+            out.append(describe(name, v))
+        elif isinstance(v, dict):
+            out += tensors_of(v, name + ".")
+        else:
+            raise TypeError(f"{name}: a {type(v).__name__}, not a tensor or dict")
+    return out
+
+
+def load(name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.load(os.path.join(HERE, name), map_location="cpu")
 
 
 def main():
     with open(os.path.join(HERE, "torch.json")) as f:
         claims = json.load(f)
+    got_tensors = {}
     bad = 0
     for name, claim in sorted(claims.items()):
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                torch.load(os.path.join(HERE, name), map_location="cpu")
+            obj = load(name)
             got, why = "reads", ""
         except Exception as e:  # noqa: BLE001 - any refusal
             got, why = "refuses", f" ({type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''})"
         ok = got == claim
         bad += not ok
         print(f"{'ok  ' if ok else 'FAIL'} {name}: torch.load {got}{why}; torch.json says it {claim}")
+        if got == "reads" and name not in NO_VALUES:
+            got_tensors[name] = tensors_of(obj)
     print(f"{len(claims) - bad} of {len(claims)} as torch.json says")
+    if "--write" in sys.argv[1:]:
+        with open(TENSORS, "w") as f:
+            json.dump({"no_values": NO_VALUES, "files": got_tensors}, f, indent=1, sort_keys=True)
+            f.write("\n")
+        print(f"wrote {TENSORS}: {sum(len(v) for v in got_tensors.values())} tensors of {len(got_tensors)} files")
+    else:
+        with open(TENSORS) as f:
+            recorded = json.load(f)
+        for name in sorted(set(got_tensors) | set(recorded["files"])):
+            same = got_tensors.get(name) == recorded["files"].get(name)
+            bad += not same
+            if not same:
+                print(f"FAIL {name}: torch_tensors.json does not hold what torch.load gives")
+        print(f"torch_tensors.json: {len(recorded['files'])} files as torch.load gives them" if bad == 0 else
+              "torch_tensors.json differs from torch.load: rerun with --write and look at the difference")
     return 1 if bad or not claims else 0
 
 

@@ -695,6 +695,50 @@ def tensor_files():
     emit("tensor_size_not_int.pt", one(tensor("0", 4, size_ops=p_tuple([p_str("4")]))), "bad_tensor_args",
          "a size that is a string")
 
+    # The rebuild functions called with other argument counts than Python's signatures take
+    # (torch.load: TypeError), and Parameter of what is no tensor.
+    def call(fn, args, module="torch._utils"):
+        return p_global(module, fn) + b"(" + b"".join(args) + b"tR"
+    store = pid("FloatStorage", "0", 4)
+    v2 = [store + b"Q", p_int(0), p_ints((4,)), p_ints((1,)), b"\x89", p_ordered_dict()]
+    emit("rebuild_v2_with_metadata.pt", one(call("_rebuild_tensor_v2", v2 + [p_dict([])])), "ok",
+         "_rebuild_tensor_v2 with its seventh argument, metadata {}, as torch 2.x writes it (torch 2.x reads "
+         "it; 1.13's takes 6 arguments)")
+    emit("rebuild_v2_extra_argument.pt", one(call("_rebuild_tensor_v2", v2 + [p_dict([]), p_int(0)])),
+         "bad_tensor_args", "_rebuild_tensor_v2 with 8 arguments, one more than it takes (torch refuses it)",
+         torch="refuses")
+    emit("rebuild_v1_extra_argument.pt", one(call("_rebuild_tensor", v2[:4] + [b"\x89"])), "bad_tensor_args",
+         "_rebuild_tensor (storage, offset, size, stride) with a fifth argument (torch refuses it)",
+         torch="refuses")
+    t = tensor("0", 4)
+    emit("parameter_ok.pt", one(call("_rebuild_parameter", [t, b"\x88", p_ordered_dict()])), "ok",
+         "_rebuild_parameter(tensor, True, OrderedDict()) as torch writes it (torch reads it)", torch="reads")
+    emit("parameter_two_arguments.pt", one(call("_rebuild_parameter", [t, b"\x88"])), "bad_tensor_args",
+         "_rebuild_parameter without its backward_hooks argument (torch refuses it)", torch="refuses")
+    emit("parameter_four_arguments.pt", one(call("_rebuild_parameter", [t, b"\x88", p_ordered_dict(), b"N"])),
+         "bad_tensor_args", "_rebuild_parameter with a fourth argument (torch refuses it)", torch="refuses")
+    emit("parameter_of_int.pt", one(call("_rebuild_parameter", [p_int(5), b"\x88", p_ordered_dict()])),
+         "bad_tensor_args", "_rebuild_parameter(5, True, OrderedDict()): a Parameter of an int (torch refuses it)",
+         torch="refuses")
+    emit("parameter_of_none.pt", one(call("_rebuild_parameter", [b"N", b"\x88", p_ordered_dict()])), "ok",
+         "_rebuild_parameter(None, True, OrderedDict()): Parameter(None) is torch.empty(0), F32 [0] "
+         "(torch reads it)", torch="reads")
+    qparams = p_tuple([p_global("torch", "per_tensor_affine"), b"G" + struct.pack(">d", 0.5), p_int(3)])
+    qt = [pid("QInt8Storage", "0", 16) + b"Q", p_int(0), p_ints((4, 4)), p_ints((4, 1)), qparams, b"\x89",
+          p_ordered_dict()]
+    emit("qtensor_ok.pt", one(call("_rebuild_qtensor", qt)), "ok",
+         "_rebuild_qtensor with its 7 arguments, a QInt8 [4, 4] per-tensor affine (torch reads it)", torch="reads")
+    emit("qtensor_eight_arguments.pt", one(call("_rebuild_qtensor", qt + [b"N"])), "bad_tensor_args",
+         "_rebuild_qtensor with an eighth argument (torch refuses it)", torch="refuses")
+    coo = [p_global("torch", "sparse_coo"),
+           p_tuple([rebuild_v2(pid("LongStorage", "0", 2), 0, (1, 2), (2, 1)),
+                    rebuild_v2(pid("FloatStorage", "1", 2), 0, (2,), (1,)), p_global("torch", "Size") + p_tuple([p_ints((4,))]) + b"R"])]
+    coo_data = {"0": struct.pack("<2q", 1, 3), "1": BASE_DATA["1"]}
+    emit("sparse_ok.pt", one(call("_rebuild_sparse_tensor", coo), coo_data), "ok",
+         "_rebuild_sparse_tensor(torch.sparse_coo, (indices, values, size)) (torch reads it)", torch="reads")
+    emit("sparse_three_arguments.pt", one(call("_rebuild_sparse_tensor", coo + [b"N"]), coo_data), "bad_tensor_args",
+         "_rebuild_sparse_tensor with a third argument (torch refuses it)", torch="refuses")
+
     # One storage key referenced under two storage classes.
     two = lambda second: pickle(p_dict([(p_str("a"), tensor("0", 4)), (p_str("b"), second)]))
     # (torch.load keeps the storage of a key's first reference: 'b' is F32 over its 16 bytes.)
@@ -877,7 +921,9 @@ def main():
         "deflated records: built without zlib, ptread answers `zip_unsupported_compression` for them.",
         "`torch.json` says, for the files whose description says what torch does, whether torch.load",
         "reads or refuses them; `check_torch.py` (CTest `adversarial_torch`, with torch) checks it",
-        "against torch 1.13.",
+        "against torch 1.13. `torch_tensors.json` holds what torch.load gives for the tensors of the",
+        "files it reads (dtype, shape, sha256 of the bytes), which ptread must give bit for bit;",
+        "`check_torch.py --write` writes it after a change here, and the same test checks it.",
         "",
         "The `trunc_*` files are prefixes of `tests/fixtures/tensor_root.pt` (written by torch 1.13);",
         "the others are built here the way torch lays out its files.",
