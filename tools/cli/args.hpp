@@ -1,0 +1,147 @@
+// ptread (the tool) — the command line: usage text and argument parsing.
+#pragma once
+
+#include "output.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ptread_cli {
+
+constexpr char kUsage[] =
+    "usage: ptread <command> [options] FILE...\n"
+    "\n"
+    "Reads PyTorch checkpoints (.pt, .pth, .bin, .ckpt) without Python or LibTorch.\n"
+    "\n"
+    "commands:\n"
+    "  ls FILE                      list the tensors: name, dtype, shape, device, bytes\n"
+    "  ls --json FILE               the same as JSON\n"
+    "  tree FILE                    the object tree with its metadata\n"
+    "  export FILE OUT.safetensors  write every tensor safetensors can hold\n"
+    "  convert FILE OUT.pt          write the tensors as a state dict (zip format) that\n"
+    "                               torch.load(OUT.pt, weights_only=True) reads\n"
+    "  audit FILE                   the globals torch.load would import; those\n"
+    "                               torch.load(weights_only=True) refuses are marked\n"
+    "\n"
+    "options:\n"
+    "  --json                       (ls, audit) print JSON\n"
+    "  --mode mmap|read             map the file (default) or read it into memory\n"
+    "  --dtype F16|BF16|F32|F64     (convert) write floating tensors as this dtype;\n"
+    "                               integer, bool and complex tensors stay as they are\n"
+    "  --prefix P                   (convert) only the tensors named P or P.*\n"
+    "  --strip-prefix P             (convert) remove a leading 'P.' from the names\n"
+    "  -h, --help                   print this help\n"
+    "  --version                    print the version\n"
+    "\n"
+    "exit status: 0 done, 1 the file could not be read or written, 2 wrong usage,\n"
+    "             3 (audit) a global torch.load(weights_only=True) would refuse\n";
+
+
+struct Args {
+  std::string command;
+  std::vector<std::string> files;
+  bool json = false;
+  ptread::LoadMode mode = ptread::LoadMode::mmap;
+  // convert
+  std::optional<ptread::DType> dtype;
+  std::optional<std::string> prefix, strip_prefix;
+};
+
+inline int usage_error(const std::string& why) {
+  if (!why.empty()) std::fprintf(stderr, "ptread: %s\n", why.c_str());
+  std::fputs(kUsage, stderr);
+  return kExitUsage;
+}
+
+// Returns -1 when the command should run, else the exit status.
+inline int parse_args(int argc, char** argv, Args* args) {
+  std::vector<std::string> positional;
+  std::string error, value;
+  bool help = false, version = false, options_done = false;
+  int i = 1;
+  // "--name VALUE" or "--name=VALUE": true when `a` is the option, with *out its value.
+  auto option_value = [&](const std::string& a, const std::string& name, std::string* out) {
+    if (a.compare(0, name.size() + 1, name + "=") == 0) {
+      *out = a.substr(name.size() + 1);
+      return true;
+    }
+    if (a != name) return false;
+    if (i + 1 < argc) {
+      *out = argv[++i];
+    } else {
+      out->clear();
+      if (error.empty()) error = name + " needs a value";
+    }
+    return true;
+  };
+  for (; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (options_done || a.size() < 2 || a[0] != '-') {
+      positional.push_back(a);
+    } else if (a == "--") {
+      options_done = true;
+    } else if (a == "-h" || a == "--help") {
+      help = true;
+    } else if (a == "--version") {
+      version = true;
+    } else if (a == "--json") {
+      args->json = true;
+    } else if (option_value(a, "--mode", &value)) {
+      if (value == "mmap") {
+        args->mode = ptread::LoadMode::mmap;
+      } else if (value == "read") {
+        args->mode = ptread::LoadMode::read;
+      } else if (error.empty()) {
+        error = "unknown mode '" + value + "' (use mmap or read)";
+      }
+    } else if (option_value(a, "--dtype", &value)) {
+      std::string upper = value;
+      for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      ptread::DType d;
+      if (ptread::dtype_from_name(upper, &d) && ptread::detail::is_float_dtype(d)) {
+        args->dtype = d;
+      } else if (error.empty()) {
+        error = "unknown --dtype '" + value + "' (use F16, BF16, F32 or F64)";
+      }
+    } else if (option_value(a, "--prefix", &value)) {
+      args->prefix = value;
+    } else if (option_value(a, "--strip-prefix", &value)) {
+      args->strip_prefix = value;
+    } else if (error.empty()) {
+      error = "unknown option '" + a + "'";
+    }
+  }
+  if (help || (!positional.empty() && positional[0] == "help")) {
+    std::fputs(kUsage, stdout);
+    return kExitOk;
+  }
+  if (version) {
+    std::printf("ptread %s\n", PTREAD_VERSION_STRING);
+    return kExitOk;
+  }
+  if (!error.empty()) return usage_error(error);
+  if (positional.empty()) return usage_error("");
+  args->command = positional[0];
+  args->files.assign(positional.begin() + 1, positional.end());
+  size_t want = 0;
+  if (args->command == "ls" || args->command == "tree" || args->command == "audit") {
+    want = 1;
+  } else if (args->command == "export" || args->command == "convert") {
+    want = 2;
+  } else {
+    return usage_error("unknown command '" + args->command + "'");
+  }
+  if (args->json && args->command != "ls" && args->command != "audit") return usage_error("--json is an option of ls and audit");
+  if ((args->dtype || args->prefix || args->strip_prefix) && args->command != "convert") {
+    return usage_error("--dtype, --prefix and --strip-prefix are options of convert");
+  }
+  if (args->files.size() != want) {
+    return usage_error(args->command + (want == 1                       ? " takes one FILE"
+                                        : args->command == "export" ? " takes FILE and OUT.safetensors"
+                                                                    : " takes FILE and OUT.pt"));
+  }
+  return -1;
+}
+
+}  // namespace ptread_cli
