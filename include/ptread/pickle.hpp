@@ -1162,6 +1162,8 @@ class PickleVM {
       case ValueKind::none: case ValueKind::boolean: case ValueKind::integer: case ValueKind::big_integer:
       case ValueKind::floating: case ValueKind::string: case ValueKind::bytes: case ValueKind::list:
       case ValueKind::tuple: case ValueKind::dict: case ValueKind::set: case ValueKind::frozenset:
+      case ValueKind::tensor: case ValueKind::quantized: case ValueKind::sparse: case ValueKind::unsupported:
+      case ValueKind::storage:  // (tensors and storages are no callables either)
         return fail(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(g_.kind(callable)) +
                                                      " called as a class or function (Python's unpickler refuses it)");
       default: break;

@@ -170,17 +170,21 @@ class ZipArchive {
                           std::to_string(directory_offset_));
   }
 
+  // The bytes read() gives for e: none for an empty record (whatever buffer torch makes of
+  // its uncompressed size, miniz leaves it unwritten), else the uncompressed size.
+  static uint64_t data_size(const ZipEntry& e) noexcept { return empty(e) ? 0 : e.uncompressed_size; }
+
   // The record's bytes: a view (stored, mapped), a buffer (stored, read mode), or inflated.
   Result<Bytes> read(const ZipEntry& e) const {
     PTREAD_TRY(uint64_t off, data_offset(e));
     if (e.method == 0) {
-      PTREAD_CHECK(check_stored(e));
+      if (!empty(e)) PTREAD_CHECK(check_stored(e));
       return src_->bytes(off, e.compressed_size);
     }
     if (e.method == 8) {
       // Nothing to inflate: an empty record is empty whatever its deflate stream holds
       // (torch, through miniz, never checks a stream it inflates into no bytes).
-      if (e.uncompressed_size == 0) return src_->bytes(off, 0);
+      if (e.uncompressed_size == 0 || empty(e)) return src_->bytes(off, 0);
       return inflate(e, off);
     }
     return make_error(ErrorCode::zip_unsupported_compression,
@@ -195,7 +199,7 @@ class ZipArchive {
       return make_error(ErrorCode::invalid_argument, "zip: record '" + std::string(e.name) + "' is not stored");
     }
     PTREAD_TRY(uint64_t off, data_offset(e));
-    PTREAD_CHECK(check_stored(e));
+    if (!empty(e)) PTREAD_CHECK(check_stored(e));
     return off;
   }
 
@@ -205,12 +209,14 @@ class ZipArchive {
   Result<const uint8_t*> view(const ZipEntry& e) const {
     if (e.method != 0 || src_->base() == nullptr) return static_cast<const uint8_t*>(nullptr);
     PTREAD_TRY(uint64_t off, data_offset(e));  // inside the file: before the directory
-    PTREAD_CHECK(check_stored(e));
+    if (!empty(e)) PTREAD_CHECK(check_stored(e));
     return src_->base() + off;
   }
 
  private:
-  static bool empty(const ZipEntry& e) noexcept { return e.compressed_size == 0 && e.uncompressed_size == 0; }
+  // A record of no compressed bytes: miniz reads nothing of it, not even its local header,
+  // whatever its uncompressed size says (0xFFFFFFFF with no ZIP64 field passes its checks).
+  static bool empty(const ZipEntry& e) noexcept { return e.compressed_size == 0; }
   // The data offset the 30 bytes h of e's local header give (its name and extra field
   // follow the header), checked to end before the directory.
   enum class LocalHeader { ok, no_signature, past_directory };
@@ -412,12 +418,18 @@ class ZipArchive {
     return {};
   }
 
+  // A 0xFFFFFFFF size or offset is ZIP64's placeholder when the entry has a ZIP64 extra
+  // field, which must then hold it. Without one it is taken as it is, as miniz (torch.load)
+  // takes it: an empty record whose uncompressed size says 0xFFFFFFFF still reads (torch
+  // never reads an empty storage's record), a used one is refused where its size is checked.
+  // Extra fields that run past their room are corrupt.
   static Status apply_zip64_extra(const uint8_t* p, size_t n, ZipEntry* z) {
     const bool need_u = z->uncompressed_size == 0xffffffffu;
     const bool need_c = z->compressed_size == 0xffffffffu;
     const bool need_o = z->local_header_offset == 0xffffffffu;
     if (!need_u && !need_c && !need_o) return {};
-    while (n >= 4) {
+    while (n != 0) {
+      if (n < 4) break;
       const uint16_t id = le16(p), len = le16(p + 2);
       if (len > n - 4) break;
       if (id == 0x0001) {
@@ -439,9 +451,10 @@ class ZipArchive {
       p += 4 + len;
       n -= 4 + size_t{len};
     }
+    if (n == 0) return {};  // no ZIP64 field: the 32-bit values stand
     return make_error(ErrorCode::zip_corrupt,
                       "zip: record '" + std::string(z->name) +
-                          "' needs a ZIP64 extra field for its sizes or offset and has none");
+                          "' has a ZIP64 field too short for its sizes or offset, or extra fields past their room");
   }
 
   Result<Bytes> inflate(const ZipEntry& e, uint64_t off) const {

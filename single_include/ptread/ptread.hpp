@@ -5728,6 +5728,8 @@ class PickleVM {
       case ValueKind::none: case ValueKind::boolean: case ValueKind::integer: case ValueKind::big_integer:
       case ValueKind::floating: case ValueKind::string: case ValueKind::bytes: case ValueKind::list:
       case ValueKind::tuple: case ValueKind::dict: case ValueKind::set: case ValueKind::frozenset:
+      case ValueKind::tensor: case ValueKind::quantized: case ValueKind::sparse: case ValueKind::unsupported:
+      case ValueKind::storage:  // (tensors and storages are no callables either)
         return fail(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(g_.kind(callable)) +
                                                      " called as a class or function (Python's unpickler refuses it)");
       default: break;
@@ -8053,6 +8055,7 @@ inline Status name_tensors(Model& m, const Limits& limits, uint64_t source_bytes
 
 #include <charconv>
 #include <functional>
+#include <optional>
 #include <string_view>
 
 namespace ptread {
@@ -8095,7 +8098,23 @@ enum GlobalTag : uint8_t {
   kOldVariable,                // torch.nn.parameter.Parameter, torch.autograd.variable.Variable
   kRebuildQTensor,             // _rebuild_qtensor
   kRebuildSparse,              // _rebuild_sparse_tensor, _rebuild_sparse_csr_tensor
+  kPickleStorageType,          // FloatStorage ... (any module): torch.load finds a StorageType
 };
+
+// The storage classes torch.load's unpickler turns into StorageType objects, whatever their
+// module (torch.serialization's find_class: the names of
+// torch.storage._dtype_to_storage_type_map, the same in torch 1.13 and 2.x).
+inline bool is_pickle_storage_type(std::string_view name) noexcept {
+  static const std::string_view names[] = {
+      "DoubleStorage", "FloatStorage", "HalfStorage", "LongStorage", "IntStorage", "ShortStorage",
+      "CharStorage", "ByteStorage", "BoolStorage", "BFloat16Storage", "ComplexDoubleStorage",
+      "ComplexFloatStorage", "QInt8Storage", "QInt32Storage", "QUInt8Storage", "QUInt4x2Storage",
+      "QUInt2x4Storage"};
+  for (std::string_view n : names) {
+    if (name == n) return true;
+  }
+  return false;
+}
 
 // The node whose text a storage's tensors report as Tensor::device(): the stored location
 // when it is text (str, or bytes from Python 2), else a string of Python's str() of it (at
@@ -8177,14 +8196,31 @@ class TorchHooks : public PickleHooks {
     }
     const Items it = n.items;  // a tuple: its items never move
     PTREAD_TRY(std::string_view tag, text_of(g, it[0], "persistent id tag"));
-    if (tag == "module" && it.size() >= 2) return it[1];  // legacy full-model files: the class
-    if (!equals(tag, "storage") || (it.size() != 5 && it.size() != 6)) {
+    const bool legacy = m_.format == Format::legacy;
+    if (tag == "module" && it.size() >= 2 && legacy) return it[1];  // legacy full-model files: the class
+    // torch.load unpacks ('storage', class, key, location, numel) in a zip file and
+    // ('storage', class, root key, location, numel, view) in a legacy one, and refuses
+    // other counts; torch.jit.load reads the first five items of a TorchScript archive's.
+    // Zip and TorchScript are told apart by the directory, which the pickle may be read
+    // before: a zip file's refusal waits for it (zip_refusal()).
+    if (!equals(tag, "storage") || it.size() < 5 || (legacy && it.size() != 6)) {
       return make_error(ErrorCode::bad_tensor_args,
                         "unknown persistent id ('" + std::string(tag) + "' with " + std::to_string(it.size()) +
-                            " items); expected ('storage', class, key, location, numel[, view])");
+                            " items); expected ('storage', class, key, location, numel" +
+                            (legacy ? ", view)" : ")"));
+    }
+    if (it.size() != 5 && !legacy) {
+      note_zip_refusal(make_error(ErrorCode::bad_tensor_args, "persistent id ('storage', ...) with " +
+                                                                  std::to_string(it.size()) +
+                                                                  " items in a zip file; torch.load takes 5"));
     }
     return storage_pid(g, it);
   }
+
+  // What torch.load refuses in a zip file (not in a TorchScript archive) that the pickle
+  // held, for the reader to check once the directory says which the archive is; nullptr
+  // when nothing.
+  const Error* zip_refusal() const noexcept { return zip_refusal_ ? &*zip_refusal_ : nullptr; }
 
   // _rebuild_tensor_v2 of a ('storage', class, key, location, numel[, None]) persistent id,
   // with an empty OrderedDict of hooks and no metadata, as torch.save writes each tensor:
@@ -8201,6 +8237,11 @@ class TorchHooks : public PickleHooks {
         return kNoNode;
       }
       run_ = RunClasses{r.fn, r.tag, r.cls, r.hooks_cls, dtype};
+    }
+    if (PTREAD_UNLIKELY(r.pid_none != (m_.format == Format::legacy))) {  // (5 items in zip files, 6 in legacy ones)
+      if (!r.pid_none) return kNoNode;  // persistent_load refuses it
+      note_zip_refusal(make_error(ErrorCode::bad_tensor_args,
+                                  "persistent id ('storage', ...) with 6 items in a zip file; torch.load takes 5"));
     }
     const bool key_node = r.key != kNoNode;  // else a text in the pickle (copied where the index keeps it)
     if ((key_node && !is_text(g, r.key)) || !is_text(g, r.location) || r.numel < 0 || r.rank > limits_.max_rank) return kNoNode;
@@ -8435,6 +8476,18 @@ class TorchHooks : public PickleHooks {
         // torch 0.3: Parameter(data, requires_grad) / Variable(data) by REDUCE
         if (!a.empty() && g.kind(a[0]) == ValueKind::tensor) return parameter(g, a, 1, a.size());  // (as lenient as before)
         break;
+      case kPickleStorageType: {
+        // torch.load's unpickler (zip, legacy and tar files) finds a StorageType object
+        // there, which cannot be called; torch.jit.load's (TorchScript) finds other things.
+        Error e = make_error(ErrorCode::pickle_malformed, "the storage class '" +
+                                                              std::string(g.global_module(callable)) + "." +
+                                                              std::string(g.global_name(callable)) +
+                                                              "' called; torch.load reads it as a StorageType, which "
+                                                              "cannot be");
+        if (m_.format == Format::legacy || m_.format == Format::tar) return e;
+        note_zip_refusal(std::move(e));
+        break;
+      }
       case kGlobalUnclassified: case kGlobalOther:
         break;
     }
@@ -8591,6 +8644,7 @@ class TorchHooks : public PickleHooks {
 
   // What call() does with module.name.
   static GlobalTag classify(std::string_view mod, std::string_view name) {
+    if (is_pickle_storage_type(name)) return kPickleStorageType;
     if (mod == "torch._utils") {
       if (name == "_rebuild_tensor_v2") return kRebuildTensorV2;
       if (name == "_rebuild_tensor_v3") return kRebuildTensorV3;
@@ -8934,6 +8988,10 @@ class TorchHooks : public PickleHooks {
   StringIndex storage_index_;                // positions in hashed_keys_
   std::vector<uint8_t> table_dtype_;         // per storage_table entry made from a persistent id
   std::string retyped_;                      // retyped()
+  std::optional<Error> zip_refusal_;         // zip_refusal()
+  void note_zip_refusal(Error e) {
+    if (!zip_refusal_) zip_refusal_.emplace(std::move(e));
+  }
   struct View {
     uint32_t view, root;
     size_t offset, nbytes;
@@ -10019,17 +10077,21 @@ class ZipArchive {
                           std::to_string(directory_offset_));
   }
 
+  // The bytes read() gives for e: none for an empty record (whatever buffer torch makes of
+  // its uncompressed size, miniz leaves it unwritten), else the uncompressed size.
+  static uint64_t data_size(const ZipEntry& e) noexcept { return empty(e) ? 0 : e.uncompressed_size; }
+
   // The record's bytes: a view (stored, mapped), a buffer (stored, read mode), or inflated.
   Result<Bytes> read(const ZipEntry& e) const {
     PTREAD_TRY(uint64_t off, data_offset(e));
     if (e.method == 0) {
-      PTREAD_CHECK(check_stored(e));
+      if (!empty(e)) PTREAD_CHECK(check_stored(e));
       return src_->bytes(off, e.compressed_size);
     }
     if (e.method == 8) {
       // Nothing to inflate: an empty record is empty whatever its deflate stream holds
       // (torch, through miniz, never checks a stream it inflates into no bytes).
-      if (e.uncompressed_size == 0) return src_->bytes(off, 0);
+      if (e.uncompressed_size == 0 || empty(e)) return src_->bytes(off, 0);
       return inflate(e, off);
     }
     return make_error(ErrorCode::zip_unsupported_compression,
@@ -10044,7 +10106,7 @@ class ZipArchive {
       return make_error(ErrorCode::invalid_argument, "zip: record '" + std::string(e.name) + "' is not stored");
     }
     PTREAD_TRY(uint64_t off, data_offset(e));
-    PTREAD_CHECK(check_stored(e));
+    if (!empty(e)) PTREAD_CHECK(check_stored(e));
     return off;
   }
 
@@ -10054,12 +10116,14 @@ class ZipArchive {
   Result<const uint8_t*> view(const ZipEntry& e) const {
     if (e.method != 0 || src_->base() == nullptr) return static_cast<const uint8_t*>(nullptr);
     PTREAD_TRY(uint64_t off, data_offset(e));  // inside the file: before the directory
-    PTREAD_CHECK(check_stored(e));
+    if (!empty(e)) PTREAD_CHECK(check_stored(e));
     return src_->base() + off;
   }
 
  private:
-  static bool empty(const ZipEntry& e) noexcept { return e.compressed_size == 0 && e.uncompressed_size == 0; }
+  // A record of no compressed bytes: miniz reads nothing of it, not even its local header,
+  // whatever its uncompressed size says (0xFFFFFFFF with no ZIP64 field passes its checks).
+  static bool empty(const ZipEntry& e) noexcept { return e.compressed_size == 0; }
   // The data offset the 30 bytes h of e's local header give (its name and extra field
   // follow the header), checked to end before the directory.
   enum class LocalHeader { ok, no_signature, past_directory };
@@ -10261,12 +10325,18 @@ class ZipArchive {
     return {};
   }
 
+  // A 0xFFFFFFFF size or offset is ZIP64's placeholder when the entry has a ZIP64 extra
+  // field, which must then hold it. Without one it is taken as it is, as miniz (torch.load)
+  // takes it: an empty record whose uncompressed size says 0xFFFFFFFF still reads (torch
+  // never reads an empty storage's record), a used one is refused where its size is checked.
+  // Extra fields that run past their room are corrupt.
   static Status apply_zip64_extra(const uint8_t* p, size_t n, ZipEntry* z) {
     const bool need_u = z->uncompressed_size == 0xffffffffu;
     const bool need_c = z->compressed_size == 0xffffffffu;
     const bool need_o = z->local_header_offset == 0xffffffffu;
     if (!need_u && !need_c && !need_o) return {};
-    while (n >= 4) {
+    while (n != 0) {
+      if (n < 4) break;
       const uint16_t id = le16(p), len = le16(p + 2);
       if (len > n - 4) break;
       if (id == 0x0001) {
@@ -10288,9 +10358,10 @@ class ZipArchive {
       p += 4 + len;
       n -= 4 + size_t{len};
     }
+    if (n == 0) return {};  // no ZIP64 field: the 32-bit values stand
     return make_error(ErrorCode::zip_corrupt,
                       "zip: record '" + std::string(z->name) +
-                          "' needs a ZIP64 extra field for its sizes or offset and has none");
+                          "' has a ZIP64 field too short for its sizes or offset, or extra fields past their room");
   }
 
   Result<Bytes> inflate(const ZipEntry& e, uint64_t off) const {
@@ -10498,7 +10569,7 @@ inline Status walk_zip(ZipArchive& z, ZipWalk& w, Tick tick = Tick()) {
     StoredRecord* r = ZipWalk::numbered_data(rest, a.record_count(), &n) ? w.claim(n, index) : nullptr;
     if (r == nullptr) return true;
     const uint8_t* data = ZipWalk::in_memory(a, e);
-    *r = StoredRecord{data, e.uncompressed_size, data != nullptr ? StringIndex::npos : static_cast<uint32_t>(index)};
+    *r = StoredRecord{data, ZipArchive::data_size(e), data != nullptr ? StringIndex::npos : static_cast<uint32_t>(index)};
     return data == nullptr;  // taken out when its bytes are at hand
   };
   return z.walk(take);
@@ -10571,7 +10642,7 @@ inline Status plan_zip(const Source& src, const ReadOptions& opt, const ZipArchi
       if (k >= w.walk_from) continue;  // counted and numbered by the walk
       ++w.data_records;
       if (StoredRecord* r = ZipWalk::numbered_data(rest, zip.record_count(), &n) ? w.claim(n, k) : nullptr) {
-        *r = StoredRecord{ZipWalk::in_memory(zip, e), e.uncompressed_size, static_cast<uint32_t>(k)};
+        *r = StoredRecord{ZipWalk::in_memory(zip, e), ZipArchive::data_size(e), static_cast<uint32_t>(k)};
       }
     } else if (rest.size() > 8 && istarts_with(rest, "code/") && iends_with(rest, ".py")) {
       code_files.push_back(&e);
@@ -10640,7 +10711,7 @@ class ZipStorages {
   const uint8_t* stored_view(std::string_view key, uint64_t* size) {
     const ZipEntry* e = z_.find(record_name(key));
     if (e == nullptr) return nullptr;
-    *size = e->uncompressed_size;
+    *size = ZipArchive::data_size(*e);
     return ZipWalk::in_memory(z_, *e);
   }
 
@@ -10667,7 +10738,7 @@ class ZipStorages {
       return make_error(ErrorCode::record_missing,
                         "storage record '" + name_ + "' named by data.pkl is missing from the archive");
     }
-    const uint64_t held = r != nullptr ? r->size : e->uncompressed_size;
+    const uint64_t held = r != nullptr ? r->size : ZipArchive::data_size(*e);
     if (held < nbytes) {
       return make_error(ErrorCode::storage_too_small, "storage record '" + name_ + "' holds " + std::to_string(held) +
                                                           " bytes; data.pkl says it holds " + std::to_string(nbytes));
@@ -10678,12 +10749,12 @@ class ZipStorages {
     } else {
       if (!swapped && !copy_storages_) {
         PTREAD_TRY(const uint8_t* p, z_.view(*e));
-        if (p != nullptr) return views_.make(p, e->uncompressed_size);  // a view of the source
+        if (p != nullptr) return views_.make(p, held);  // a view of the source
       }
       if (copy_storages_ && !swapped && e->method == 0 && z_.source().base() == nullptr) {
         // Read mode: the buffer now, its bytes after the pickle (run_fill_jobs).
         PTREAD_TRY(uint64_t off, z_.stored_offset(*e));
-        const size_t size = static_cast<size_t>(e->uncompressed_size);
+        const size_t size = static_cast<size_t>(held);
         PTREAD_TRY(auto buf, allocate_aligned(size));
         fill_->push_back({off, buf.get(), size});
         const uint8_t* p = buf.get();
@@ -10737,6 +10808,13 @@ inline Status check_retyped(const Model& m, const TorchHooks& hooks) {
                     hooks.retyped() + " in a TorchScript archive (torch.jit.save never writes that)");
 }
 
+// What torch.load refuses in a zip file that the pickle held (TorchHooks::zip_refusal): known
+// to be a zip file's, not a TorchScript archive's, once the directory is read.
+inline Status check_zip_refusal(const Model& m, const TorchHooks& hooks) {
+  if (m.format != Format::zip || hooks.zip_refusal() == nullptr) return {};
+  return *hooks.zip_refusal();
+}
+
 // A read of data.pkl crossing the end of its FRAME (PickleVM::frame_straddle()): torch.load
 // reads a torch.save archive's pickle from a BytesIO, which reads other bytes then, so the
 // file is refused; torch.jit.load's unpickler reads a TorchScript archive's flat, as the VM.
@@ -10788,6 +10866,7 @@ inline Status read_zip_pickles(const std::shared_ptr<const Source>& src, const R
   PTREAD_CHECK(check_frames(m, vm.frame_straddle()));
   vm.give_chunks(m.pool, listed_chunks(m));
   PTREAD_CHECK(check_retyped(m, hooks));
+  PTREAD_CHECK(check_zip_refusal(m, hooks));
   PTREAD_CHECK(hooks.finish());
   return read_zip_constants(opt, m, zip, plan, storages);
 }
@@ -10868,6 +10947,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
     apply_plan(plan, m);
     PTREAD_CHECK(check_frames(m, straddle ? &*straddle : nullptr));
     PTREAD_CHECK(check_retyped(m, hooks));
+    PTREAD_CHECK(check_zip_refusal(m, hooks));
     PTREAD_CHECK(read_zip_constants(opt, m, zip, plan, storages));
     return true;
   };

@@ -30,6 +30,7 @@
 
 #include <charconv>
 #include <functional>
+#include <optional>
 #include <string_view>
 
 namespace ptread {
@@ -72,7 +73,23 @@ enum GlobalTag : uint8_t {
   kOldVariable,                // torch.nn.parameter.Parameter, torch.autograd.variable.Variable
   kRebuildQTensor,             // _rebuild_qtensor
   kRebuildSparse,              // _rebuild_sparse_tensor, _rebuild_sparse_csr_tensor
+  kPickleStorageType,          // FloatStorage ... (any module): torch.load finds a StorageType
 };
+
+// The storage classes torch.load's unpickler turns into StorageType objects, whatever their
+// module (torch.serialization's find_class: the names of
+// torch.storage._dtype_to_storage_type_map, the same in torch 1.13 and 2.x).
+inline bool is_pickle_storage_type(std::string_view name) noexcept {
+  static const std::string_view names[] = {
+      "DoubleStorage", "FloatStorage", "HalfStorage", "LongStorage", "IntStorage", "ShortStorage",
+      "CharStorage", "ByteStorage", "BoolStorage", "BFloat16Storage", "ComplexDoubleStorage",
+      "ComplexFloatStorage", "QInt8Storage", "QInt32Storage", "QUInt8Storage", "QUInt4x2Storage",
+      "QUInt2x4Storage"};
+  for (std::string_view n : names) {
+    if (name == n) return true;
+  }
+  return false;
+}
 
 // The node whose text a storage's tensors report as Tensor::device(): the stored location
 // when it is text (str, or bytes from Python 2), else a string of Python's str() of it (at
@@ -154,14 +171,31 @@ class TorchHooks : public PickleHooks {
     }
     const Items it = n.items;  // a tuple: its items never move
     PTREAD_TRY(std::string_view tag, text_of(g, it[0], "persistent id tag"));
-    if (tag == "module" && it.size() >= 2) return it[1];  // legacy full-model files: the class
-    if (!equals(tag, "storage") || (it.size() != 5 && it.size() != 6)) {
+    const bool legacy = m_.format == Format::legacy;
+    if (tag == "module" && it.size() >= 2 && legacy) return it[1];  // legacy full-model files: the class
+    // torch.load unpacks ('storage', class, key, location, numel) in a zip file and
+    // ('storage', class, root key, location, numel, view) in a legacy one, and refuses
+    // other counts; torch.jit.load reads the first five items of a TorchScript archive's.
+    // Zip and TorchScript are told apart by the directory, which the pickle may be read
+    // before: a zip file's refusal waits for it (zip_refusal()).
+    if (!equals(tag, "storage") || it.size() < 5 || (legacy && it.size() != 6)) {
       return make_error(ErrorCode::bad_tensor_args,
                         "unknown persistent id ('" + std::string(tag) + "' with " + std::to_string(it.size()) +
-                            " items); expected ('storage', class, key, location, numel[, view])");
+                            " items); expected ('storage', class, key, location, numel" +
+                            (legacy ? ", view)" : ")"));
+    }
+    if (it.size() != 5 && !legacy) {
+      note_zip_refusal(make_error(ErrorCode::bad_tensor_args, "persistent id ('storage', ...) with " +
+                                                                  std::to_string(it.size()) +
+                                                                  " items in a zip file; torch.load takes 5"));
     }
     return storage_pid(g, it);
   }
+
+  // What torch.load refuses in a zip file (not in a TorchScript archive) that the pickle
+  // held, for the reader to check once the directory says which the archive is; nullptr
+  // when nothing.
+  const Error* zip_refusal() const noexcept { return zip_refusal_ ? &*zip_refusal_ : nullptr; }
 
   // _rebuild_tensor_v2 of a ('storage', class, key, location, numel[, None]) persistent id,
   // with an empty OrderedDict of hooks and no metadata, as torch.save writes each tensor:
@@ -178,6 +212,11 @@ class TorchHooks : public PickleHooks {
         return kNoNode;
       }
       run_ = RunClasses{r.fn, r.tag, r.cls, r.hooks_cls, dtype};
+    }
+    if (PTREAD_UNLIKELY(r.pid_none != (m_.format == Format::legacy))) {  // (5 items in zip files, 6 in legacy ones)
+      if (!r.pid_none) return kNoNode;  // persistent_load refuses it
+      note_zip_refusal(make_error(ErrorCode::bad_tensor_args,
+                                  "persistent id ('storage', ...) with 6 items in a zip file; torch.load takes 5"));
     }
     const bool key_node = r.key != kNoNode;  // else a text in the pickle (copied where the index keeps it)
     if ((key_node && !is_text(g, r.key)) || !is_text(g, r.location) || r.numel < 0 || r.rank > limits_.max_rank) return kNoNode;
@@ -412,6 +451,18 @@ class TorchHooks : public PickleHooks {
         // torch 0.3: Parameter(data, requires_grad) / Variable(data) by REDUCE
         if (!a.empty() && g.kind(a[0]) == ValueKind::tensor) return parameter(g, a, 1, a.size());  // (as lenient as before)
         break;
+      case kPickleStorageType: {
+        // torch.load's unpickler (zip, legacy and tar files) finds a StorageType object
+        // there, which cannot be called; torch.jit.load's (TorchScript) finds other things.
+        Error e = make_error(ErrorCode::pickle_malformed, "the storage class '" +
+                                                              std::string(g.global_module(callable)) + "." +
+                                                              std::string(g.global_name(callable)) +
+                                                              "' called; torch.load reads it as a StorageType, which "
+                                                              "cannot be");
+        if (m_.format == Format::legacy || m_.format == Format::tar) return e;
+        note_zip_refusal(std::move(e));
+        break;
+      }
       case kGlobalUnclassified: case kGlobalOther:
         break;
     }
@@ -568,6 +619,7 @@ class TorchHooks : public PickleHooks {
 
   // What call() does with module.name.
   static GlobalTag classify(std::string_view mod, std::string_view name) {
+    if (is_pickle_storage_type(name)) return kPickleStorageType;
     if (mod == "torch._utils") {
       if (name == "_rebuild_tensor_v2") return kRebuildTensorV2;
       if (name == "_rebuild_tensor_v3") return kRebuildTensorV3;
@@ -911,6 +963,10 @@ class TorchHooks : public PickleHooks {
   StringIndex storage_index_;                // positions in hashed_keys_
   std::vector<uint8_t> table_dtype_;         // per storage_table entry made from a persistent id
   std::string retyped_;                      // retyped()
+  std::optional<Error> zip_refusal_;         // zip_refusal()
+  void note_zip_refusal(Error e) {
+    if (!zip_refusal_) zip_refusal_.emplace(std::move(e));
+  }
   struct View {
     uint32_t view, root;
     size_t offset, nbytes;

@@ -131,7 +131,7 @@ inline Status walk_zip(ZipArchive& z, ZipWalk& w, Tick tick = Tick()) {
     StoredRecord* r = ZipWalk::numbered_data(rest, a.record_count(), &n) ? w.claim(n, index) : nullptr;
     if (r == nullptr) return true;
     const uint8_t* data = ZipWalk::in_memory(a, e);
-    *r = StoredRecord{data, e.uncompressed_size, data != nullptr ? StringIndex::npos : static_cast<uint32_t>(index)};
+    *r = StoredRecord{data, ZipArchive::data_size(e), data != nullptr ? StringIndex::npos : static_cast<uint32_t>(index)};
     return data == nullptr;  // taken out when its bytes are at hand
   };
   return z.walk(take);
@@ -204,7 +204,7 @@ inline Status plan_zip(const Source& src, const ReadOptions& opt, const ZipArchi
       if (k >= w.walk_from) continue;  // counted and numbered by the walk
       ++w.data_records;
       if (StoredRecord* r = ZipWalk::numbered_data(rest, zip.record_count(), &n) ? w.claim(n, k) : nullptr) {
-        *r = StoredRecord{ZipWalk::in_memory(zip, e), e.uncompressed_size, static_cast<uint32_t>(k)};
+        *r = StoredRecord{ZipWalk::in_memory(zip, e), ZipArchive::data_size(e), static_cast<uint32_t>(k)};
       }
     } else if (rest.size() > 8 && istarts_with(rest, "code/") && iends_with(rest, ".py")) {
       code_files.push_back(&e);
@@ -273,7 +273,7 @@ class ZipStorages {
   const uint8_t* stored_view(std::string_view key, uint64_t* size) {
     const ZipEntry* e = z_.find(record_name(key));
     if (e == nullptr) return nullptr;
-    *size = e->uncompressed_size;
+    *size = ZipArchive::data_size(*e);
     return ZipWalk::in_memory(z_, *e);
   }
 
@@ -300,7 +300,7 @@ class ZipStorages {
       return make_error(ErrorCode::record_missing,
                         "storage record '" + name_ + "' named by data.pkl is missing from the archive");
     }
-    const uint64_t held = r != nullptr ? r->size : e->uncompressed_size;
+    const uint64_t held = r != nullptr ? r->size : ZipArchive::data_size(*e);
     if (held < nbytes) {
       return make_error(ErrorCode::storage_too_small, "storage record '" + name_ + "' holds " + std::to_string(held) +
                                                           " bytes; data.pkl says it holds " + std::to_string(nbytes));
@@ -311,12 +311,12 @@ class ZipStorages {
     } else {
       if (!swapped && !copy_storages_) {
         PTREAD_TRY(const uint8_t* p, z_.view(*e));
-        if (p != nullptr) return views_.make(p, e->uncompressed_size);  // a view of the source
+        if (p != nullptr) return views_.make(p, held);  // a view of the source
       }
       if (copy_storages_ && !swapped && e->method == 0 && z_.source().base() == nullptr) {
         // Read mode: the buffer now, its bytes after the pickle (run_fill_jobs).
         PTREAD_TRY(uint64_t off, z_.stored_offset(*e));
-        const size_t size = static_cast<size_t>(e->uncompressed_size);
+        const size_t size = static_cast<size_t>(held);
         PTREAD_TRY(auto buf, allocate_aligned(size));
         fill_->push_back({off, buf.get(), size});
         const uint8_t* p = buf.get();
@@ -370,6 +370,13 @@ inline Status check_retyped(const Model& m, const TorchHooks& hooks) {
                     hooks.retyped() + " in a TorchScript archive (torch.jit.save never writes that)");
 }
 
+// What torch.load refuses in a zip file that the pickle held (TorchHooks::zip_refusal): known
+// to be a zip file's, not a TorchScript archive's, once the directory is read.
+inline Status check_zip_refusal(const Model& m, const TorchHooks& hooks) {
+  if (m.format != Format::zip || hooks.zip_refusal() == nullptr) return {};
+  return *hooks.zip_refusal();
+}
+
 // A read of data.pkl crossing the end of its FRAME (PickleVM::frame_straddle()): torch.load
 // reads a torch.save archive's pickle from a BytesIO, which reads other bytes then, so the
 // file is refused; torch.jit.load's unpickler reads a TorchScript archive's flat, as the VM.
@@ -421,6 +428,7 @@ inline Status read_zip_pickles(const std::shared_ptr<const Source>& src, const R
   PTREAD_CHECK(check_frames(m, vm.frame_straddle()));
   vm.give_chunks(m.pool, listed_chunks(m));
   PTREAD_CHECK(check_retyped(m, hooks));
+  PTREAD_CHECK(check_zip_refusal(m, hooks));
   PTREAD_CHECK(hooks.finish());
   return read_zip_constants(opt, m, zip, plan, storages);
 }
@@ -501,6 +509,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
     apply_plan(plan, m);
     PTREAD_CHECK(check_frames(m, straddle ? &*straddle : nullptr));
     PTREAD_CHECK(check_retyped(m, hooks));
+    PTREAD_CHECK(check_zip_refusal(m, hooks));
     PTREAD_CHECK(read_zip_constants(opt, m, zip, plan, storages));
     return true;
   };

@@ -466,6 +466,25 @@ def zip_files():
          "data/2 inflates to no bytes from an invalid deflate stream: empty whatever the stream holds, "
          "with zlib or without (torch reads the file)", torch="reads")
 
+    # 0xFFFFFFFF sizes with no ZIP64 extra field: miniz takes them as they are.
+    b, lay = checkpoint(empty_pkl, data=data)
+    u32(b, lay["cd_entry"][3] + 24, 0xFFFFFFFF)
+    emit("zip_empty_record_usize_ffffffff.pt", b, "ok",
+         "empty data/2's uncompressed size is 0xFFFFFFFF with no ZIP64 extra field: the value stands (miniz "
+         "skips its size checks for it) and the record, empty for its storage, is never read (torch reads it)",
+         torch="reads")
+    b, lay = checkpoint(BASE_PKL)
+    u32(b, lay["cd_entry"][1] + 24, 0xFFFFFFFF)
+    emit("zip_used_record_usize_ffffffff.pt", b, "zip_corrupt",
+         "data/0's uncompressed size is 0xFFFFFFFF with no ZIP64 extra field: a stored record of 16 bytes "
+         "that says it holds 4 GiB (torch refuses it)", torch="refuses")
+    b, lay = checkpoint(BASE_PKL)
+    u32(b, lay["cd_entry"][1] + 20, 0xFFFFFFFF)
+    u32(b, lay["cd_entry"][1] + 24, 0xFFFFFFFF)
+    emit("zip_used_record_sizes_ffffffff.pt", b, "zip_record_out_of_bounds",
+         "data/0's two sizes are 0xFFFFFFFF with no ZIP64 extra field: 4 GiB of stored data in a small file "
+         "(torch refuses it)", torch="refuses")
+
     # ZIP64 extra fields.
     def z64(i, usize=None, csize=None, offset=None, drop_extra=False):
         recs = [{"name": "adv/data.pkl", "data": BASE_PKL},
@@ -483,8 +502,9 @@ def zip_files():
             b[x:x + 2] = b"\x99\x99"  # an extra field of another kind: no ZIP64 sizes
         return b
     emit("zip64_extra_ok.pt", z64(1), "ok", "data/0's sizes and offset in a ZIP64 extra field (valid)")
-    emit("zip64_extra_missing.pt", z64(1, drop_extra=True), "zip_corrupt",
-         "data/0's directory sizes are 0xFFFFFFFF but it has no ZIP64 extra field")
+    emit("zip64_extra_missing.pt", z64(1, drop_extra=True), "zip_record_out_of_bounds",
+         "data/0's directory sizes and offset are 0xFFFFFFFF and it has no ZIP64 extra field: the values "
+         "stand, as miniz takes them, and the header offset lies past the file (torch refuses it)", torch="refuses")
     emit("zip64_extra_size_huge.pt", z64(1, usize=1 << 62, csize=1 << 62), "zip_record_out_of_bounds",
          "data/0's ZIP64 extra field claims 2^62 bytes (stored)")
     emit("zip64_extra_sizes_disagree.pt", z64(1, usize=1 << 40), "zip_corrupt",
@@ -736,6 +756,20 @@ def tensor_files():
     coo_data = {"0": struct.pack("<2q", 1, 3), "1": BASE_DATA["1"]}
     emit("sparse_ok.pt", one(call("_rebuild_sparse_tensor", coo), coo_data), "ok",
          "_rebuild_sparse_tensor(torch.sparse_coo, (indices, values, size)) (torch reads it)", torch="reads")
+    emit("pid_six_items.pt", one(rebuild_v2(pid("FloatStorage", "0", 4, view=b"N"), 0, (4,), (1,))),
+         "bad_tensor_args", "a zip file's persistent id with a sixth item, None, as legacy files write "
+         "them (torch refuses it: it unpacks 5)", torch="refuses")
+    emit("pid_module_tag.pt", one(b"(" + p_str("module") + p_global("torch.nn", "Linear") + b"tQ"),
+         "bad_tensor_args", "a zip file's persistent id ('module', torch.nn.Linear), as legacy files write "
+         "them (torch refuses it: 'storage' only)", torch="refuses")
+    emit("call_tensor.pt", one(tensor("0", 4) + b")R"), "pickle_malformed",
+         "REDUCE with a tensor as the callable (torch refuses it: not callable)", torch="refuses")
+    emit("call_storage_type.pt", one(call("FloatStorage", [p_int(4)], module="torch")), "pickle_malformed",
+         "torch.FloatStorage(4) by REDUCE in a zip file, whose unpickler reads the global as a StorageType "
+         "(torch refuses it: not callable)", torch="refuses")
+    emit("call_storage_type_other_module.pt", one(call("HalfStorage", [p_int(4)], module="ptread.anything")),
+         "pickle_malformed", "ptread.anything.HalfStorage(4) by REDUCE in a zip file: a StorageType too, "
+         "whatever the module (torch refuses it: not callable)", torch="refuses")
     emit("sparse_three_arguments.pt", one(call("_rebuild_sparse_tensor", coo + [b"N"]), coo_data), "bad_tensor_args",
          "_rebuild_sparse_tensor with a third argument (torch refuses it)", torch="refuses")
 
@@ -807,6 +841,15 @@ def legacy_files():
     emit("legacy_numel_past_eof.pt", legacy(obj(t0=t0), ["0", "1"], BASE_DATA, {"0": big}), "truncated",
          "storage '0' is 2^30 floats by the pickle and the count alike: 4 GiB past the end of a small file")
     emit("legacy_truncated_data.pt", base[:-5], "truncated", "the legacy base cut inside its last storage")
+    t0 = rebuild_v2(pid("FloatStorage", "0", 4), 0, (4,), (1,))
+    emit("legacy_pid_five_items.pt", legacy(obj(t0=t0), ["0", "1"], BASE_DATA), "bad_tensor_args",
+         "a legacy persistent id of 5 items, without the view item (torch refuses it: it unpacks 6)",
+         torch="refuses")
+    called = pickle(p_dict([(p_str("w"), rebuild_v2(lpid("FloatStorage", "0", 4), 0, (4,), (1,))),
+                            (p_str("s"), p_global("torch", "FloatStorage") + p_tuple([p_int(4)]) + b"R")]))
+    emit("legacy_call_storage_class.pt", legacy(called, ["0"], {"0": BASE_DATA["0"]}), "pickle_malformed",
+         "torch.FloatStorage(4) by REDUCE in a legacy file, whose unpickler reads the global as a StorageType "
+         "as a zip file's does (torch refuses it: not callable)", torch="refuses")
     cut = len(LEGACY_MAGIC + LEGACY_VERSION + LEGACY_SYSINFO) + 40
     emit("legacy_truncated_pickle.pt", base[:cut], "pickle_truncated", "the legacy base cut inside the object pickle")
     emit("legacy_key_not_referenced.pt", legacy(obj(), ["0", "1", "9"], dict(BASE_DATA, **{"9": floats(1)})),
