@@ -8130,7 +8130,7 @@ inline uint32_t storage_location_node(Graph& g, uint32_t loc) {
 class TorchHooks : public PickleHooks {
  public:
   TorchHooks(Model& m, StorageLoader loader, const Limits& limits)
-      : m_(m), loader_(std::move(loader)), limits_(limits) {}
+      : m_(m), loader_(std::move(loader)), limits_(limits), legacy_(m.format == Format::legacy) {}
 
   // Numbered storage keys whose record is in memory and large enough become views of the
   // source (StorageTable::add_view; the table's source must be set), without a call to the
@@ -8196,7 +8196,7 @@ class TorchHooks : public PickleHooks {
     }
     const Items it = n.items;  // a tuple: its items never move
     PTREAD_TRY(std::string_view tag, text_of(g, it[0], "persistent id tag"));
-    const bool legacy = m_.format == Format::legacy;
+    const bool legacy = legacy_;
     if (tag == "module" && it.size() >= 2 && legacy) return it[1];  // legacy full-model files: the class
     // torch.load unpacks ('storage', class, key, location, numel) in a zip file and
     // ('storage', class, root key, location, numel, view) in a legacy one, and refuses
@@ -8238,7 +8238,7 @@ class TorchHooks : public PickleHooks {
       }
       run_ = RunClasses{r.fn, r.tag, r.cls, r.hooks_cls, dtype};
     }
-    if (PTREAD_UNLIKELY(r.pid_none != (m_.format == Format::legacy))) {  // (5 items in zip files, 6 in legacy ones)
+    if (PTREAD_UNLIKELY(r.pid_none != legacy_)) {  // (5 items in zip files, 6 in legacy ones)
       if (!r.pid_none) return kNoNode;  // persistent_load refuses it
       note_zip_refusal(make_error(ErrorCode::bad_tensor_args,
                                   "persistent id ('storage', ...) with 6 items in a zip file; torch.load takes 5"));
@@ -8982,6 +8982,7 @@ class TorchHooks : public PickleHooks {
   bool records_big_endian_ = false;
   bool placeholders_ = false;  // set_placeholders
   const Limits& limits_;
+  const bool legacy_;  // a legacy file's pickle (its format is set before the hooks are made)
   size_t merge_budget_ = size_t{1} << 22;  // items merged_state may still append
   std::vector<uint32_t> storage_by_number_;  // decimal keys: storage_by_number_[n], or npos
   std::vector<std::pair<std::string_view, uint32_t>> hashed_keys_;  // the other keys (views held by the graph), their storage
