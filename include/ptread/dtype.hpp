@@ -59,6 +59,17 @@ inline bool dtype_is_complex(DType t) noexcept {
 inline bool dtype_is_quantized(DType t) noexcept {
   return t >= DType::QINT8 && t <= DType::QUINT2X4;
 }
+// Floating point and complex dtypes: those torch lets require gradients.
+inline bool dtype_is_differentiable(DType t) noexcept {
+  switch (t) {
+    case DType::F16: case DType::BF16: case DType::F32: case DType::F64: case DType::C32: case DType::C64:
+    case DType::C128: case DType::F8_E4M3: case DType::F8_E5M2: case DType::F8_E4M3FNUZ: case DType::F8_E5M2FNUZ:
+    case DType::F8_E8M0:
+      return true;
+    default:
+      return false;
+  }
+}
 // Size of the scalar that byte order applies to (half of a complex element).
 inline size_t dtype_swap_unit(DType t) noexcept {
   return dtype_is_complex(t) ? dtype_size(t) / 2 : dtype_size(t);

@@ -415,6 +415,17 @@ inline bool dtype_is_complex(DType t) noexcept {
 inline bool dtype_is_quantized(DType t) noexcept {
   return t >= DType::QINT8 && t <= DType::QUINT2X4;
 }
+// Floating point and complex dtypes: those torch lets require gradients.
+inline bool dtype_is_differentiable(DType t) noexcept {
+  switch (t) {
+    case DType::F16: case DType::BF16: case DType::F32: case DType::F64: case DType::C32: case DType::C64:
+    case DType::C128: case DType::F8_E4M3: case DType::F8_E5M2: case DType::F8_E4M3FNUZ: case DType::F8_E5M2FNUZ:
+    case DType::F8_E8M0:
+      return true;
+    default:
+      return false;
+  }
+}
 // Size of the scalar that byte order applies to (half of a complex element).
 inline size_t dtype_swap_unit(DType t) noexcept {
   return dtype_is_complex(t) ? dtype_size(t) / 2 : dtype_size(t);
@@ -8243,6 +8254,7 @@ class TorchHooks : public PickleHooks {
       note_zip_refusal(make_error(ErrorCode::bad_tensor_args,
                                   "persistent id ('storage', ...) with 6 items in a zip file; torch.load takes 5"));
     }
+    if (PTREAD_UNLIKELY(r.requires_grad && !dtype_is_differentiable(dtype))) return kNoNode;  // rebuild() refuses it
     const bool key_node = r.key != kNoNode;  // else a text in the pickle (copied where the index keeps it)
     if ((key_node && !is_text(g, r.key)) || !is_text(g, r.location) || r.numel < 0 || r.rank > limits_.max_rank) return kNoNode;
     DType stored = dtype;
@@ -8347,7 +8359,7 @@ class TorchHooks : public PickleHooks {
     }
     DType stored = dtype;  // the storage's: its first reference's
     PTREAD_TRY(uint32_t index, find_or_load(g, key, key.data() != digits, static_cast<uint64_t>(g.at(it[4]).i), dtype, &stored));
-    if (it.size() == 6 && g.kind(it[5]) != ValueKind::none) {
+    if (legacy_ && g.kind(it[5]) != ValueKind::none) {  // (a legacy id has 6 items; others' sixth is unread)
       if (placeholders_) {
         return make_error(ErrorCode::unsupported_format, "storage view metadata with placeholder storages");
       }
@@ -8909,7 +8921,9 @@ class TorchHooks : public PickleHooks {
     t.storage = storage;
     t.location = location;
     t.dtype = dtype;
-    if (kind != RebuildKind::v1) t.requires_grad = g.kind(a[4]) == ValueKind::boolean && g.at(a[4]).i != 0;
+    if (kind != RebuildKind::v1) {
+      PTREAD_TRY(t.requires_grad, requires_grad_arg(g, a[4], dtype, "tensor"));
+    }
     if (a.size() > meta_index && g.kind(a[meta_index]) == ValueKind::dict) {
       const uint32_t md = a[meta_index];
       auto flag = [&](const char* k) {
@@ -8937,6 +8951,23 @@ class TorchHooks : public PickleHooks {
 
   Result<uint32_t> sparse(Graph& g, const Items& a);
 
+  // A requires_grad argument as torch sets it: a bool, and true only for floating point
+  // and complex dtypes (torch refuses an int, None ..., and gradients of others).
+  static Result<bool> requires_grad_arg(Graph& g, uint32_t v, DType dtype, const char* what) {
+    if (g.kind(v) != ValueKind::boolean) {
+      return make_error(ErrorCode::bad_tensor_args, std::string(what) + " rebuild: requires_grad is a " +
+                                                        value_kind_name(g.kind(v)) + ", not a bool (torch refuses it)");
+    }
+    const bool on = g.at(v).i != 0;
+    if (on && !dtype_is_differentiable(dtype)) {
+      return make_error(ErrorCode::bad_tensor_args, std::string(what) + " rebuild: requires_grad on a " +
+                                                        dtype_name(dtype) +
+                                                        " tensor; only floating point and complex tensors can "
+                                                        "require gradients (torch refuses it)");
+    }
+    return on;
+  }
+
   // _rebuild_parameter(data, requires_grad, backward_hooks) and _with_state(..., state),
   // and torch 0.3's Parameter(data[, requires_grad]): Parameter(data) takes a tensor
   // (Tensor._make_subclass) or None (torch.empty(0)); anything else is refused, as Python
@@ -8950,7 +8981,13 @@ class TorchHooks : public PickleHooks {
                         "Parameter rebuild arguments are malformed (" + std::to_string(a.size()) + " arguments" +
                             (a.empty() ? std::string() : std::string(", data is a ") + value_kind_name(data)) + ")");
     }
-    const bool requires_grad = a.size() > 1 && g.kind(a[1]) == ValueKind::boolean && g.at(a[1]).i != 0;
+    bool requires_grad = a.size() > 1 && g.kind(a[1]) == ValueKind::boolean && g.at(a[1]).i != 0;
+    if (min_args == max_args) {  // _rebuild_parameter(_with_state): Parameter(data, requires_grad)
+      const DType dt = data == ValueKind::tensor ? m_.specs[g.at(a[0]).ref].dtype
+                       : data == ValueKind::none ? DType::F32
+                                                 : DType::U8;  // quantized, sparse ...: checked as no float
+      PTREAD_TRY(requires_grad, requires_grad_arg(g, a[1], dt, "Parameter"));
+    }
     if (data == ValueKind::none) return empty_parameter(g, requires_grad);
     if (data == ValueKind::tensor) m_.specs[g.at(a[0]).ref].requires_grad = requires_grad;
     return a[0];  // a Parameter is its data tensor (or an unsupported entry)
@@ -9174,7 +9211,7 @@ inline Result<uint32_t> TorchHooks::qtensor(Graph& g, const Items& a) {
     else if (ts.dtype == DType::QINT32) ts.dtype = DType::I32;
     else return unsupported(g, std::string("quantized tensor of dtype ") + dtype_name(ts.dtype) + " is not supported");
   }
-  if (a.size() > 5 && g.kind(a[5]) == ValueKind::boolean) m_.specs[spec.int_repr].requires_grad = g.at(a[5]).i != 0;
+  PTREAD_TRY(m_.specs[spec.int_repr].requires_grad, requires_grad_arg(g, a[5], spec.dtype, "quantized tensor"));
   const std::string_view scheme = g.global_name(q[0]);
   if (!qscheme_from_name(scheme, &spec.qscheme)) {
     return unsupported(g, "quantized tensor with qscheme '" + std::string(scheme) + "' is not supported");

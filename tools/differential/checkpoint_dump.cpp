@@ -4,11 +4,14 @@
 //   ... (one T line per tensor, in tensors() order)
 // or
 //   ERR <code name> <message, ASCII, one line>
+// or OPAQUE when a tensor is over 1 GiB (an expanded view of a few bytes, in damaged
+// files: not copied out here, and not by checkpoints.py's torch side either),
 // opened in the mode given as the first argument (mmap, the default, or read).
 // Used by checkpoints.py.
 #include <ptread/ptread.hpp>
 #include <ptread/detail/crc32.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -46,6 +49,13 @@ int main(int argc, char** argv) {
     std::string out;
     bool failed = false;
     size_t count = 0;
+    bool opaque = false;
+    for (const auto& nt : ck->tensors()) opaque = opaque || nt.tensor.nbytes() > (uint64_t{1} << 30);
+    if (opaque) {
+      std::cout << "OPAQUE\n";
+      std::cout.flush();
+      continue;
+    }
     for (const auto& nt : ck->tensors()) {
       const ptread::Tensor& t = nt.tensor;
       bytes.assign(static_cast<size_t>(t.nbytes()), 0);

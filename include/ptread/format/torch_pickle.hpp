@@ -218,6 +218,7 @@ class TorchHooks : public PickleHooks {
       note_zip_refusal(make_error(ErrorCode::bad_tensor_args,
                                   "persistent id ('storage', ...) with 6 items in a zip file; torch.load takes 5"));
     }
+    if (PTREAD_UNLIKELY(r.requires_grad && !dtype_is_differentiable(dtype))) return kNoNode;  // rebuild() refuses it
     const bool key_node = r.key != kNoNode;  // else a text in the pickle (copied where the index keeps it)
     if ((key_node && !is_text(g, r.key)) || !is_text(g, r.location) || r.numel < 0 || r.rank > limits_.max_rank) return kNoNode;
     DType stored = dtype;
@@ -322,7 +323,7 @@ class TorchHooks : public PickleHooks {
     }
     DType stored = dtype;  // the storage's: its first reference's
     PTREAD_TRY(uint32_t index, find_or_load(g, key, key.data() != digits, static_cast<uint64_t>(g.at(it[4]).i), dtype, &stored));
-    if (it.size() == 6 && g.kind(it[5]) != ValueKind::none) {
+    if (legacy_ && g.kind(it[5]) != ValueKind::none) {  // (a legacy id has 6 items; others' sixth is unread)
       if (placeholders_) {
         return make_error(ErrorCode::unsupported_format, "storage view metadata with placeholder storages");
       }
@@ -884,7 +885,9 @@ class TorchHooks : public PickleHooks {
     t.storage = storage;
     t.location = location;
     t.dtype = dtype;
-    if (kind != RebuildKind::v1) t.requires_grad = g.kind(a[4]) == ValueKind::boolean && g.at(a[4]).i != 0;
+    if (kind != RebuildKind::v1) {
+      PTREAD_TRY(t.requires_grad, requires_grad_arg(g, a[4], dtype, "tensor"));
+    }
     if (a.size() > meta_index && g.kind(a[meta_index]) == ValueKind::dict) {
       const uint32_t md = a[meta_index];
       auto flag = [&](const char* k) {
@@ -912,6 +915,23 @@ class TorchHooks : public PickleHooks {
 
   Result<uint32_t> sparse(Graph& g, const Items& a);
 
+  // A requires_grad argument as torch sets it: a bool, and true only for floating point
+  // and complex dtypes (torch refuses an int, None ..., and gradients of others).
+  static Result<bool> requires_grad_arg(Graph& g, uint32_t v, DType dtype, const char* what) {
+    if (g.kind(v) != ValueKind::boolean) {
+      return make_error(ErrorCode::bad_tensor_args, std::string(what) + " rebuild: requires_grad is a " +
+                                                        value_kind_name(g.kind(v)) + ", not a bool (torch refuses it)");
+    }
+    const bool on = g.at(v).i != 0;
+    if (on && !dtype_is_differentiable(dtype)) {
+      return make_error(ErrorCode::bad_tensor_args, std::string(what) + " rebuild: requires_grad on a " +
+                                                        dtype_name(dtype) +
+                                                        " tensor; only floating point and complex tensors can "
+                                                        "require gradients (torch refuses it)");
+    }
+    return on;
+  }
+
   // _rebuild_parameter(data, requires_grad, backward_hooks) and _with_state(..., state),
   // and torch 0.3's Parameter(data[, requires_grad]): Parameter(data) takes a tensor
   // (Tensor._make_subclass) or None (torch.empty(0)); anything else is refused, as Python
@@ -925,7 +945,13 @@ class TorchHooks : public PickleHooks {
                         "Parameter rebuild arguments are malformed (" + std::to_string(a.size()) + " arguments" +
                             (a.empty() ? std::string() : std::string(", data is a ") + value_kind_name(data)) + ")");
     }
-    const bool requires_grad = a.size() > 1 && g.kind(a[1]) == ValueKind::boolean && g.at(a[1]).i != 0;
+    bool requires_grad = a.size() > 1 && g.kind(a[1]) == ValueKind::boolean && g.at(a[1]).i != 0;
+    if (min_args == max_args) {  // _rebuild_parameter(_with_state): Parameter(data, requires_grad)
+      const DType dt = data == ValueKind::tensor ? m_.specs[g.at(a[0]).ref].dtype
+                       : data == ValueKind::none ? DType::F32
+                                                 : DType::U8;  // quantized, sparse ...: checked as no float
+      PTREAD_TRY(requires_grad, requires_grad_arg(g, a[1], dt, "Parameter"));
+    }
     if (data == ValueKind::none) return empty_parameter(g, requires_grad);
     if (data == ValueKind::tensor) m_.specs[g.at(a[0]).ref].requires_grad = requires_grad;
     return a[0];  // a Parameter is its data tensor (or an unsupported entry)

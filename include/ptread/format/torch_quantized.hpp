@@ -38,7 +38,7 @@ inline Result<uint32_t> TorchHooks::qtensor(Graph& g, const Items& a) {
     else if (ts.dtype == DType::QINT32) ts.dtype = DType::I32;
     else return unsupported(g, std::string("quantized tensor of dtype ") + dtype_name(ts.dtype) + " is not supported");
   }
-  if (a.size() > 5 && g.kind(a[5]) == ValueKind::boolean) m_.specs[spec.int_repr].requires_grad = g.at(a[5]).i != 0;
+  PTREAD_TRY(m_.specs[spec.int_repr].requires_grad, requires_grad_arg(g, a[5], spec.dtype, "quantized tensor"));
   const std::string_view scheme = g.global_name(q[0]);
   if (!qscheme_from_name(scheme, &spec.qscheme)) {
     return unsupported(g, "quantized tensor with qscheme '" + std::string(scheme) + "' is not supported");

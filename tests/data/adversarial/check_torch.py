@@ -57,7 +57,10 @@ def describe(name, t):
 
 
 def tensors_of(obj, prefix=""):
-    """The tensors of a dict (of dicts) by DESIGN.md's names, in order."""
+    """The tensors of a dict (of dicts) or a module (its state_dict()) by DESIGN.md's names,
+    in order."""
+    if isinstance(obj, torch.nn.Module):
+        obj = obj.state_dict()
     out = []
     for k, v in obj.items():
         name = prefix + str(k)

@@ -29,6 +29,7 @@ import sys
 import tarfile
 import io
 import zlib
+import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "..", "fixtures")
@@ -100,11 +101,11 @@ def pid(cls, key, numel, location="cpu", view=None, tag="storage"):
     return b"(" + b"".join(items) + b"t"
 
 
-def rebuild_v2(persistent_id, offset, size, stride, size_ops=None, stride_ops=None):
+def rebuild_v2(persistent_id, offset, size, stride, size_ops=None, stride_ops=None, requires_grad=b"\x89"):
     """torch._utils._rebuild_tensor_v2(storage, offset, size, stride, False, OrderedDict())"""
     return (p_global("torch._utils", "_rebuild_tensor_v2") + b"(" + persistent_id + b"Q" + p_int(offset) +
             (size_ops if size_ops is not None else p_ints(size)) +
-            (stride_ops if stride_ops is not None else p_ints(stride)) + b"\x89" + p_ordered_dict() + b"tR")
+            (stride_ops if stride_ops is not None else p_ints(stride)) + requires_grad + p_ordered_dict() + b"tR")
 
 
 def tensor(key, numel, size=None, stride=None, offset=0, cls="FloatStorage", **kw):
@@ -770,6 +771,17 @@ def tensor_files():
     emit("call_storage_type_other_module.pt", one(call("HalfStorage", [p_int(4)], module="ptread.anything")),
          "pickle_malformed", "ptread.anything.HalfStorage(4) by REDUCE in a zip file: a StorageType too, "
          "whatever the module (torch refuses it: not callable)", torch="refuses")
+    emit("requires_grad_int.pt", one(tensor("0", 4, requires_grad=p_int(1))),
+         "bad_tensor_args", "_rebuild_tensor_v2 with requires_grad 1, an int (torch refuses it: "
+         "requires_grad must be a bool)", torch="refuses")
+    emit("requires_grad_on_int64.pt", one(tensor("0", 2, cls="LongStorage", requires_grad=b"\x88")),
+         "bad_tensor_args", "an I64 tensor that requires gradients (torch refuses it: only floating point "
+         "and complex tensors can)", torch="refuses")
+    emit("parameter_requires_grad_none.pt", one(call("_rebuild_parameter", [t, b"N", p_ordered_dict()])),
+         "bad_tensor_args", "_rebuild_parameter(tensor, None, OrderedDict()) (torch refuses it: "
+         "require_grad must be bool)", torch="refuses")
+    emit("qtensor_requires_grad.pt", one(call("_rebuild_qtensor", qt[:5] + [b"\x88", p_ordered_dict()])),
+         "bad_tensor_args", "a QInt8 tensor that requires gradients (torch refuses it)", torch="refuses")
     emit("sparse_three_arguments.pt", one(call("_rebuild_sparse_tensor", coo + [b"N"]), coo_data), "bad_tensor_args",
          "_rebuild_sparse_tensor with a third argument (torch refuses it)", torch="refuses")
 
@@ -935,6 +947,30 @@ def tar_files():
     emit("tar_missing_member.pt", build(drop="tensors"), "record_missing", "no 'tensors' member")
 
 
+def rezip(path, replace):
+    """The zip archive at path written again by Python's zipfile (stored, same order), with
+    the records named in replace given other bytes."""
+    with zipfile.ZipFile(path) as z:
+        items = [(i.filename, z.read(i)) for i in z.infolist()]
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as w:
+        for name, data in items:
+            w.writestr(zipfile.ZipInfo(name, (1980, 1, 1, 0, 0, 0)), replace.get(name, data))
+    return out.getvalue()
+
+
+def torchscript_files():
+    src = os.path.join(FIXTURES, "ts_script.pt")
+    with zipfile.ZipFile(src) as z:
+        pkl = z.read("ts_script/data.pkl")
+    first_pid = pkl.index(b"Q")  # the first BINPERSID: ... numel, TUPLE, BINPERSID
+    assert pkl[first_pid - 1:first_pid] == b"t", "ts_script.pt's first persistent id is no MARK ... TUPLE"
+    six = pkl[:first_pid - 1] + p_int(7) + pkl[first_pid - 1:]
+    emit("ts_pid_six_items.pt", rezip(src, {"ts_script/data.pkl": six}), "ok",
+         "tests/fixtures/ts_script.pt (torch.jit.save) whose first persistent id has a sixth item, 7: "
+         "torch.jit.load reads the first five (torch reads it)", torch="reads")
+
+
 def main():
     for f in os.listdir(HERE):
         if f.endswith(".pt"):
@@ -946,6 +982,7 @@ def main():
     tensor_files()
     legacy_files()
     tar_files()
+    torchscript_files()
     with open(os.path.join(HERE, "expected.json"), "w") as f:
         json.dump({n: e for n, _, e in ENTRIES}, f, indent=1, sort_keys=True)
         f.write("\n")
