@@ -81,8 +81,10 @@ class PickleHooks {
   }
   // BINPERSID / PERSID: returns the node standing for the persistent object.
   virtual Result<uint32_t> persistent_load(Graph& g, uint32_t pid) = 0;
-  // REDUCE, NEWOBJ, NEWOBJ_EX, INST, OBJ: callable(*args). Never runs anything.
+  // REDUCE, INST, OBJ: callable(*args). Never runs anything.
   virtual Result<uint32_t> call(Graph& g, uint32_t callable, uint32_t args) = 0;
+  // NEWOBJ, NEWOBJ_EX: cls.__new__(cls, *args), which for most classes is what a call makes.
+  virtual Result<uint32_t> new_object(Graph& g, uint32_t cls, uint32_t args) { return call(g, cls, args); }
   // BUILD: obj.__setstate__(state) or obj.__dict__.update(state).
   virtual Status build(Graph& g, uint32_t obj, uint32_t state) = 0;
 };
@@ -320,7 +322,7 @@ class PickleVM {
             ok = fail(ErrorCode::pickle_malformed, "arguments are not a tuple");
             break;
           }
-          ok = call(callable, args);
+          ok = call(callable, args, *op_ptr_ == 0x81);
           break;
         }
         case 'Q': {  // BINPERSID
@@ -1157,7 +1159,7 @@ class PickleVM {
     if (reserve_ != nullptr) reserve_->progress(static_cast<size_t>(op_ptr_ - begin_));
     return true;
   }
-  bool call(uint32_t callable, uint32_t args) {
+  bool call(uint32_t callable, uint32_t args, bool new_object = false) {
     switch (g_.kind(callable)) {  // what Python can never call (TypeError; NEWOBJ: not a type)
       case ValueKind::none: case ValueKind::boolean: case ValueKind::integer: case ValueKind::big_integer:
       case ValueKind::floating: case ValueKind::string: case ValueKind::bytes: case ValueKind::list:
@@ -1168,7 +1170,7 @@ class PickleVM {
                                                      " called as a class or function (Python's unpickler refuses it)");
       default: break;
     }
-    auto r = hooks_.call(g_, callable, args);
+    auto r = new_object ? hooks_.new_object(g_, callable, args) : hooks_.call(g_, callable, args);
     if (!r) return fail(with_where(std::move(r).error()));
     return push(*r);
   }
@@ -1472,7 +1474,7 @@ inline bool PickleVM::step() {
       uint32_t kwargs = 0, args = 0, cls = 0;
       if (!pop(&kwargs) || !pop(&args) || !pop(&cls)) return false;
       if (g_.kind(args) != ValueKind::tuple) return fail(ErrorCode::pickle_malformed, "arguments are not a tuple");
-      return call(cls, args);
+      return call(cls, args, true);
     }
     case 'i': {  // INST module\nname\n (ASCII, as Python decodes them), args from MARK
       std::string_view module, name;

@@ -470,8 +470,32 @@ class TorchHooks : public PickleHooks {
     return g.add_object(callable, args);
   }
 
+  // cls.__new__(cls, *args): Python's unpickler takes only a class (a function, such as a
+  // rebuild function, is refused), and a few classes' __new__ leaves what their __init__
+  // would fill empty: OrderedDict, defaultdict, Counter, set and bytearray. The others ptread
+  // interprets (frozenset, bytes, torch.Size, Parameter) make in __new__ what a call makes.
+  Result<uint32_t> new_object(Graph& g, uint32_t cls, uint32_t args) override {
+    if (g.kind(cls) == ValueKind::global) {
+      switch (global_tag(g, cls)) {
+        case kRebuildTensorV2: case kRebuildTensorV3: case kRebuildTensorV1: case kRebuildParameter:
+        case kRebuildDeviceFromCpu: case kRebuildUnsupported: case kRebuildFromTypeV2: case kCodecsEncode:
+        case kNumpyReconstruct: case kNumpyScalar: case kCopyregReconstructor: case kRebuildQTensor:
+        case kRebuildSparse:
+          return make_error(ErrorCode::pickle_malformed, "NEWOBJ of the function '" + std::string(g.global_module(cls)) +
+                                                             "." + std::string(g.global_name(cls)) +
+                                                             "' (Python's unpickler takes only a class)");
+        case kOrderedDict: case kDictLike: return g.add_container(ValueKind::dict);
+        case kBuiltinSet: return g.add_container(ValueKind::set);
+        case kBuiltinBytearray: return g.add_text(ValueKind::bytes, "");
+        default: break;
+      }
+    }
+    return call(g, cls, args);
+  }
+
   Status build(Graph& g, uint32_t obj, uint32_t state) override {
     Node& n = g.nodes[obj];
+    PTREAD_CHECK(check_builtin_build(g, n.kind, state));
     if (n.kind == ValueKind::object) {
       const uint32_t before = n.items[kObjState];
       if (before == kNoNode) {
@@ -844,13 +868,20 @@ class TorchHooks : public PickleHooks {
     // _rebuild_tensor(storage, offset, size, stride), _rebuild_tensor_v2(..., requires_grad,
     // backward_hooks, metadata=None), _rebuild_tensor_v3(..., backward_hooks, dtype,
     // metadata=None): Python refuses other counts.
+    // torch.jit.load's _rebuild_tensor_v2 reads the first five and ignores the rest: in a
+    // zip file such a count waits for the directory (zip_refusal()).
     const size_t min_args = kind == RebuildKind::v1 ? 4 : kind == RebuildKind::v2 ? 6 : 7;
     const size_t max_args = kind == RebuildKind::v1 ? 4 : min_args + 1;
-    if (a.size() < min_args || a.size() > max_args || g.kind(a[0]) != ValueKind::storage ||
-        g.kind(a[1]) != ValueKind::integer) {
+    const bool script_reads = kind == RebuildKind::v2 && !legacy_ && a.size() >= 5;
+    const bool python_reads = a.size() >= min_args && a.size() <= max_args;
+    if ((!python_reads && !script_reads) || g.kind(a[0]) != ValueKind::storage || g.kind(a[1]) != ValueKind::integer) {
       return make_error(ErrorCode::bad_tensor_args,
                         "tensor rebuild arguments are malformed (" + std::to_string(a.size()) +
                             " arguments, first is a " + value_kind_name(g.kind(a.empty() ? 0 : a[0])) + ")");
+    }
+    if (!python_reads) {
+      note_zip_refusal(make_error(ErrorCode::bad_tensor_args, "_rebuild_tensor_v2 with " + std::to_string(a.size()) +
+                                                                  " arguments in a zip file (torch.load takes 6 or 7)"));
     }
     const Node& sn = g.nodes[a[0]];  // ref: the storage; i: dtype, location node << 8
     const uint32_t storage = sn.ref;
@@ -914,6 +945,32 @@ class TorchHooks : public PickleHooks {
   Result<uint32_t> packed_qtensor(Graph& g, const Items& a, QuantSpec* spec);
 
   Result<uint32_t> sparse(Graph& g, const Items& a);
+
+  // BUILD on a builtin value (None, a number, str, bytes, list, tuple, set): Python's
+  // unpickler finds no __setstate__ and sets the state's items through __dict__, which these
+  // have not, so only a state of None (and an empty slot-state dict) passes.
+  static Status check_builtin_build(Graph& g, ValueKind kind, uint32_t state) {
+    switch (kind) {
+      case ValueKind::none: case ValueKind::boolean: case ValueKind::integer: case ValueKind::big_integer:
+      case ValueKind::floating: case ValueKind::string: case ValueKind::bytes: case ValueKind::list:
+      case ValueKind::tuple: case ValueKind::set: case ValueKind::frozenset:
+        break;
+      default:
+        return {};
+    }
+    uint32_t dict_state = state, slots = kNoNode;
+    if (g.kind(state) == ValueKind::tuple && g.count(state) == 2) {
+      dict_state = g.at(state).items[0];
+      slots = g.at(state).items[1];
+    }
+    if (g.kind(dict_state) == ValueKind::none &&
+        (slots == kNoNode || (g.kind(slots) == ValueKind::dict && g.count(slots) == 0))) {
+      return {};
+    }
+    return make_error(ErrorCode::pickle_malformed, std::string("BUILD of a ") + value_kind_name(kind) +
+                                                       " with a state (Python's unpickler refuses it: a " +
+                                                       value_kind_name(kind) + " has no attributes to set)");
+  }
 
   // A requires_grad argument as torch sets it: a bool, and true only for floating point
   // and complex dtypes (torch refuses an int, None ..., and gradients of others).

@@ -782,6 +782,21 @@ def tensor_files():
          "require_grad must be bool)", torch="refuses")
     emit("qtensor_requires_grad.pt", one(call("_rebuild_qtensor", qt[:5] + [b"\x88", p_ordered_dict()])),
          "bad_tensor_args", "a QInt8 tensor that requires gradients (torch refuses it)", torch="refuses")
+    emit("newobj_function.pt", one(p_global("torch._utils", "_rebuild_tensor_v2") + b"(" + pid("FloatStorage", "0", 4) +
+                                   b"Q" + p_int(0) + p_ints((4,)) + p_ints((1,)) + b"\x89" + p_ordered_dict() +
+                                   b"t\x81"),
+         "pickle_malformed", "NEWOBJ of _rebuild_tensor_v2, a function (torch refuses it: NEWOBJ takes a class)",
+         torch="refuses")
+    emit("newobj_ordered_dict.pt",
+         ck(pickle(p_dict([(p_str("t"), tensor("0", 4)),
+                           (p_str("o"), p_global("collections", "OrderedDict") +
+                            p_tuple([b"(" + p_tuple([p_str("x"), tensor("1", 2)]) + b"l"]) + b"\x81")]))),
+         "ok", "NEWOBJ of OrderedDict with a list of pairs: OrderedDict.__new__ makes it empty (its "
+         "__init__ would fill it), so 'o.x' is no tensor (torch reads it)", torch="reads")
+    emit("build_on_list.pt", one(b"]" + p_dict([(p_str("a"), p_int(1))]) + b"b"), "pickle_malformed",
+         "BUILD of a list with the state {'a': 1} (torch refuses it: a list has no __dict__)", torch="refuses")
+    emit("build_on_str_none.pt", ck(pickle(p_dict([(p_str("t"), tensor("0", 4)), (p_str("s"), p_str("x") + b"Nb")]))),
+         "ok", "BUILD of a str with the state None: nothing to set (torch reads it)", torch="reads")
     emit("sparse_three_arguments.pt", one(call("_rebuild_sparse_tensor", coo + [b"N"]), coo_data), "bad_tensor_args",
          "_rebuild_sparse_tensor with a third argument (torch refuses it)", torch="refuses")
 
@@ -968,6 +983,14 @@ def torchscript_files():
     six = pkl[:first_pid - 1] + p_int(7) + pkl[first_pid - 1:]
     emit("ts_pid_six_items.pt", rezip(src, {"ts_script/data.pkl": six}), "ok",
          "tests/fixtures/ts_script.pt (torch.jit.save) whose first persistent id has a sixth item, 7: "
+         "torch.jit.load reads the first five (torch reads it)", torch="reads")
+    import pickletools
+    ops = list(pickletools.genops(pkl))
+    k = next(i for i, (op, arg, _) in enumerate(ops) if op.name == "GLOBAL" and arg == "collections OrderedDict")
+    close = next(pos for op, _, pos in ops[k:] if op.name == "TUPLE")  # the first rebuild's arguments end
+    eight = pkl[:close] + p_dict([]) + p_int(7) + pkl[close:]
+    emit("ts_rebuild_v2_extra_argument.pt", rezip(src, {"ts_script/data.pkl": eight}), "ok",
+         "tests/fixtures/ts_script.pt whose first _rebuild_tensor_v2 has 8 arguments (metadata {} and 7): "
          "torch.jit.load reads the first five (torch reads it)", torch="reads")
 
 
