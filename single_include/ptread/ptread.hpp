@@ -8745,7 +8745,7 @@ class TorchHooks : public PickleHooks {
       return refuse("of " + std::to_string(a.size()) + " arguments (Python takes at most " + std::to_string(at + 1) + ")");
     }
     const uint32_t d = g.add_container(ValueKind::dict);
-    if (a.size() == at) return d;
+    if (a.size() <= at) return d;  // (defaultdict() has no factory either)
     const uint32_t x = a[at];
     const ValueKind k = g.kind(x);
     if (k == ValueKind::dict) {
