@@ -171,20 +171,19 @@ class TorchHooks : public PickleHooks {
     }
     const Items it = n.items;  // a tuple: its items never move
     PTREAD_TRY(std::string_view tag, text_of(g, it[0], "persistent id tag"));
-    const bool legacy = legacy_;
-    if (tag == "module" && it.size() >= 2 && legacy) return it[1];  // legacy full-model files: the class
+    if (tag == "module" && it.size() >= 2 && legacy_) return it[1];  // legacy full-model files: the class
     // torch.load unpacks ('storage', class, key, location, numel) in a zip file and
     // ('storage', class, root key, location, numel, view) in a legacy one, and refuses
     // other counts; torch.jit.load reads the first five items of a TorchScript archive's.
     // Zip and TorchScript are told apart by the directory, which the pickle may be read
     // before: a zip file's refusal waits for it (zip_refusal()).
-    if (!equals(tag, "storage") || it.size() < 5 || (legacy && it.size() != 6)) {
+    if (!equals(tag, "storage") || it.size() < 5 || (legacy_ && it.size() != 6)) {
       return make_error(ErrorCode::bad_tensor_args,
                         "unknown persistent id ('" + std::string(tag) + "' with " + std::to_string(it.size()) +
                             " items); expected ('storage', class, key, location, numel" +
-                            (legacy ? ", view)" : ")"));
+                            (legacy_ ? ", view)" : ")"));
     }
-    if (it.size() != 5 && !legacy) {
+    if (it.size() != 5 && !legacy_) {
       note_zip_refusal(make_error(ErrorCode::bad_tensor_args, "persistent id ('storage', ...) with " +
                                                                   std::to_string(it.size()) +
                                                                   " items in a zip file; torch.load takes 5"));
