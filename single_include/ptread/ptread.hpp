@@ -8209,7 +8209,7 @@ class TorchHooks : public PickleHooks {
     }
     const Items it = n.items;  // a tuple: its items never move
     PTREAD_TRY(std::string_view tag, text_of(g, it[0], "persistent id tag"));
-    if (tag == "module" && it.size() >= 2 && legacy_) return it[1];  // legacy full-model files: the class
+    if (tag == "module" && it.size() >= 2 && legacy_) return module_pid(g, it);  // legacy full-model files
     // torch.load unpacks ('storage', class, key, location, numel) in a zip file and
     // ('storage', class, root key, location, numel, view) in a legacy one, and refuses
     // other counts; torch.jit.load reads the first five items of a TorchScript archive's.
@@ -8227,6 +8227,34 @@ class TorchHooks : public PickleHooks {
                                                                   " items in a zip file; torch.load takes 5"));
     }
     return storage_pid(g, it);
+  }
+
+  // A legacy file's ('module', class, source file, source): the class. torch.load checks the
+  // saved source against the class's (a warning when they differ) by calling
+  // _check_container_source(class, file, source) unless an item after the class is
+  // empty (falsy), so other counts are refused then.
+  static Result<uint32_t> module_pid(Graph& g, const Items& it) {
+    bool all_set = true;
+    for (size_t k = 2; k < it.size(); ++k) all_set = all_set && python_truthy(g, it[k]);
+    if (all_set && it.size() != 4) {
+      return make_error(ErrorCode::bad_tensor_args, "persistent id ('module', ...) with " + std::to_string(it.size()) +
+                                                        " items; torch.load passes the 3 after the tag to "
+                                                        "_check_container_source, which takes 3");
+    }
+    return it[1];
+  }
+  // Python's bool() of a value, where ptread can know it (objects, classes and tensors are
+  // taken as true, as most are).
+  static bool python_truthy(Graph& g, uint32_t v) {
+    switch (g.kind(v)) {
+      case ValueKind::none: return false;
+      case ValueKind::boolean: case ValueKind::integer: return g.at(v).i != 0;
+      case ValueKind::floating: return g.at(v).f != 0;
+      case ValueKind::string: case ValueKind::bytes: return !g.text(v).empty();
+      case ValueKind::list: case ValueKind::tuple: case ValueKind::dict: case ValueKind::set: case ValueKind::frozenset:
+        return g.count(v) != 0;
+      default: return true;
+    }
   }
 
   // What torch.load refuses in a zip file (not in a TorchScript archive) that the pickle
@@ -8259,7 +8287,8 @@ class TorchHooks : public PickleHooks {
     const bool key_node = r.key != kNoNode;  // else a text in the pickle (copied where the index keeps it)
     if ((key_node && !is_text(g, r.key)) || !is_text(g, r.location) || r.numel < 0 || r.rank > limits_.max_rank) return kNoNode;
     DType stored = dtype;
-    const auto storage = find_or_load(g, key_node ? g.text(r.key) : r.key_text, key_node, static_cast<uint64_t>(r.numel), dtype, &stored);
+    const auto storage = find_or_load(g, key_node ? g.text(r.key) : r.key_text, key_node, static_cast<uint64_t>(r.numel), true,
+                                      dtype, &stored);
     if (!storage) return kNoNode;
     TensorSpec t;
     t.dims = r.dims;
@@ -8355,11 +8384,19 @@ class TorchHooks : public PickleHooks {
       PTREAD_TRY(key, text_of(g, it[2], "storage key"));
     }
     const uint32_t location = storage_location_node(g, it[3]);
-    if (g.kind(it[4]) != ValueKind::integer || g.at(it[4]).i < 0) {
-      return make_error(ErrorCode::bad_tensor_args, "storage '" + std::string(key) + "' has no valid element count");
+    // The element count: torch.load multiplies it by the element size at a key's first
+    // reference (a bool counts 0 or 1) and never reads a later one's; a legacy file's pickle
+    // multiplies every one, so there it must be something Python multiplies by an int.
+    const ValueKind nk = g.kind(it[4]);
+    const int64_t count = nk == ValueKind::integer || nk == ValueKind::boolean ? g.at(it[4]).i : -1;
+    if (legacy_ && nk != ValueKind::integer && nk != ValueKind::big_integer && nk != ValueKind::boolean &&
+        nk != ValueKind::floating && nk != ValueKind::string && nk != ValueKind::bytes && nk != ValueKind::list &&
+        nk != ValueKind::tuple) {
+      return make_error(ErrorCode::bad_tensor_args, "storage '" + std::string(key) + "' has an element count that is a " +
+                                                        value_kind_name(nk) + " (torch refuses it)");
     }
     DType stored = dtype;  // the storage's: its first reference's
-    PTREAD_TRY(uint32_t index, find_or_load(g, key, key.data() != digits, static_cast<uint64_t>(g.at(it[4]).i), dtype, &stored));
+    PTREAD_TRY(uint32_t index, find_or_load(g, key, key.data() != digits, static_cast<uint64_t>(count), count >= 0, dtype, &stored));
     if (legacy_ && g.kind(it[5]) != ValueKind::none) {  // (a legacy id has 6 items; others' sixth is unread)
       if (placeholders_) {
         return make_error(ErrorCode::unsupported_format, "storage view metadata with placeholder storages");
@@ -8379,24 +8416,26 @@ class TorchHooks : public PickleHooks {
   // whatever class and count they name: *stored (dtype, as the caller set it) becomes the
   // storage's dtype, and a view is checked against its size. held: key is a view of text
   // the graph keeps (else it is copied there).
-  PTREAD_ALWAYS_INLINE Result<uint32_t> find_or_load(Graph& g, std::string_view key, bool held, uint64_t numel, DType dtype,
-                                                     DType* stored) {
-    uint64_t nbytes;
-    if (mul_overflow(numel, dtype_size(dtype), &nbytes)) {
-      return make_error(ErrorCode::shape_overflow, "storage '" + std::string(key) + "' byte size overflows");
-    }
+  PTREAD_ALWAYS_INLINE Result<uint32_t> find_or_load(Graph& g, std::string_view key, bool held, uint64_t numel,
+                                                     bool numel_valid, DType dtype, DType* stored) {
+    uint64_t nbytes = 0;
+    const bool overflow = !numel_valid || mul_overflow(numel, dtype_size(dtype), &nbytes);  // (numel unread if known)
     uint32_t number = 0;
     const bool numbered = decimal_key(key, &number);
     uint32_t index = find_storage(key, numbered, number);
     if (index != StringIndex::npos) {
       const DType first = static_cast<DType>(table_dtype_[index]);
-      if (PTREAD_UNLIKELY(first != dtype || nbytes != m_.storage_table.nbytes(index)) && retyped_.empty()) {
+      if (PTREAD_UNLIKELY(first != dtype || overflow || nbytes != m_.storage_table.nbytes(index)) && retyped_.empty()) {
         retyped_ = "storage '" + std::string(key) + "' is referenced as " + dtype_name(first) + " of " +
-                   std::to_string(m_.storage_table.nbytes(index)) + " bytes, then as " + dtype_name(dtype) + " of " +
-                   std::to_string(nbytes) + " bytes";
+                   std::to_string(m_.storage_table.nbytes(index)) + " bytes, then as " + dtype_name(dtype) +
+                   (overflow ? std::string(" of no valid size") : " of " + std::to_string(nbytes) + " bytes");
       }
       *stored = first;
     } else {
+      if (!numel_valid) {
+        return make_error(ErrorCode::bad_tensor_args, "storage '" + std::string(key) + "' has no valid element count");
+      }
+      if (overflow) return make_error(ErrorCode::shape_overflow, "storage '" + std::string(key) + "' byte size overflows");
       const StoredRecord* r = numbered && records_ != nullptr && number < records_->size() ? &(*records_)[number] : nullptr;
       if (placeholders_) {
         m_.storage_table.add_view(nullptr, nbytes);

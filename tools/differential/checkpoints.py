@@ -518,9 +518,11 @@ def known(kind, t, o, how, base, base_path):
         # a far index is more memory than the worker's limit (ptread's memo is sparse there)
         if why.startswith("MemoryError"):
             return "Python's memo array is too big"
-        # a module called by REDUCE runs its forward() (ptread runs nothing: an inert object)
-        if re.search(r"object has no attribute '_(backward|forward|forward_pre)_hooks'", why):
-            return "torch calls a module while unpickling"
+        # a module called by REDUCE runs its forward(), a module class its __init__ (ptread
+        # runs nothing: an inert object)
+        if (re.search(r"object has no attribute '_(backward|forward|forward_pre)_hooks'", why) or
+                "is not a Module subclass" in why):
+            return "torch runs a module's code while unpickling"
         # torch requires a version record it can parse (ptread does not read it)
         parts = how.split(": ", 1)[1].split()
         if "version" in why or why == "RuntimeError: " or all("[version]" in m for m in parts):

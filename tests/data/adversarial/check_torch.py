@@ -68,8 +68,8 @@ def tensors_of(obj, prefix=""):
             out.append(describe(name, v))
         elif isinstance(v, dict):
             out += tensors_of(v, name + ".")
-        elif isinstance(v, (str, bytes, int, float, type(None))):
-            pass  # metadata, no tensor
+        elif isinstance(v, (str, bytes, int, float, type(None), type)):
+            pass  # metadata or a class, no tensor
         else:
             raise TypeError(f"{name}: a {type(v).__name__}, not a tensor or dict")
     return out

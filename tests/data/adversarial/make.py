@@ -797,6 +797,19 @@ def tensor_files():
          "BUILD of a list with the state {'a': 1} (torch refuses it: a list has no __dict__)", torch="refuses")
     emit("build_on_str_none.pt", ck(pickle(p_dict([(p_str("t"), tensor("0", 4)), (p_str("s"), p_str("x") + b"Nb")]))),
          "ok", "BUILD of a str with the state None: nothing to set (torch reads it)", torch="reads")
+    later = lambda count: ck(pickle(p_dict([(p_str("a"), tensor("0", 4)),
+                                            (p_str("b"), rebuild_v2(b"(" + p_str("storage") + p_global("torch", "FloatStorage") +
+                                                                    p_str("0") + p_str("cpu") + count + b"t", 1, (2,), (1,)))])))
+    emit("zip_later_reference_count_str.pt", later(p_str("x")), "ok",
+         "storage '0' referenced again with the element count 'x': torch.load reads a key's count at its "
+         "first reference only (torch reads it)", torch="reads")
+    emit("zip_later_reference_count_negative.pt", later(p_int(-1)), "ok",
+         "storage '0' referenced again with the element count -1, never read (torch reads it)", torch="reads")
+    emit("zip_first_reference_count_bool.pt",
+         one(rebuild_v2(b"(" + p_str("storage") + p_global("torch", "FloatStorage") + p_str("0") + p_str("cpu") +
+                        b"\x88t", 0, (1,), (1,))), "ok",
+         "storage '0''s element count is True, which torch multiplies by the element size as 1: one F32 of "
+         "the record's 16 bytes (torch reads it)", torch="reads")
     emit("sparse_three_arguments.pt", one(call("_rebuild_sparse_tensor", coo + [b"N"]), coo_data), "bad_tensor_args",
          "_rebuild_sparse_tensor with a third argument (torch refuses it)", torch="refuses")
 
@@ -868,6 +881,29 @@ def legacy_files():
     emit("legacy_numel_past_eof.pt", legacy(obj(t0=t0), ["0", "1"], BASE_DATA, {"0": big}), "truncated",
          "storage '0' is 2^30 floats by the pickle and the count alike: 4 GiB past the end of a small file")
     emit("legacy_truncated_data.pt", base[:-5], "truncated", "the legacy base cut inside its last storage")
+    lpid_count = lambda count: (b"(" + p_str("storage") + p_global("torch", "FloatStorage") + p_str("0") + p_str("cpu") +
+                                count + b"Nt")
+    again = pickle(p_dict([(p_str("w"), rebuild_v2(lpid("FloatStorage", "0", 4), 0, (4,), (1,))),
+                           (p_str("w2"), rebuild_v2(lpid_count(b"N"), 0, (4,), (1,)))]))
+    emit("legacy_later_reference_count_none.pt", legacy(again, ["0"], {"0": BASE_DATA["0"]}), "bad_tensor_args",
+         "a legacy file's storage '0' referenced again with the element count None: its pickle multiplies "
+         "every count by the element size (torch refuses it)", torch="refuses")
+    again = pickle(p_dict([(p_str("w"), rebuild_v2(lpid("FloatStorage", "0", 4), 0, (4,), (1,))),
+                           (p_str("w2"), rebuild_v2(lpid_count(p_str("x")), 0, (4,), (1,)))]))
+    emit("legacy_later_reference_count_str.pt", legacy(again, ["0"], {"0": BASE_DATA["0"]}), "ok",
+         "a legacy file's storage '0' referenced again with the element count 'x', which Python multiplies "
+         "(torch reads it)", torch="reads")
+    module = lambda *items: b"(" + p_str("module") + p_global("torch.nn", "Linear") + b"".join(items) + b"tQ"
+    emit("legacy_module_pid_two_items.pt",
+         legacy(pickle(p_dict([(p_str("w"), rebuild_v2(lpid("FloatStorage", "0", 4), 0, (4,), (1,))),
+                               (p_str("m"), module())])), ["0"], {"0": BASE_DATA["0"]}), "bad_tensor_args",
+         "a legacy ('module', torch.nn.Linear) without its source items: torch.load calls "
+         "_check_container_source with one argument (torch refuses it)", torch="refuses")
+    emit("legacy_module_pid_no_source.pt",
+         legacy(pickle(p_dict([(p_str("w"), rebuild_v2(lpid("FloatStorage", "0", 4), 0, (4,), (1,))),
+                               (p_str("m"), module(b"N", b"N", p_str("x")))])), ["0"], {"0": BASE_DATA["0"]}), "ok",
+         "a legacy ('module', torch.nn.Linear, None, None, 'x'): an empty item, so no source check, whatever "
+         "the count (torch reads it)", torch="reads")
     t0 = rebuild_v2(pid("FloatStorage", "0", 4), 0, (4,), (1,))
     emit("legacy_pid_five_items.pt", legacy(obj(t0=t0), ["0", "1"], BASE_DATA), "bad_tensor_args",
          "a legacy persistent id of 5 items, without the view item (torch refuses it: it unpacks 6)",
