@@ -176,7 +176,7 @@ class TorchHooks : public PickleHooks {
     // ('storage', class, root key, location, numel, view) in a legacy one, and refuses
     // other counts; torch.jit.load reads the first five items of a TorchScript archive's.
     // Zip and TorchScript are told apart by the directory, which the pickle may be read
-    // before: a zip file's refusal waits for it (zip_refusal()).
+    // before: a zip file's refusal waits for it (refusal()).
     if (!equals(tag, "storage") || it.size() < 5 || (legacy_ && it.size() != 6)) {
       return make_error(ErrorCode::bad_tensor_args,
                         "unknown persistent id ('" + std::string(tag) + "' with " + std::to_string(it.size()) +
@@ -219,10 +219,14 @@ class TorchHooks : public PickleHooks {
     }
   }
 
-  // What torch.load refuses in a zip file (not in a TorchScript archive) that the pickle
-  // held, for the reader to check once the directory says which the archive is; nullptr
-  // when nothing.
-  const Error* zip_refusal() const noexcept { return zip_refusal_ ? &*zip_refusal_ : nullptr; }
+  // What torch.load refuses in a zip file, or torch.jit.load in a TorchScript archive,
+  // that the other reads and the pickle held, for the reader to check once the directory
+  // says which the archive is; nullptr when nothing.
+  const Error* refusal(Format f) const noexcept {
+    if (f == Format::zip && zip_refusal_) return &*zip_refusal_;
+    if (f == Format::torchscript && script_refusal_) return &*script_refusal_;
+    return nullptr;
+  }
 
   // _rebuild_tensor_v2 of a ('storage', class, key, location, numel[, None]) persistent id,
   // with an empty OrderedDict of hooks and no metadata, as torch.save writes each tensor:
@@ -324,7 +328,15 @@ class TorchHooks : public PickleHooks {
   // ('storage', class, key, location, numel[, view_metadata]): a storage node.
   Result<uint32_t> storage_pid(Graph& g, const Items& it) {
     DType dtype;
-    if (g.kind(it[1]) == ValueKind::global) {
+    const ValueKind ck = g.kind(it[1]);
+    if (ck == ValueKind::tensor || ck == ValueKind::storage) {
+      // torch.load takes the class's .dtype, which a tensor and a storage have too (a crafted
+      // file's; torch.jit.load wants a dtype there and refuses them).
+      dtype = ck == ValueKind::tensor ? m_.specs[g.at(it[1]).ref].dtype : static_cast<DType>(g.nodes[it[1]].i & 0xff);
+      note_refusal(Format::torchscript, make_error(ErrorCode::unknown_storage_class,
+                                                   std::string("a ") + value_kind_name(ck) +
+                                                       " as a persistent id's storage class in a TorchScript archive"));
+    } else if (ck == ValueKind::global) {
       if (!storage_class_dtype(g, it[1], &dtype)) {
         std::string full(g.global_module(it[1]));
         full += '.';
@@ -907,7 +919,7 @@ class TorchHooks : public PickleHooks {
     // backward_hooks, metadata=None), _rebuild_tensor_v3(..., backward_hooks, dtype,
     // metadata=None): Python refuses other counts.
     // torch.jit.load's _rebuild_tensor_v2 reads the first five and ignores the rest: in a
-    // zip file such a count waits for the directory (zip_refusal()).
+    // zip file such a count waits for the directory (refusal()).
     const size_t min_args = kind == RebuildKind::v1 ? 4 : kind == RebuildKind::v2 ? 6 : 7;
     const size_t max_args = kind == RebuildKind::v1 ? 4 : min_args + 1;
     const bool script_reads = kind == RebuildKind::v2 && !legacy_ && a.size() >= 5;
@@ -1085,10 +1097,12 @@ class TorchHooks : public PickleHooks {
   StringIndex storage_index_;                // positions in hashed_keys_
   std::vector<uint8_t> table_dtype_;         // per storage_table entry made from a persistent id
   std::string retyped_;                      // retyped()
-  std::optional<Error> zip_refusal_;         // zip_refusal()
-  void note_zip_refusal(Error e) {
-    if (!zip_refusal_) zip_refusal_.emplace(std::move(e));
+  std::optional<Error> zip_refusal_, script_refusal_;  // refusal()
+  void note_refusal(Format f, Error e) {
+    std::optional<Error>& slot = f == Format::torchscript ? script_refusal_ : zip_refusal_;
+    if (!slot) slot.emplace(std::move(e));
   }
+  void note_zip_refusal(Error e) { note_refusal(Format::zip, std::move(e)); }
   struct View {
     uint32_t view, root;
     size_t offset, nbytes;

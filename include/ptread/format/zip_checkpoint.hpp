@@ -370,11 +370,12 @@ inline Status check_retyped(const Model& m, const TorchHooks& hooks) {
                     hooks.retyped() + " in a TorchScript archive (torch.jit.save never writes that)");
 }
 
-// What torch.load refuses in a zip file that the pickle held (TorchHooks::zip_refusal): known
-// to be a zip file's, not a TorchScript archive's, once the directory is read.
-inline Status check_zip_refusal(const Model& m, const TorchHooks& hooks) {
-  if (m.format != Format::zip || hooks.zip_refusal() == nullptr) return {};
-  return *hooks.zip_refusal();
+// What torch.load refuses in a zip file, or torch.jit.load in a TorchScript archive, that
+// the pickle held (TorchHooks::refusal): known to be which once the directory is read.
+inline Status check_refusal(const Model& m, const TorchHooks& hooks) {
+  const Error* e = hooks.refusal(m.format);
+  if (e == nullptr) return {};
+  return *e;
 }
 
 // A read of data.pkl crossing the end of its FRAME (PickleVM::frame_straddle()): torch.load
@@ -428,7 +429,7 @@ inline Status read_zip_pickles(const std::shared_ptr<const Source>& src, const R
   PTREAD_CHECK(check_frames(m, vm.frame_straddle()));
   vm.give_chunks(m.pool, listed_chunks(m));
   PTREAD_CHECK(check_retyped(m, hooks));
-  PTREAD_CHECK(check_zip_refusal(m, hooks));
+  PTREAD_CHECK(check_refusal(m, hooks));
   PTREAD_CHECK(hooks.finish());
   return read_zip_constants(opt, m, zip, plan, storages);
 }
@@ -509,7 +510,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
     apply_plan(plan, m);
     PTREAD_CHECK(check_frames(m, straddle ? &*straddle : nullptr));
     PTREAD_CHECK(check_retyped(m, hooks));
-    PTREAD_CHECK(check_zip_refusal(m, hooks));
+    PTREAD_CHECK(check_refusal(m, hooks));
     PTREAD_CHECK(read_zip_constants(opt, m, zip, plan, storages));
     return true;
   };

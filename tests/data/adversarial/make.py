@@ -810,6 +810,12 @@ def tensor_files():
                         b"\x88t", 0, (1,), (1,))), "ok",
          "storage '0''s element count is True, which torch multiplies by the element size as 1: one F32 of "
          "the record's 16 bytes (torch reads it)", torch="reads")
+    emit("pid_class_is_tensor.pt",
+         ck(pickle(p_dict([(p_str("a"), tensor("0", 2, cls="LongStorage") + b"q\x05"),
+                           (p_str("b"), rebuild_v2(b"(" + p_str("storage") + b"h\x05" + p_str("1") + p_str("cpu") + p_int(1) +
+                                                   b"t", 0, (1,), (1,)))]))), "ok",
+         "a persistent id whose storage class is the tensor 'a' (I64), by a memo get: torch.load takes the "
+         "class's .dtype, which a tensor has, so 'b' is I64 (torch reads it)", torch="reads")
     emit("sparse_three_arguments.pt", one(call("_rebuild_sparse_tensor", coo + [b"N"]), coo_data), "bad_tensor_args",
          "_rebuild_sparse_tensor with a third argument (torch refuses it)", torch="refuses")
 
