@@ -157,7 +157,8 @@ inline const char* sparse_layout_name(SparseLayout l) noexcept {
   return "?";
 }
 
-// A sparse tensor's parts, as torch saved them.
+// A sparse tensor's parts, as torch saved them, checked while opening as torch.load checks
+// them (format/sparse_check.hpp): every index lies inside the shape.
 struct SparseTensor {
   SparseLayout layout = SparseLayout::coo;
   std::vector<int64_t> shape;  // the dense shape

@@ -6742,7 +6742,8 @@ inline const char* sparse_layout_name(SparseLayout l) noexcept {
   return "?";
 }
 
-// A sparse tensor's parts, as torch saved them.
+// A sparse tensor's parts, as torch saved them, checked while opening as torch.load checks
+// them (format/sparse_check.hpp): every index lies inside the shape.
 struct SparseTensor {
   SparseLayout layout = SparseLayout::coo;
   std::vector<int64_t> shape;  // the dense shape
@@ -7618,6 +7619,232 @@ inline Result<Detected> detect_format(const uint8_t* head, size_t n, uint64_t si
 // #include "../detail/keyed_hash.hpp": inlined above
 // #include "../detail/python_repr.hpp": inlined above
 // #include "model.hpp": inlined above
+// ---- begin ptread/format/sparse_check.hpp ----
+// ptread — a loaded sparse tensor checked as torch.load checks it.
+//
+// torch rebuilds a sparse tensor with an unchecked constructor (_sparse_coo_tensor_unsafe,
+// _sparse_csr_tensor_unsafe), which checks the parts' ranks, sizes and index dtypes, and
+// once the whole file is read torch.load checks every index
+// (torch._utils._validate_loaded_sparse_tensors: _validate_sparse_coo_tensor_args,
+// _validate_sparse_compressed_tensor_args) and refuses the file when one fails. ptread
+// does the same after the pickle, so no SparseTensor it hands out holds an index outside
+// its shape. (This reads the index parts' bytes while opening: the one exception to "an
+// mmap open touches no tensor byte".)
+
+// #include "../quantized.hpp": inlined above
+
+#include <cstring>
+#include <string>
+
+namespace ptread {
+namespace detail {
+
+inline std::string dims_text(Dims d, size_t from = 0, size_t to = ~size_t{0}) {
+  std::string s = "[";
+  for (size_t k = from; k < d.size() && k < to; ++k) s += (k > from ? ", " : "") + std::to_string(d[k]);
+  return s + "]";
+}
+inline std::string dims_text(const std::vector<int64_t>& v, size_t from = 0, size_t to = ~size_t{0}) {
+  return dims_text(Dims(v), from, to);
+}
+
+// Integer index elements (I32 or I64) of a tensor, by element index along its strides.
+class IndexReader {
+ public:
+  explicit IndexReader(const Tensor& t)
+      : p_(static_cast<const uint8_t*>(t.data_ptr())), i32_(t.dtype() == DType::I32), strides_(t.strides()) {}
+  int64_t at(int64_t element_offset) const {
+    const uint8_t* e = p_ + element_offset * (i32_ ? 4 : 8);
+    if (i32_) {
+      int32_t v;
+      std::memcpy(&v, e, 4);
+      return v;
+    }
+    int64_t v;
+    std::memcpy(&v, e, 8);
+    return v;
+  }
+  int64_t stride(size_t d) const { return strides_[d]; }
+
+ private:
+  const uint8_t* p_;
+  bool i32_;
+  Dims strides_;
+};
+
+inline Error sparse_error(const std::string& what) {
+  return make_error(ErrorCode::bad_tensor_args, "sparse tensor: " + what + " (torch.load refuses it)");
+}
+
+// COO: indices [sparse_dim, nnz] int64, values [nnz, dense...], size = sparse + dense dims,
+// every index in [0, size[d]). budget: index elements that may still be read.
+inline Status check_sparse_coo(const SparseTensor& t, uint64_t* budget) {
+  const Tensor& ix = t.indices;
+  const Tensor& v = t.values;  // (a 0-dim one was made [1] at the rebuild, as torch expands it)
+  if (ix.dim() == 0) return sparse_error("0-dim indices");
+  const int64_t sparse_dim = ix.shape()[0];
+  const int64_t dense_dim = static_cast<int64_t>(v.dim()) - 1;
+  if (static_cast<int64_t>(t.shape.size()) != sparse_dim + dense_dim) {
+    return sparse_error("number of dimensions must be sparse_dim (" + std::to_string(sparse_dim) + ") + dense_dim (" +
+                        std::to_string(dense_dim) + "), but got " + std::to_string(t.shape.size()));
+  }
+  if (ix.dtype() != DType::I64) {
+    // torch converts indices of another dtype to int64; torch.save writes int64
+    return make_error(ErrorCode::bad_tensor_args, std::string("sparse tensor: COO indices of dtype ") + dtype_name(ix.dtype()) +
+                                                      " (ptread reads int64 ones, as torch writes them)");
+  }
+  if (ix.dim() != 2) return sparse_error("indices must be sparse_dim x nnz, but got " + dims_text(ix.shape()));
+  const int64_t nnz = ix.shape()[1];
+  if (v.shape()[0] != nnz) {
+    return sparse_error("indices and values must have same nnz, but got nnz from indices: " + std::to_string(nnz) +
+                        ", nnz from values: " + std::to_string(v.shape()[0]));
+  }
+  for (size_t d = 1; d < v.dim(); ++d) {
+    if (v.shape()[d] != t.shape[static_cast<size_t>(sparse_dim) + d - 1]) {
+      return sparse_error("values has incorrect size, expected [" + std::to_string(nnz) + ", " +
+                          dims_text(t.shape, static_cast<size_t>(sparse_dim)).substr(1) + ", got " + dims_text(v.shape()));
+    }
+  }
+  if (ix.numel() == 0) return {};
+  if (static_cast<uint64_t>(ix.numel()) > *budget) {
+    return make_error(ErrorCode::limit_exceeded, "sparse tensor: " + std::to_string(ix.numel()) +
+                                                     " indices to check, more than the file has bytes (an expanded view)");
+  }
+  *budget -= static_cast<uint64_t>(ix.numel());
+  const IndexReader r(ix);
+  for (int64_t d = 0; d < sparse_dim; ++d) {
+    const int64_t size = t.shape[static_cast<size_t>(d)];
+    for (int64_t j = 0; j < nnz; ++j) {
+      const int64_t i = r.at(d * r.stride(0) + j * r.stride(1));
+      if (i < 0) return sparse_error("found negative index " + std::to_string(i) + " for dim " + std::to_string(d));
+      if (i >= size) {
+        return sparse_error("size is inconsistent with indices: for dim " + std::to_string(d) + ", size is " +
+                            std::to_string(size) + " but found index " + std::to_string(i));
+      }
+    }
+  }
+  return {};
+}
+
+// CSR, CSC, BSR, BSC: compressed [batch..., n + 1] and plain [batch..., nnz] indices (both
+// int32 or both int64), values [batch..., nnz, block..., dense...]; torch's invariants on
+// the indices of each batch: compressed[0] == 0, compressed[-1] == nnz, 0 <= steps <= the
+// plain dimension, 0 <= plain < the plain dimension, sorted and distinct in each row.
+inline Status check_sparse_compressed(const SparseTensor& t, uint64_t* budget) {
+  const bool rows = t.layout == SparseLayout::csr || t.layout == SparseLayout::bsr;
+  const bool blocked = t.layout == SparseLayout::bsr || t.layout == SparseLayout::bsc;
+  const char* cname = rows ? "crow_indices" : "ccol_indices";
+  const char* pname = rows ? "col_indices" : "row_indices";
+  const Tensor& c = t.compressed_indices;
+  const Tensor& p = t.plain_indices;
+  const Tensor& v = t.values;
+  if (c.dim() < 1) return sparse_error(std::string(cname) + " must have dimensionality >= 1 but got " + std::to_string(c.dim()));
+  if (c.dim() != p.dim()) {
+    return sparse_error(std::string(cname) + " and " + pname + " dimensionalities must be equal but got " +
+                        std::to_string(c.dim()) + " and " + std::to_string(p.dim()) + ", respectively");
+  }
+  if (c.dtype() != p.dtype()) {
+    return sparse_error(std::string(cname) + " and " + pname + " must have the same dtype, but got " +
+                        dtype_name(c.dtype()) + " and " + dtype_name(p.dtype()) + ", respectively");
+  }
+  if (c.dtype() != DType::I32 && c.dtype() != DType::I64) {
+    return sparse_error(std::string(cname) + " and " + pname + " dtype must be int32 or int64, but got " + dtype_name(c.dtype()));
+  }
+  const size_t batch = c.dim() - 1, block = blocked ? 2 : 0;
+  if (v.dim() <= batch + block) {
+    return sparse_error("values must have dimensionality > sum of batch and block dimensionalities (=" + std::to_string(batch) +
+                        " + " + std::to_string(block) + ") but got " + std::to_string(v.dim()));
+  }
+  const size_t dense = v.dim() - batch - block - 1;
+  if (t.shape.size() != batch + 2 + dense) {
+    return sparse_error("tensor dimensionality must be sum of batch, base, and dense dimensionalities (=" + std::to_string(batch) +
+                        " + 2 + " + std::to_string(dense) + ") but got " + std::to_string(t.shape.size()));
+  }
+  for (size_t d = 0; d < batch; ++d) {
+    if (c.shape()[d] != t.shape[d] || p.shape()[d] != t.shape[d] || v.shape()[d] != t.shape[d]) {
+      return sparse_error("batch dimensions of " + std::string(cname) + " " + dims_text(c.shape(), 0, batch) + ", " + pname +
+                          " " + dims_text(p.shape(), 0, batch) + " and values " + dims_text(v.shape(), 0, batch) +
+                          " must be the tensor's " + dims_text(t.shape, 0, batch));
+    }
+  }
+  int64_t bs[2] = {1, 1};  // the block size
+  if (blocked) {
+    bs[0] = v.shape()[batch + 1];
+    bs[1] = v.shape()[batch + 2];
+    if (bs[0] <= 0 || bs[1] <= 0 || t.shape[batch] % bs[0] != 0 || t.shape[batch + 1] % bs[1] != 0) {
+      return sparse_error("block size " + dims_text(v.shape(), batch + 1, batch + 3) + " does not divide the shape " +
+                          dims_text(t.shape, batch, batch + 2));
+    }
+  }
+  const int64_t n_compressed = t.shape[batch + (rows ? 0 : 1)] / bs[rows ? 0 : 1];
+  const int64_t n_plain = t.shape[batch + (rows ? 1 : 0)] / bs[rows ? 1 : 0];
+  const int64_t nnz = v.shape()[batch];
+  if (c.shape()[batch] - 1 != n_compressed) {  // (shapes are >= 0: no overflow)
+    return sparse_error(std::string(cname) + ".shape[-1] must be " + std::to_string(n_compressed + 1) + ", but got " +
+                        std::to_string(c.shape()[batch]));
+  }
+  if (p.shape()[batch] != nnz) {
+    return sparse_error(std::string(pname) + ".shape[-1] must be equal to nnz (=" + std::to_string(nnz) +
+                        ") as defined by values.shape[" + std::to_string(batch) + "], but got " + std::to_string(p.shape()[batch]));
+  }
+  for (size_t d = 0; d < dense; ++d) {  // (torch 1.13 leaves a CSR tensor's dense dimensions unchecked; 2.x checks them)
+    if (v.shape()[batch + 1 + block + d] != t.shape[batch + 2 + d]) {
+      return sparse_error("values' dense dimensions " + dims_text(v.shape(), batch + 1 + block) + " must be the tensor's " +
+                          dims_text(t.shape, batch + 2));
+    }
+  }
+  const uint64_t count = static_cast<uint64_t>(c.numel()) + static_cast<uint64_t>(p.numel());
+  if (count > *budget) {
+    return make_error(ErrorCode::limit_exceeded, "sparse tensor: " + std::to_string(count) +
+                                                     " indices to check, more than the file has bytes (an expanded view)");
+  }
+  *budget -= count;
+  int64_t batches = 1;
+  for (size_t d = 0; d < batch; ++d) batches *= t.shape[d];
+  const IndexReader cr(c), pr(p);
+  std::vector<int64_t> idx(batch, 0);
+  for (int64_t b = 0; b < batches; ++b) {
+    int64_t co = 0, po = 0;  // this batch's first element in each
+    for (size_t d = 0; d < batch; ++d) {
+      co += idx[d] * cr.stride(d);
+      po += idx[d] * pr.stride(d);
+    }
+    const int64_t cs = cr.stride(batch), ps = pr.stride(batch);
+    if (cr.at(co) != 0) return sparse_error("`" + std::string(cname) + "[..., 0] == 0` is not satisfied");
+    if (cr.at(co + n_compressed * cs) != nnz) return sparse_error("`" + std::string(cname) + "[..., -1] == nnz` is not satisfied");
+    int64_t prev = 0;
+    for (int64_t k = 1; k <= n_compressed; ++k) {
+      const int64_t next = cr.at(co + k * cs);
+      if (next < prev || next - prev > n_plain) {
+        return sparse_error("`0 <= " + std::string(cname) + "[..., 1:] - " + cname + "[..., :-1] <= " + (rows ? "ncols" : "nrows") +
+                            "` is not satisfied");
+      }
+      for (int64_t j = prev; j < next; ++j) {  // (prev <= next <= nnz here: steps are checked and the sum is nnz)
+        const int64_t i = pr.at(po + j * ps);
+        if (i < 0 || i >= n_plain) return sparse_error("`0 <= " + std::string(pname) + " < " + (rows ? "ncols" : "nrows") + "` is not satisfied");
+        if (j > prev && i <= pr.at(po + (j - 1) * ps)) {
+          return sparse_error("`" + std::string(pname) + "` of a " + (rows ? "row" : "column") + " are not sorted and distinct");
+        }
+      }
+      prev = next;
+    }
+    for (size_t d = batch; d-- > 0;) {
+      if (++idx[d] < t.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return {};
+}
+
+// Every sparse tensor of a file; budget: how many index elements may be read in all
+// (the file's size: a stored index takes 4 or 8 bytes, so only expanded views reach it).
+inline Status check_sparse(const SparseTensor& t, uint64_t* budget) {
+  return t.layout == SparseLayout::coo ? check_sparse_coo(t, budget) : check_sparse_compressed(t, budget);
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/format/sparse_check.hpp ----
 
 #include <algorithm>
 #include <charconv>
@@ -8029,7 +8256,11 @@ class Namer {
 };
 
 // source_bytes: the size of the file the model was read from.
+// Every sparse tensor the pickle made is checked (sparse_check.hpp), named or not, as
+// torch.load checks every one it rebuilt.
 inline Status name_tensors(Model& m, const Limits& limits, uint64_t source_bytes) {
+  uint64_t budget = source_bytes;  // index elements to read: only expanded views reach it
+  for (size_t k = 0; k < m.sparse_specs.size(); ++k) PTREAD_CHECK(check_sparse(m.make_sparse(static_cast<uint32_t>(k)), &budget));
   return Namer(m, limits, source_bytes).run();
 }
 
@@ -8193,6 +8424,19 @@ class TorchHooks : public PickleHooks {
       if (!fits(hk.second, data, size)) return false;
       m_.storage_table.rebind(hk.second, data, m_.storage_table.nbytes(hk.second));
     }
+    for (const auto& ik : int_keys_) {  // (the record of int key 7 is data/7)
+      uint32_t number = 0;
+      uint64_t size = 0;
+      const uint8_t* data = nullptr;
+      if (decimal_key(ik.first, &number) && number < records.size()) {
+        data = records[number].data;
+        size = records[number].size;
+      } else {
+        data = by_name(ik.first, &size);
+      }
+      if (!fits(ik.second, data, size)) return false;
+      m_.storage_table.rebind(ik.second, data, m_.storage_table.nbytes(ik.second));
+    }
     return true;
   }
 
@@ -8289,7 +8533,7 @@ class TorchHooks : public PickleHooks {
     }
     if (PTREAD_UNLIKELY(r.requires_grad && !dtype_is_differentiable(dtype))) return kNoNode;  // rebuild() refuses it
     const bool key_node = r.key != kNoNode;  // else a text in the pickle (copied where the index keeps it)
-    if ((key_node && !is_text(g, r.key)) || !is_text(g, r.location) || r.numel < 0 || r.rank > limits_.max_rank) return kNoNode;
+    if ((key_node && g.kind(r.key) != ValueKind::string) || !is_text(g, r.location) || r.numel < 0 || r.rank > limits_.max_rank) return kNoNode;
     DType stored = dtype;
     const auto storage = find_or_load(g, key_node ? g.text(r.key) : r.key_text, key_node, static_cast<uint64_t>(r.numel), true,
                                       dtype, &stored);
@@ -8306,11 +8550,12 @@ class TorchHooks : public PickleHooks {
     return tensor ? *tensor : kNoNode;
   }
 
-  // The index of the storage with this key, or StringIndex::npos.
-  uint32_t storage_index(std::string_view key) const {
+  // The index of the storage with this key (int_key: the digits of an int key), or
+  // StringIndex::npos.
+  uint32_t storage_index(std::string_view key, bool int_key = false) const {
     uint32_t number = 0;
     const bool numbered = decimal_key(key, &number);
-    return find_storage(key, numbered, number);
+    return find_storage(key, numbered, number, int_key);
   }
   // The dtype storage `index` was first referenced with.
   DType storage_dtype(uint32_t index) const {
@@ -8334,6 +8579,9 @@ class TorchHooks : public PickleHooks {
         std::string key = "#" + std::to_string(k);
         for (const auto& hk : hashed_keys_) {
           if (hk.second == k) key = std::string(hk.first);
+        }
+        for (const auto& ik : int_keys_) {
+          if (ik.second == k) key = std::string(ik.first) + " (an int)";
         }
         for (size_t n = 0; n < storage_by_number_.size(); ++n) {
           if (storage_by_number_[n] == k) key = std::to_string(n);
@@ -8389,12 +8637,7 @@ class TorchHooks : public PickleHooks {
     }
     std::string_view key;
     char digits[24];
-    if (g.kind(it[2]) == ValueKind::integer) {
-      const auto r = std::to_chars(digits, digits + sizeof digits, g.at(it[2]).i);
-      key = std::string_view(digits, static_cast<size_t>(r.ptr - digits));
-    } else {
-      PTREAD_TRY(key, text_of(g, it[2], "storage key"));
-    }
+    PTREAD_TRY(const bool int_key, storage_key(g, it[2], digits, &key));
     const uint32_t location = storage_location_node(g, it[3]);
     // The element count: torch.load multiplies it by the element size at a key's first
     // reference (a bool counts 0 or 1) and never reads a later one's; a legacy file's pickle
@@ -8408,7 +8651,7 @@ class TorchHooks : public PickleHooks {
                                                         value_kind_name(nk) + " (torch refuses it)");
     }
     DType stored = dtype;  // the storage's: its first reference's
-    PTREAD_TRY(uint32_t index, find_or_load(g, key, key.data() != digits, static_cast<uint64_t>(count), count >= 0, dtype, &stored));
+    PTREAD_TRY(uint32_t index, find_or_load(g, key, !int_key, static_cast<uint64_t>(count), count >= 0, dtype, &stored, int_key));
     if (legacy_ && g.kind(it[5]) != ValueKind::none) {  // (a legacy id has 6 items; others' sixth is unread)
       if (placeholders_) {
         return make_error(ErrorCode::unsupported_format, "storage view metadata with placeholder storages");
@@ -8429,12 +8672,12 @@ class TorchHooks : public PickleHooks {
   // storage's dtype, and a view is checked against its size. held: key is a view of text
   // the graph keeps (else it is copied there).
   PTREAD_ALWAYS_INLINE Result<uint32_t> find_or_load(Graph& g, std::string_view key, bool held, uint64_t numel,
-                                                     bool numel_valid, DType dtype, DType* stored) {
+                                                     bool numel_valid, DType dtype, DType* stored, bool int_key = false) {
     uint64_t nbytes = 0;
     const bool overflow = !numel_valid || mul_overflow(numel, dtype_size(dtype), &nbytes);  // (numel unread if known)
     uint32_t number = 0;
     const bool numbered = decimal_key(key, &number);
-    uint32_t index = find_storage(key, numbered, number);
+    uint32_t index = find_storage(key, numbered, number, int_key);
     if (index != StringIndex::npos) {
       const DType first = static_cast<DType>(table_dtype_[index]);
       if (PTREAD_UNLIKELY(first != dtype || overflow || nbytes != m_.storage_table.nbytes(index)) && retyped_.empty()) {
@@ -8461,9 +8704,26 @@ class TorchHooks : public PickleHooks {
         }
         m_.storage_table.add(std::move(st));
       }
-      index = add_storage(g, key, held, numbered, number, dtype);
+      index = add_storage(g, key, held, numbered, number, dtype, int_key);
     }
     return index;
+  }
+
+  // A persistent id's storage key: a string, or an int (its decimal digits, written into
+  // digits; true). torch.load keeps its storages in a dict by key, where the int 0 and the
+  // string '0' are two keys (two storages of the one record data/0), and a bytes key names
+  // a record data/b'...' no torch file has (a legacy file's list of keys holds strings).
+  static Result<bool> storage_key(const Graph& g, uint32_t node, char (&digits)[24], std::string_view* key) {
+    if (g.kind(node) == ValueKind::integer) {
+      const auto r = std::to_chars(digits, digits + sizeof digits, g.at(node).i);
+      *key = std::string_view(digits, static_cast<size_t>(r.ptr - digits));
+      return true;
+    }
+    if (g.kind(node) == ValueKind::bytes) {
+      return make_error(ErrorCode::bad_tensor_args, "storage key is bytes, not a string (torch.load finds no storage of it)");
+    }
+    PTREAD_TRY(*key, text_of(g, node, "storage key"));
+    return false;
   }
 
  public:
@@ -8484,7 +8744,7 @@ class TorchHooks : public PickleHooks {
         return unsupported_call(g, callable);
       case kRebuildUnsupported: return unsupported_call(g, callable);
       case kRebuildQTensor: return qtensor(g, a);
-      case kRebuildSparse: return sparse(g, a);
+      case kRebuildSparse: return sparse(g, a, g.global_name(callable) == "_rebuild_sparse_csr_tensor");
       case kRebuildFromTypeV2:
         if (a.size() < 3 || g.kind(a[2]) != ValueKind::tuple) {
           return make_error(ErrorCode::bad_tensor_args, "_rebuild_from_type_v2 needs (func, type, args, state)");
@@ -8662,14 +8922,19 @@ class TorchHooks : public PickleHooks {
 
   // The storage table. torch names storages "0", "1", ... : such keys index a vector,
   // others (and numbers far past the count) go through a hash index.
-  uint32_t find_storage(std::string_view key, bool numbered, uint32_t n) const {
+  uint32_t find_storage(std::string_view key, bool numbered, uint32_t n, bool int_key) const {
+    if (PTREAD_UNLIKELY(int_key)) {
+      const uint32_t k = int_index_.find(key, [this](uint32_t j) { return int_keys_[j].first; });
+      return k == StringIndex::npos ? k : int_keys_[k].second;
+    }
     if (numbered && n < storage_by_number_.size() && storage_by_number_[n] != StringIndex::npos) return storage_by_number_[n];
     const uint32_t k = storage_index_.find(key, [this](uint32_t j) { return hashed_keys_[j].first; });
     return k == StringIndex::npos ? k : hashed_keys_[k].second;
   }
   // Indexes the storage just added to the table under key (held: a view of text the graph
   // keeps; else the hash index, which keeps views, gets a copy).
-  PTREAD_ALWAYS_INLINE uint32_t add_storage(Graph& g, std::string_view key, bool held, bool numbered, uint32_t n, DType dtype) {
+  PTREAD_ALWAYS_INLINE uint32_t add_storage(Graph& g, std::string_view key, bool held, bool numbered, uint32_t n, DType dtype,
+                                            bool int_key) {
     const uint32_t index = static_cast<uint32_t>(m_.storage_table.size() - 1);
     if (table_dtype_.size() == index) {
       table_dtype_.push_back(static_cast<uint8_t>(dtype));
@@ -8677,7 +8942,11 @@ class TorchHooks : public PickleHooks {
       if (table_dtype_.size() < index) table_dtype_.resize(size_t{index} + 1, 0);
       table_dtype_[index] = static_cast<uint8_t>(dtype);
     }
-    if (numbered && n < 2 * m_.storage_table.size() + 4096) {
+    if (PTREAD_UNLIKELY(int_key)) {  // (int keys: a table of their own, their digits held by the graph)
+      key = g.intern(key);
+      int_keys_.emplace_back(key, index);
+      int_index_.insert(key, static_cast<uint32_t>(int_keys_.size() - 1), [this](uint32_t j) { return int_keys_[j].first; });
+    } else if (numbered && n < 2 * m_.storage_table.size() + 4096) {
       if (n >= storage_by_number_.size()) storage_by_number_.resize(size_t{n} + 1 + storage_by_number_.size() / 2, StringIndex::npos);
       storage_by_number_[n] = index;
     } else {
@@ -8701,15 +8970,10 @@ class TorchHooks : public PickleHooks {
     const Items vi = v.items;
     std::string_view key;
     char digits[24];
-    if (g.kind(vi[0]) == ValueKind::integer) {
-      const auto r = std::to_chars(digits, digits + sizeof digits, g.at(vi[0]).i);
-      key = std::string_view(digits, static_cast<size_t>(r.ptr - digits));
-    } else {
-      PTREAD_TRY(key, text_of(g, vi[0], "storage view key"));
-    }
+    PTREAD_TRY(const bool int_key, storage_key(g, vi[0], digits, &key));
     uint32_t number = 0;
     const bool numbered = decimal_key(key, &number);
-    const uint32_t found = find_storage(key, numbered, number);
+    const uint32_t found = find_storage(key, numbered, number, int_key);
     if (found != StringIndex::npos) return found;
     const int64_t offset = g.at(vi[1]).i, size = g.at(vi[2]).i;
     const uint64_t unit = dtype_size(dtype), root_bytes = m_.storage_table.nbytes(root);
@@ -8725,7 +8989,7 @@ class TorchHooks : public PickleHooks {
     off_bytes = std::min(off_bytes, root_bytes);
     size_bytes = std::min(size_bytes, root_bytes - off_bytes);
     m_.storage_table.add_view(nullptr, size_bytes);  // its bytes: finish()
-    const uint32_t index = add_storage(g, key, key.data() != digits, numbered, number, dtype);
+    const uint32_t index = add_storage(g, key, !int_key, numbered, number, dtype, int_key);
     views_.push_back(View{index, root, static_cast<size_t>(off_bytes), static_cast<size_t>(size_bytes)});
     return index;
   }
@@ -9032,7 +9296,7 @@ class TorchHooks : public PickleHooks {
 
   Result<uint32_t> packed_qtensor(Graph& g, const Items& a, QuantSpec* spec);
 
-  Result<uint32_t> sparse(Graph& g, const Items& a);
+  Result<uint32_t> sparse(Graph& g, const Items& a, bool csr_only);
 
   // BUILD on a builtin value (None, a number, str, bytes, list, tuple, set): Python's
   // unpickler finds no __setstate__ and sets the state's items through __dict__, which these
@@ -9133,6 +9397,8 @@ class TorchHooks : public PickleHooks {
   std::vector<uint32_t> storage_by_number_;  // decimal keys: storage_by_number_[n], or npos
   std::vector<std::pair<std::string_view, uint32_t>> hashed_keys_;  // the other keys (views held by the graph), their storage
   StringIndex storage_index_;                // positions in hashed_keys_
+  std::vector<std::pair<std::string_view, uint32_t>> int_keys_;  // int keys (their digits), their storage
+  StringIndex int_index_;                    // positions in int_keys_
   std::vector<uint8_t> table_dtype_;         // per storage_table entry made from a persistent id
   std::string retyped_;                      // retyped()
   std::optional<Error> zip_refusal_, script_refusal_;  // refusal()
@@ -9415,8 +9681,11 @@ inline Result<uint32_t> TorchHooks::packed_qtensor(Graph& g, const Items& a, Qua
 }
 
 // _rebuild_sparse_tensor(layout, data): coo (indices, values, size[, is_coalesced]);
-// csr/csc/bsr/bsc (compressed_indices, plain_indices, values, size).
-inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a) {
+// csr/csc/bsr/bsc (compressed_indices, plain_indices, values, size). csr_only: torch 1.13's
+// _rebuild_sparse_csr_tensor, which rebuilds sparse_csr only. The parts are checked
+// against each other, and the indices against the shape, once the file is read
+// (sparse_check.hpp).
+inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a, bool csr_only) {
   if (a.size() != 2 || g.kind(a[1]) != ValueKind::tuple) {  // Python refuses other counts
     return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor takes (layout, data)");
   }
@@ -9442,10 +9711,18 @@ inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a) {
   else if (layout == "sparse_bsr") spec.layout = SparseLayout::bsr;
   else if (layout == "sparse_bsc") spec.layout = SparseLayout::bsc;
   else return unsupported(g, "sparse tensor of layout '" + std::string(layout) + "' is not supported");
+  if (csr_only && spec.layout != SparseLayout::csr) {
+    return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_csr_tensor of layout '" + std::string(layout) +
+                                                      "' (torch rebuilds only sparse_csr tensors with it)");
+  }
   const Items d = g.at(a[1]).items;
   const bool coo = spec.layout == SparseLayout::coo;
   const size_t parts = coo ? 2 : 3;
-  if (d.size() < parts + 1) return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor: data has too few items");
+  // Python unpacks (indices, values, size[, is_coalesced]) or (compressed, plain, values, size)
+  if (coo ? d.size() != 3 && d.size() != 4 : d.size() != 4) {
+    return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor: data of " + std::to_string(d.size()) + " items; torch unpacks " +
+                                                      (coo ? "3 (indices, values, size) or 4 (and is_coalesced)" : "4"));
+  }
   for (size_t k = 0; k < parts; ++k) {
     if (g.kind(d[k]) != ValueKind::tensor) {
       return unsupported(g, std::string("sparse tensor whose part ") + std::to_string(k) + " is a " + value_kind_name(g.kind(d[k])) +
@@ -9455,7 +9732,24 @@ inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a) {
   if (coo) {
     spec.indices = g.nodes[d[0]].ref;
     spec.values = g.nodes[d[1]].ref;
-    if (d.size() > 3 && g.kind(d[3]) == ValueKind::boolean) spec.coalesced = g.at(d[3]).i != 0 ? 1 : 0;
+    if (d.size() > 3) {  // torch 2.x's is_coalesced: a bool, or None (unknown)
+      if (g.kind(d[3]) == ValueKind::boolean) {
+        spec.coalesced = g.at(d[3]).i != 0 ? 1 : 0;
+      } else if (g.kind(d[3]) != ValueKind::none) {
+        return make_error(ErrorCode::bad_tensor_args, std::string("_rebuild_sparse_tensor: is_coalesced is a ") +
+                                                          value_kind_name(g.kind(d[3])) + ", not a bool");
+      }
+    }
+    if (m_.specs[spec.values].rank == 0) {  // torch expands 0-dim values to [1] (stride 0)
+      TensorSpec v = m_.specs[spec.values];
+      int64_t* dims = new_dims(g, 1);
+      dims[0] = 1;
+      dims[1] = 0;
+      v.dims = dims;
+      v.rank = 1;
+      m_.specs.push_back(v);
+      spec.values = static_cast<uint32_t>(m_.specs.size() - 1);
+    }
   } else {
     spec.compressed = g.nodes[d[0]].ref;
     spec.plain = g.nodes[d[1]].ref;
@@ -9609,15 +9903,18 @@ class LegacyReader {
     const bool copy = opt_.mode == LoadMode::read;
     const std::shared_ptr<const void> owner = src_;
     for (uint32_t k : keys) {
+      // (torch.load finds each listed key in its dict of storages by key: the int 0 is not
+      // the string '0', and the pickle's keys are never bytes)
       std::string key;
-      if (g.kind(k) == ValueKind::integer) {
+      const bool int_key = g.kind(k) == ValueKind::integer;
+      if (int_key) {
         key = std::to_string(g.at(k).i);
-      } else if (g.kind(k) == ValueKind::string || g.kind(k) == ValueKind::bytes) {
+      } else if (g.kind(k) == ValueKind::string) {
         key = std::string(g.text(k));
       } else {
         return make_error(ErrorCode::legacy_corrupt, std::string("a legacy storage key is a ") + value_kind_name(g.kind(k)));
       }
-      const uint32_t index = hooks_->storage_index(key);
+      const uint32_t index = hooks_->storage_index(key, int_key);
       if (index == StringIndex::npos || index >= filled.size()) {
         return make_error(ErrorCode::legacy_corrupt, "storage key '" + key + "' of the key list is not referenced by the pickle");
       }

@@ -228,14 +228,21 @@ void check_torch_tensor(const ptread::Checkpoint& ck, const Json& e) {
     CHECK(q->tensor.zero_point == e["zero_point"].as_int());
     CHECK(tensor_sha256(q->tensor.int_repr, &err) == e["int_repr_sha256"].as_string());
   } else {
-    REQUIRE(kind == "sparse");
+    REQUIRE((kind == "sparse" || kind == "sparse_csr"));
     const ptread::NamedSparse* s = named(ck.sparse(), name);
     REQUIRE(s != nullptr);
-    CHECK(s->tensor.layout == ptread::SparseLayout::coo);
     CHECK(std::string(ptread::dtype_name(s->tensor.dtype())) == e["dtype"].as_string());
     CHECK(shape_str(s->tensor.shape) == shape_str(e["shape"]));
-    CHECK(tensor_sha256(s->tensor.indices, &err) == e["indices_sha256"].as_string());
+    CHECK(shape_str(s->tensor.values.shape()) == shape_str(e["values_shape"]));
     CHECK(tensor_sha256(s->tensor.values, &err) == e["values_sha256"].as_string());
+    if (kind == "sparse") {
+      CHECK(s->tensor.layout == ptread::SparseLayout::coo);
+      CHECK(tensor_sha256(s->tensor.indices, &err) == e["indices_sha256"].as_string());
+    } else {
+      CHECK(s->tensor.layout == ptread::SparseLayout::csr);
+      CHECK(tensor_sha256(s->tensor.compressed_indices, &err) == e["crow_indices_sha256"].as_string());
+      CHECK(tensor_sha256(s->tensor.plain_indices, &err) == e["col_indices_sha256"].as_string());
+    }
   }
   CHECK(err.empty());
 }

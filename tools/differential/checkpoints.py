@@ -5,7 +5,8 @@ usage: checkpoints.py [--seed N] [--count N] [--mode mmap|read] [--keep DIR] [--
                       [--pickle-share F] [--verbose]
 
 Writes a few checkpoints with torch (zip format with views, shared storage and eight dtypes;
-nested training state; pickle protocol 4; the same records deflated; the legacy format; a
+nested training state; pickle protocol 4; the same records deflated; the legacy format;
+quantized and sparse tensors, zip and legacy (compared part by part); a
 whole pickled model, zip and legacy; the same model scripted and traced, torch.jit.save),
 then --count mutated copies: zip fields set to telling values (sizes, offsets, counts,
 name lengths, methods, flags, signatures, in local headers, the central directory and the
@@ -35,7 +36,9 @@ the first one's folder, globals torch cannot import (ptread keeps them inert), a
 TorchScript archives the code/ torch.jit.load compiles and the debug records it reads
 (ptread reads code/ only as text, for its parameter and buffer lines), the types its
 unpickler asserts, and the views it makes without checking them against their storage;
-torch 1.13's _rebuild_tensor_v2 without the metadata argument 2.x takes; Python's memo
+torch 1.13's _rebuild_tensor_v2 without the metadata argument 2.x takes; torch reading a
+quantized tensor's view past its storage (_rebuild_qtensor sets it unchecked); torch
+crashing on a damaged TorchScript archive; Python's memo
 array for a far index; a module called while unpickling; keys that are classes, functions
 or tensors, which torch names by their str().
 --keep DIR copies each disagreement there. Not part of the test suite: a tool for looking
@@ -103,6 +106,24 @@ def make_bases(d):
         p = os.path.join(d, name)
         torch.jit.save(sm, p)
         paths.append(p)
+    # Quantized (per tensor and per channel, 8-, 32- and 4-bit) and sparse (COO, coalesced
+    # or not, and CSR) tensors: ptread's quantized() and sparse() entries.
+    torch.manual_seed(9)
+    dense = torch.randn(4, 6)
+    dense[dense.abs() < 0.8] = 0
+    qs = {
+        "q8": torch.quantize_per_tensor(torch.randn(3, 4), 0.05, 3, torch.qint8),
+        "qu8": torch.quantize_per_tensor(torch.rand(5), 0.01, 7, torch.quint8),
+        "q32": torch.quantize_per_tensor(torch.randn(2, 2), 0.001, 0, torch.qint32),
+        "q4": torch.quantize_per_tensor(torch.rand(5), 0.1, 1, torch.quint4x2),
+        "qc": torch.quantize_per_channel(torch.randn(3, 4), torch.tensor([0.1, 0.02, 0.3], dtype=torch.float64),
+                                         torch.tensor([0, 1, -2]), 0, torch.qint8),
+        "coo": dense.to_sparse(), "coo_raw": torch.sparse_coo_tensor(torch.tensor([[2, 0, 2], [1, 3, 1]]),
+                                                                     torch.tensor([1.5, -2.0, 4.0]), (3, 4)),
+        "csr": dense.to_sparse_csr(), "w": torch.randn(2, 2),
+    }
+    save("zip_qs.pt", qs)
+    save("legacy_qs.pt", qs, _use_new_zipfile_serialization=False)
     deflated = os.path.join(d, "zip_deflated.pt")
     with zipfile.ZipFile(zsd) as src, zipfile.ZipFile(deflated, "w", zipfile.ZIP_DEFLATED) as dst:
         for info in src.infolist():  # a fixed time: the same bytes every run
@@ -368,27 +389,76 @@ def worker():
         raw = name.encode("utf-8", "surrogatepass")[:200]
         return "".join(chr(c) if 0x20 <= c < 0x7F else "?" for c in raw)
 
+    # Quantized and sparse tensors, as checkpoint_dump prints ptread's quantized() and sparse()
+    # entries after the tensors (each list in file order): their parts, each as a plain tensor.
+    qnames = {torch.qint8: "QINT8", torch.quint8: "QUINT8", torch.qint32: "QINT32", torch.quint4x2: "QUINT4X2"}
+    if hasattr(torch, "quint2x4"):
+        qnames[torch.quint2x4] = "QUINT2X4"
+    sparse_parts = {torch.sparse_coo: ("coo", lambda t: (t._indices(), t._values())),
+                    torch.sparse_csr: ("csr", lambda t: (t.crow_indices(), t.col_indices(), t.values()))}
+    for layout, name, parts in (("sparse_csc", "csc", ("ccol_indices", "row_indices")),
+                                ("sparse_bsr", "bsr", ("crow_indices", "col_indices")),
+                                ("sparse_bsc", "bsc", ("ccol_indices", "row_indices"))):
+        if hasattr(torch, layout):
+            sparse_parts[getattr(torch, layout)] = (name, lambda t, p=parts: (getattr(t, p[0])(), getattr(t, p[1])(),
+                                                                              t.values()))
+
+    def part(o):
+        """dtype, shape, byte count and CRC-32 of a plain tensor's contiguous bytes."""
+        if o.dtype not in names or o.numel() * o.element_size() > (1 << 30):
+            raise OverflowError("opaque part")
+        # (contiguous() keeps the stride of a dimension of size 1, which view(uint8)
+        # refuses unless it is 1: the same elements as stride 1; a copy would turn a
+        # bool's stored byte 0x37 into 1)
+        t = o.resolve_conj().resolve_neg().contiguous()
+        t = t.as_strided((t.numel(),), (1,))
+        raw = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        return f"{names[o.dtype]} [{','.join(str(s) for s in o.shape)}] {len(raw)} {zlib.crc32(raw):08x}"
+
+    def quantized_or_sparse(o, prefix):
+        try:
+            if o.is_quantized:
+                scheme = str(o.qscheme()).replace("torch.", "")
+                line = f"Q {clean(prefix)} {qnames[o.dtype]} [{','.join(str(s) for s in o.shape)}] {scheme}"
+                line += f" int_repr {part(o.int_repr())}"
+                if "per_channel" in scheme:
+                    line += (f" axis {o.q_per_channel_axis()} scales {part(o.q_per_channel_scales())}"
+                             f" zero_points {part(o.q_per_channel_zero_points())}")
+                else:
+                    line += f" scale {struct.pack('<d', o.q_scale()).hex()} zero_point {o.q_zero_point()}"
+            else:
+                layout, parts = sparse_parts[o.layout]
+                line = f"S {clean(prefix)} {layout} [{','.join(str(s) for s in o.shape)}]"
+                for p in parts(o):
+                    line += f" {part(p)}"
+        except (OverflowError, KeyError, RuntimeError):
+            opaque.append(1)
+            return
+        typed.append(line)
+
     for line in sys.stdin:
         path = line.rstrip("\n")
         signal.alarm(20)
         try:
+            # (a load that failed after a sparse tensor leaves it in this list, and the next
+            # load would validate it: each file is read as by a fresh process)
+            torch._utils._sparse_tensors_to_validate.clear()
             obj = torch.load(path, map_location="cpu")
-            out, opaque, on_path = [], [], set()
+            out, typed, opaque, on_path = [], [], [], set()
 
             def walk(o, prefix):
                 if isinstance(o, torch.Tensor):
-                    if (prefix is None or o.dtype not in names or o.layout != torch.strided or o.is_quantized or
+                    if prefix is not None and (o.is_quantized or o.layout in sparse_parts):
+                        quantized_or_sparse(o, prefix)
+                        return
+                    if (prefix is None or o.dtype not in names or o.layout != torch.strided or
                             o.numel() * o.element_size() > (1 << 30)):  # (checkpoint_dump's bound)
                         opaque.append(1)
                         return
                     # (contiguous() keeps the stride of a dimension of size 1, which
                     # view(uint8) refuses unless it is 1: the same elements as stride 1;
                     # a copy would turn a bool's stored byte 0x37 into 1)
-                    t = o.resolve_conj().resolve_neg().contiguous()
-                    t = t.as_strided((t.numel(),), (1,))
-                    raw = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
-                    out.append(f"T {clean(prefix)} {names[o.dtype]} [{','.join(str(s) for s in o.shape)}] "
-                               f"{len(raw)} {zlib.crc32(raw):08x}")
+                    out.append(f"T {clean(prefix)} {part(o)}")
                 elif isinstance(o, torch.nn.Module):  # (a ScriptModule too)
                     try:
                         sd = o.state_dict()
@@ -409,7 +479,7 @@ def worker():
                 else:
                     opaque.append(1)
             walk(obj, None if isinstance(obj, torch.Tensor) else "")
-            res = {"v": "OPAQUE"} if opaque else {"v": "OK", "t": out}
+            res = {"v": "OPAQUE"} if opaque else {"v": "OK", "t": out + sorted(typed, key=lambda x: x[0])}
         except BaseException as e:  # noqa: BLE001 - any refusal
             res = {"v": "ERR", "why": f"{type(e).__name__}: {e}"[:200]}
         finally:
@@ -498,6 +568,10 @@ def known(kind, t, o, how, base, base_path):
             # torch.jit.load's unpickler sets a tensor's offset, sizes and strides without
             # checking them against its storage (it reads memory past it)
             return "torch.jit.load reads a view past its storage"
+        if o["why"].startswith("view_out_of_bounds") and re.search(r"elements of QU?INT", o["why"]):
+            # _rebuild_qtensor sets a quantized tensor's offset, sizes and strides unchecked
+            # (torch reads memory past its storage)
+            return "torch reads a quantized view past its storage"
         return KNOWN_REJECT.get(o["why"].split(" ", 1)[0])
     if (kind == "DIFF" and len(t["t"]) == len(o["t"]) and
             all(a == b or ((" at 0x" in a or "<class '" in a or "<tensor>" in b) and a.split()[-4:] == b.split()[-4:])
@@ -518,6 +592,10 @@ def known(kind, t, o, how, base, base_path):
         # reads it as 2.x does)
         if "_rebuild_tensor_v2() takes 6 positional arguments but 7 were given" in why:
             return "torch 1.13 takes no metadata argument"
+        # torch crashed (a damaged TorchScript archive: a segmentation fault in torch.jit.load):
+        # nothing to compare with
+        if why.startswith("torch.load's process died (-11)"):
+            return "torch crashes"
         # Python's unpickler keeps its memo in an array as long as the largest index put:
         # a far index is more memory than the worker's limit (ptread's memo is sparse there)
         if why.startswith("MemoryError"):
@@ -542,7 +620,7 @@ def known(kind, t, o, how, base, base_path):
             # TorchScript: torch.jit.load resolves each object's class from the code it
             # compiles (ptread keeps the objects inert and reads only the parameter and
             # buffer lines of code/)
-            if "Unknown type name" in why:
+            if "Unknown type name" in why or "cannot be used in a type expression" in why:
                 return "torch.jit.load resolves a class ptread keeps inert"
             # its unpickler takes each value as the type it expects (a location as a
             # device string ...), where ptread keeps what torch.load would

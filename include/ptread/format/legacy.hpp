@@ -157,15 +157,18 @@ class LegacyReader {
     const bool copy = opt_.mode == LoadMode::read;
     const std::shared_ptr<const void> owner = src_;
     for (uint32_t k : keys) {
+      // (torch.load finds each listed key in its dict of storages by key: the int 0 is not
+      // the string '0', and the pickle's keys are never bytes)
       std::string key;
-      if (g.kind(k) == ValueKind::integer) {
+      const bool int_key = g.kind(k) == ValueKind::integer;
+      if (int_key) {
         key = std::to_string(g.at(k).i);
-      } else if (g.kind(k) == ValueKind::string || g.kind(k) == ValueKind::bytes) {
+      } else if (g.kind(k) == ValueKind::string) {
         key = std::string(g.text(k));
       } else {
         return make_error(ErrorCode::legacy_corrupt, std::string("a legacy storage key is a ") + value_kind_name(g.kind(k)));
       }
-      const uint32_t index = hooks_->storage_index(key);
+      const uint32_t index = hooks_->storage_index(key, int_key);
       if (index == StringIndex::npos || index >= filled.size()) {
         return make_error(ErrorCode::legacy_corrupt, "storage key '" + key + "' of the key list is not referenced by the pickle");
       }

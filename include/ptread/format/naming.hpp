@@ -15,6 +15,7 @@
 #include "../detail/keyed_hash.hpp"
 #include "../detail/python_repr.hpp"
 #include "model.hpp"
+#include "sparse_check.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -426,7 +427,11 @@ class Namer {
 };
 
 // source_bytes: the size of the file the model was read from.
+// Every sparse tensor the pickle made is checked (sparse_check.hpp), named or not, as
+// torch.load checks every one it rebuilt.
 inline Status name_tensors(Model& m, const Limits& limits, uint64_t source_bytes) {
+  uint64_t budget = source_bytes;  // index elements to read: only expanded views reach it
+  for (size_t k = 0; k < m.sparse_specs.size(); ++k) PTREAD_CHECK(check_sparse(m.make_sparse(static_cast<uint32_t>(k)), &budget));
   return Namer(m, limits, source_bytes).run();
 }
 

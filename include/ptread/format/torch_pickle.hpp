@@ -155,6 +155,19 @@ class TorchHooks : public PickleHooks {
       if (!fits(hk.second, data, size)) return false;
       m_.storage_table.rebind(hk.second, data, m_.storage_table.nbytes(hk.second));
     }
+    for (const auto& ik : int_keys_) {  // (the record of int key 7 is data/7)
+      uint32_t number = 0;
+      uint64_t size = 0;
+      const uint8_t* data = nullptr;
+      if (decimal_key(ik.first, &number) && number < records.size()) {
+        data = records[number].data;
+        size = records[number].size;
+      } else {
+        data = by_name(ik.first, &size);
+      }
+      if (!fits(ik.second, data, size)) return false;
+      m_.storage_table.rebind(ik.second, data, m_.storage_table.nbytes(ik.second));
+    }
     return true;
   }
 
@@ -251,7 +264,7 @@ class TorchHooks : public PickleHooks {
     }
     if (PTREAD_UNLIKELY(r.requires_grad && !dtype_is_differentiable(dtype))) return kNoNode;  // rebuild() refuses it
     const bool key_node = r.key != kNoNode;  // else a text in the pickle (copied where the index keeps it)
-    if ((key_node && !is_text(g, r.key)) || !is_text(g, r.location) || r.numel < 0 || r.rank > limits_.max_rank) return kNoNode;
+    if ((key_node && g.kind(r.key) != ValueKind::string) || !is_text(g, r.location) || r.numel < 0 || r.rank > limits_.max_rank) return kNoNode;
     DType stored = dtype;
     const auto storage = find_or_load(g, key_node ? g.text(r.key) : r.key_text, key_node, static_cast<uint64_t>(r.numel), true,
                                       dtype, &stored);
@@ -268,11 +281,12 @@ class TorchHooks : public PickleHooks {
     return tensor ? *tensor : kNoNode;
   }
 
-  // The index of the storage with this key, or StringIndex::npos.
-  uint32_t storage_index(std::string_view key) const {
+  // The index of the storage with this key (int_key: the digits of an int key), or
+  // StringIndex::npos.
+  uint32_t storage_index(std::string_view key, bool int_key = false) const {
     uint32_t number = 0;
     const bool numbered = decimal_key(key, &number);
-    return find_storage(key, numbered, number);
+    return find_storage(key, numbered, number, int_key);
   }
   // The dtype storage `index` was first referenced with.
   DType storage_dtype(uint32_t index) const {
@@ -296,6 +310,9 @@ class TorchHooks : public PickleHooks {
         std::string key = "#" + std::to_string(k);
         for (const auto& hk : hashed_keys_) {
           if (hk.second == k) key = std::string(hk.first);
+        }
+        for (const auto& ik : int_keys_) {
+          if (ik.second == k) key = std::string(ik.first) + " (an int)";
         }
         for (size_t n = 0; n < storage_by_number_.size(); ++n) {
           if (storage_by_number_[n] == k) key = std::to_string(n);
@@ -351,12 +368,7 @@ class TorchHooks : public PickleHooks {
     }
     std::string_view key;
     char digits[24];
-    if (g.kind(it[2]) == ValueKind::integer) {
-      const auto r = std::to_chars(digits, digits + sizeof digits, g.at(it[2]).i);
-      key = std::string_view(digits, static_cast<size_t>(r.ptr - digits));
-    } else {
-      PTREAD_TRY(key, text_of(g, it[2], "storage key"));
-    }
+    PTREAD_TRY(const bool int_key, storage_key(g, it[2], digits, &key));
     const uint32_t location = storage_location_node(g, it[3]);
     // The element count: torch.load multiplies it by the element size at a key's first
     // reference (a bool counts 0 or 1) and never reads a later one's; a legacy file's pickle
@@ -370,7 +382,7 @@ class TorchHooks : public PickleHooks {
                                                         value_kind_name(nk) + " (torch refuses it)");
     }
     DType stored = dtype;  // the storage's: its first reference's
-    PTREAD_TRY(uint32_t index, find_or_load(g, key, key.data() != digits, static_cast<uint64_t>(count), count >= 0, dtype, &stored));
+    PTREAD_TRY(uint32_t index, find_or_load(g, key, !int_key, static_cast<uint64_t>(count), count >= 0, dtype, &stored, int_key));
     if (legacy_ && g.kind(it[5]) != ValueKind::none) {  // (a legacy id has 6 items; others' sixth is unread)
       if (placeholders_) {
         return make_error(ErrorCode::unsupported_format, "storage view metadata with placeholder storages");
@@ -391,12 +403,12 @@ class TorchHooks : public PickleHooks {
   // storage's dtype, and a view is checked against its size. held: key is a view of text
   // the graph keeps (else it is copied there).
   PTREAD_ALWAYS_INLINE Result<uint32_t> find_or_load(Graph& g, std::string_view key, bool held, uint64_t numel,
-                                                     bool numel_valid, DType dtype, DType* stored) {
+                                                     bool numel_valid, DType dtype, DType* stored, bool int_key = false) {
     uint64_t nbytes = 0;
     const bool overflow = !numel_valid || mul_overflow(numel, dtype_size(dtype), &nbytes);  // (numel unread if known)
     uint32_t number = 0;
     const bool numbered = decimal_key(key, &number);
-    uint32_t index = find_storage(key, numbered, number);
+    uint32_t index = find_storage(key, numbered, number, int_key);
     if (index != StringIndex::npos) {
       const DType first = static_cast<DType>(table_dtype_[index]);
       if (PTREAD_UNLIKELY(first != dtype || overflow || nbytes != m_.storage_table.nbytes(index)) && retyped_.empty()) {
@@ -423,9 +435,26 @@ class TorchHooks : public PickleHooks {
         }
         m_.storage_table.add(std::move(st));
       }
-      index = add_storage(g, key, held, numbered, number, dtype);
+      index = add_storage(g, key, held, numbered, number, dtype, int_key);
     }
     return index;
+  }
+
+  // A persistent id's storage key: a string, or an int (its decimal digits, written into
+  // digits; true). torch.load keeps its storages in a dict by key, where the int 0 and the
+  // string '0' are two keys (two storages of the one record data/0), and a bytes key names
+  // a record data/b'...' no torch file has (a legacy file's list of keys holds strings).
+  static Result<bool> storage_key(const Graph& g, uint32_t node, char (&digits)[24], std::string_view* key) {
+    if (g.kind(node) == ValueKind::integer) {
+      const auto r = std::to_chars(digits, digits + sizeof digits, g.at(node).i);
+      *key = std::string_view(digits, static_cast<size_t>(r.ptr - digits));
+      return true;
+    }
+    if (g.kind(node) == ValueKind::bytes) {
+      return make_error(ErrorCode::bad_tensor_args, "storage key is bytes, not a string (torch.load finds no storage of it)");
+    }
+    PTREAD_TRY(*key, text_of(g, node, "storage key"));
+    return false;
   }
 
  public:
@@ -446,7 +475,7 @@ class TorchHooks : public PickleHooks {
         return unsupported_call(g, callable);
       case kRebuildUnsupported: return unsupported_call(g, callable);
       case kRebuildQTensor: return qtensor(g, a);
-      case kRebuildSparse: return sparse(g, a);
+      case kRebuildSparse: return sparse(g, a, g.global_name(callable) == "_rebuild_sparse_csr_tensor");
       case kRebuildFromTypeV2:
         if (a.size() < 3 || g.kind(a[2]) != ValueKind::tuple) {
           return make_error(ErrorCode::bad_tensor_args, "_rebuild_from_type_v2 needs (func, type, args, state)");
@@ -624,14 +653,19 @@ class TorchHooks : public PickleHooks {
 
   // The storage table. torch names storages "0", "1", ... : such keys index a vector,
   // others (and numbers far past the count) go through a hash index.
-  uint32_t find_storage(std::string_view key, bool numbered, uint32_t n) const {
+  uint32_t find_storage(std::string_view key, bool numbered, uint32_t n, bool int_key) const {
+    if (PTREAD_UNLIKELY(int_key)) {
+      const uint32_t k = int_index_.find(key, [this](uint32_t j) { return int_keys_[j].first; });
+      return k == StringIndex::npos ? k : int_keys_[k].second;
+    }
     if (numbered && n < storage_by_number_.size() && storage_by_number_[n] != StringIndex::npos) return storage_by_number_[n];
     const uint32_t k = storage_index_.find(key, [this](uint32_t j) { return hashed_keys_[j].first; });
     return k == StringIndex::npos ? k : hashed_keys_[k].second;
   }
   // Indexes the storage just added to the table under key (held: a view of text the graph
   // keeps; else the hash index, which keeps views, gets a copy).
-  PTREAD_ALWAYS_INLINE uint32_t add_storage(Graph& g, std::string_view key, bool held, bool numbered, uint32_t n, DType dtype) {
+  PTREAD_ALWAYS_INLINE uint32_t add_storage(Graph& g, std::string_view key, bool held, bool numbered, uint32_t n, DType dtype,
+                                            bool int_key) {
     const uint32_t index = static_cast<uint32_t>(m_.storage_table.size() - 1);
     if (table_dtype_.size() == index) {
       table_dtype_.push_back(static_cast<uint8_t>(dtype));
@@ -639,7 +673,11 @@ class TorchHooks : public PickleHooks {
       if (table_dtype_.size() < index) table_dtype_.resize(size_t{index} + 1, 0);
       table_dtype_[index] = static_cast<uint8_t>(dtype);
     }
-    if (numbered && n < 2 * m_.storage_table.size() + 4096) {
+    if (PTREAD_UNLIKELY(int_key)) {  // (int keys: a table of their own, their digits held by the graph)
+      key = g.intern(key);
+      int_keys_.emplace_back(key, index);
+      int_index_.insert(key, static_cast<uint32_t>(int_keys_.size() - 1), [this](uint32_t j) { return int_keys_[j].first; });
+    } else if (numbered && n < 2 * m_.storage_table.size() + 4096) {
       if (n >= storage_by_number_.size()) storage_by_number_.resize(size_t{n} + 1 + storage_by_number_.size() / 2, StringIndex::npos);
       storage_by_number_[n] = index;
     } else {
@@ -663,15 +701,10 @@ class TorchHooks : public PickleHooks {
     const Items vi = v.items;
     std::string_view key;
     char digits[24];
-    if (g.kind(vi[0]) == ValueKind::integer) {
-      const auto r = std::to_chars(digits, digits + sizeof digits, g.at(vi[0]).i);
-      key = std::string_view(digits, static_cast<size_t>(r.ptr - digits));
-    } else {
-      PTREAD_TRY(key, text_of(g, vi[0], "storage view key"));
-    }
+    PTREAD_TRY(const bool int_key, storage_key(g, vi[0], digits, &key));
     uint32_t number = 0;
     const bool numbered = decimal_key(key, &number);
-    const uint32_t found = find_storage(key, numbered, number);
+    const uint32_t found = find_storage(key, numbered, number, int_key);
     if (found != StringIndex::npos) return found;
     const int64_t offset = g.at(vi[1]).i, size = g.at(vi[2]).i;
     const uint64_t unit = dtype_size(dtype), root_bytes = m_.storage_table.nbytes(root);
@@ -687,7 +720,7 @@ class TorchHooks : public PickleHooks {
     off_bytes = std::min(off_bytes, root_bytes);
     size_bytes = std::min(size_bytes, root_bytes - off_bytes);
     m_.storage_table.add_view(nullptr, size_bytes);  // its bytes: finish()
-    const uint32_t index = add_storage(g, key, key.data() != digits, numbered, number, dtype);
+    const uint32_t index = add_storage(g, key, !int_key, numbered, number, dtype, int_key);
     views_.push_back(View{index, root, static_cast<size_t>(off_bytes), static_cast<size_t>(size_bytes)});
     return index;
   }
@@ -994,7 +1027,7 @@ class TorchHooks : public PickleHooks {
 
   Result<uint32_t> packed_qtensor(Graph& g, const Items& a, QuantSpec* spec);
 
-  Result<uint32_t> sparse(Graph& g, const Items& a);
+  Result<uint32_t> sparse(Graph& g, const Items& a, bool csr_only);
 
   // BUILD on a builtin value (None, a number, str, bytes, list, tuple, set): Python's
   // unpickler finds no __setstate__ and sets the state's items through __dict__, which these
@@ -1095,6 +1128,8 @@ class TorchHooks : public PickleHooks {
   std::vector<uint32_t> storage_by_number_;  // decimal keys: storage_by_number_[n], or npos
   std::vector<std::pair<std::string_view, uint32_t>> hashed_keys_;  // the other keys (views held by the graph), their storage
   StringIndex storage_index_;                // positions in hashed_keys_
+  std::vector<std::pair<std::string_view, uint32_t>> int_keys_;  // int keys (their digits), their storage
+  StringIndex int_index_;                    // positions in int_keys_
   std::vector<uint8_t> table_dtype_;         // per storage_table entry made from a persistent id
   std::string retyped_;                      // retyped()
   std::optional<Error> zip_refusal_, script_refusal_;  // refusal()

@@ -131,8 +131,11 @@ inline Result<uint32_t> TorchHooks::packed_qtensor(Graph& g, const Items& a, Qua
 }
 
 // _rebuild_sparse_tensor(layout, data): coo (indices, values, size[, is_coalesced]);
-// csr/csc/bsr/bsc (compressed_indices, plain_indices, values, size).
-inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a) {
+// csr/csc/bsr/bsc (compressed_indices, plain_indices, values, size). csr_only: torch 1.13's
+// _rebuild_sparse_csr_tensor, which rebuilds sparse_csr only. The parts are checked
+// against each other, and the indices against the shape, once the file is read
+// (sparse_check.hpp).
+inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a, bool csr_only) {
   if (a.size() != 2 || g.kind(a[1]) != ValueKind::tuple) {  // Python refuses other counts
     return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor takes (layout, data)");
   }
@@ -158,10 +161,18 @@ inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a) {
   else if (layout == "sparse_bsr") spec.layout = SparseLayout::bsr;
   else if (layout == "sparse_bsc") spec.layout = SparseLayout::bsc;
   else return unsupported(g, "sparse tensor of layout '" + std::string(layout) + "' is not supported");
+  if (csr_only && spec.layout != SparseLayout::csr) {
+    return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_csr_tensor of layout '" + std::string(layout) +
+                                                      "' (torch rebuilds only sparse_csr tensors with it)");
+  }
   const Items d = g.at(a[1]).items;
   const bool coo = spec.layout == SparseLayout::coo;
   const size_t parts = coo ? 2 : 3;
-  if (d.size() < parts + 1) return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor: data has too few items");
+  // Python unpacks (indices, values, size[, is_coalesced]) or (compressed, plain, values, size)
+  if (coo ? d.size() != 3 && d.size() != 4 : d.size() != 4) {
+    return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor: data of " + std::to_string(d.size()) + " items; torch unpacks " +
+                                                      (coo ? "3 (indices, values, size) or 4 (and is_coalesced)" : "4"));
+  }
   for (size_t k = 0; k < parts; ++k) {
     if (g.kind(d[k]) != ValueKind::tensor) {
       return unsupported(g, std::string("sparse tensor whose part ") + std::to_string(k) + " is a " + value_kind_name(g.kind(d[k])) +
@@ -171,7 +182,24 @@ inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a) {
   if (coo) {
     spec.indices = g.nodes[d[0]].ref;
     spec.values = g.nodes[d[1]].ref;
-    if (d.size() > 3 && g.kind(d[3]) == ValueKind::boolean) spec.coalesced = g.at(d[3]).i != 0 ? 1 : 0;
+    if (d.size() > 3) {  // torch 2.x's is_coalesced: a bool, or None (unknown)
+      if (g.kind(d[3]) == ValueKind::boolean) {
+        spec.coalesced = g.at(d[3]).i != 0 ? 1 : 0;
+      } else if (g.kind(d[3]) != ValueKind::none) {
+        return make_error(ErrorCode::bad_tensor_args, std::string("_rebuild_sparse_tensor: is_coalesced is a ") +
+                                                          value_kind_name(g.kind(d[3])) + ", not a bool");
+      }
+    }
+    if (m_.specs[spec.values].rank == 0) {  // torch expands 0-dim values to [1] (stride 0)
+      TensorSpec v = m_.specs[spec.values];
+      int64_t* dims = new_dims(g, 1);
+      dims[0] = 1;
+      dims[1] = 0;
+      v.dims = dims;
+      v.rank = 1;
+      m_.specs.push_back(v);
+      spec.values = static_cast<uint32_t>(m_.specs.size() - 1);
+    }
   } else {
     spec.compressed = g.nodes[d[0]].ref;
     spec.plain = g.nodes[d[1]].ref;

@@ -6,7 +6,7 @@ listed there by make.py; this keeps those expectations true to torch.
 
 For the files torch reads it also checks torch_tensors.json, what torch.load gives for each
 tensor (name, dtype, shape, sha256 of the contiguous bytes; quantized tensors: their
-int_repr, scale and zero point; sparse: indices and values), which tests/unit/adversarial.cpp
+int_repr, scale and zero point; sparse: indices and values, CSR: crow, col and values), which tests/unit/adversarial.cpp
 compares with what ptread gives.
 
 usage: check_torch.py           check both files against torch (CTest/Meson test adversarial_torch)
@@ -40,7 +40,8 @@ DTYPES = {
 
 def sha256(t):
     c = t.detach().resolve_conj().resolve_neg().contiguous()
-    return hashlib.sha256(c.reshape(-1).view(torch.uint8).numpy().tobytes()).hexdigest()
+    c = c.as_strided((c.numel(),), (1,))  # (contiguous() keeps the stride of a dimension of size 1)
+    return hashlib.sha256(c.view(torch.uint8).numpy().tobytes()).hexdigest()
 
 
 def describe(name, t):
@@ -50,7 +51,12 @@ def describe(name, t):
         e.update(kind="quantized", int_repr_sha256=sha256(t.int_repr()), scale=t.q_scale(),
                  zero_point=t.q_zero_point())
     elif t.is_sparse:
-        e.update(kind="sparse", indices_sha256=sha256(t._indices()), values_sha256=sha256(t._values()))
+        e.update(kind="sparse", indices_sha256=sha256(t._indices()), values_sha256=sha256(t._values()),
+                 values_shape=list(t._values().shape))
+    elif t.layout == torch.sparse_csr:
+        e.update(kind="sparse_csr", crow_indices_sha256=sha256(t.crow_indices()),
+                 col_indices_sha256=sha256(t.col_indices()), values_sha256=sha256(t.values()),
+                 values_shape=list(t.values().shape))
     else:
         e.update(kind="dense", sha256=sha256(t))
     return e

@@ -23,6 +23,7 @@ out archives as torch's PyTorchStreamWriter does (records under one folder, stor
 """
 
 import json
+import math
 import os
 import struct
 import sys
@@ -818,6 +819,119 @@ def tensor_files():
          "class's .dtype, which a tensor has, so 'b' is I64 (torch reads it)", torch="reads")
     emit("sparse_three_arguments.pt", one(call("_rebuild_sparse_tensor", coo + [b"N"]), coo_data), "bad_tensor_args",
          "_rebuild_sparse_tensor with a third argument (torch refuses it)", torch="refuses")
+
+    # A storage key that is an int: torch.load keeps storages in a dict by key, where the
+    # int 0 and the string '0' are two keys, two storages of the one record data/0.
+    raw_pid = lambda cls, key_op, numel: (b"(" + p_str("storage") + p_global("torch", cls) + key_op + p_str("cpu") +
+                                          p_int(numel) + b"t")
+    emit("zip_int_key_other_storage.pt",
+         ck(pickle(p_dict([(p_str("a"), tensor("0", 4)),
+                           (p_str("b"), rebuild_v2(raw_pid("LongStorage", p_int(0), 2), 0, (2,), (1,)))]))), "ok",
+         "'a' is FloatStorage '0' of 4, 'b' LongStorage 0 (an int) of 2: another key, so another storage of "
+         "record data/0's first 16 bytes, I64 [2] (torch reads it)", torch="reads")
+    emit("zip_int_key_alone.pt", one(rebuild_v2(raw_pid("FloatStorage", p_int(0), 4), 0, (4,), (1,))), "ok",
+         "a storage key that is the int 0: record data/0 (torch reads it)", torch="reads")
+    emit("zip_bytes_key.pt", one(rebuild_v2(raw_pid("FloatStorage", b"C\x010", 4), 0, (4,), (1,))), "bad_tensor_args",
+         "a storage key that is bytes, b'0' (torch refuses it: it looks for the record data/b'0')", torch="refuses")
+
+    # Sparse tensors as torch.load checks them: the parts against each other when rebuilt,
+    # every index against the shape once the file is read (_validate_loaded_sparse_tensors).
+    def coo_file(rows, size, values=None, items=()):
+        """_rebuild_sparse_tensor(torch.sparse_coo, (indices, values, size, *items)): the I64
+        indices [len(rows), n] in record 0, by default F32 values [n] in record 1."""
+        n, flat = len(rows[0]), [v for r in rows for v in r]
+        if values is None:
+            values = rebuild_v2(pid("FloatStorage", "1", 2), 0, (n,), (1,))
+        data = p_tuple([rebuild_v2(pid("LongStorage", "0", len(flat)), 0, (len(rows), n), (n, 1)), values,
+                        p_global("torch", "Size") + p_tuple([p_ints(size)]) + b"R"] + list(items))
+        return one(call("_rebuild_sparse_tensor", [p_global("torch", "sparse_coo"), data]),
+                   {"0": struct.pack(f"<{len(flat)}q", *flat), "1": BASE_DATA["1"]})
+    emit("sparse_index_past_size.pt", coo_file([[1, 3]], (3,)), "bad_tensor_args",
+         "a COO tensor of size [3] with the index 3 (torch refuses it: size is inconsistent with indices)",
+         torch="refuses")
+    emit("sparse_negative_index.pt", coo_file([[-1, 2]], (4,)), "bad_tensor_args",
+         "a COO tensor with the index -1 (torch refuses it: found negative index)", torch="refuses")
+    emit("sparse_nnz_mismatch.pt", coo_file([[1]], (4,), values=rebuild_v2(pid("FloatStorage", "1", 2), 0, (2,), (1,))),
+         "bad_tensor_args", "a COO tensor of 1 index and 2 values (torch refuses it: indices and values must "
+         "have same nnz)", torch="refuses")
+    emit("sparse_dims_mismatch.pt", coo_file([[1, 2]], (4, 4)), "bad_tensor_args",
+         "a COO tensor of size [4, 4] with one sparse dimension and values of no dense one (torch refuses it: "
+         "number of dimensions must be sparse_dim + dense_dim)", torch="refuses")
+    emit("sparse_scalar_values.pt", coo_file([[2]], (4,), values=rebuild_v2(pid("FloatStorage", "1", 2), 1, (), ())), "ok",
+         "a COO tensor of one index whose values are a 0-dim tensor: torch expands them to [1] (torch reads "
+         "it)", torch="reads")
+    emit("sparse_five_items.pt", coo_file([[1, 2]], (4,), items=(b"\x88", b"N")), "bad_tensor_args",
+         "_rebuild_sparse_tensor's data of 5 items (torch refuses it: it unpacks 3, or 4 in torch 2.x)",
+         torch="refuses")
+
+    def csr_file(crow, col, size, layout="sparse_csr", crow_cls="LongStorage", fn="_rebuild_sparse_csr_tensor",
+                 batch=(), values=None):
+        """fn(layout, (compressed_indices, plain_indices, values, size)), as torch 1.13 writes a CSR
+        tensor: crow (flat; [*batch, n]) in record 0, I64 col in record 2, by default F32 values
+        [nnz] of record 1 (4 floats)."""
+        fmt = "<%dq" if crow_cls == "LongStorage" else "<%di"
+        shape = lambda n: tuple(batch) + (n // max(1, math.prod(batch)),)
+        strides = lambda n: tuple(math.prod(shape(n)[k + 1:]) for k in range(len(shape(n))))
+        if values is None:
+            values = rebuild_v2(pid("FloatStorage", "1", 4), 0, shape(len(col)), strides(len(col)))
+        data = p_tuple([rebuild_v2(pid(crow_cls, "0", len(crow)), 0, shape(len(crow)), strides(len(crow))),
+                        rebuild_v2(pid("LongStorage", "2", len(col)), 0, shape(len(col)), strides(len(col))),
+                        values, p_ints(size)])
+        return one(call(fn, [p_global("torch", layout), data]),
+                   {"0": struct.pack(fmt % len(crow), *crow), "1": floats(4, -1.0),
+                    "2": struct.pack(f"<{len(col)}q", *col)})
+    emit("csr_ok.pt", csr_file((0, 1, 2), (2, 0), (2, 3)), "ok",
+         "a CSR tensor [2, 3] as torch 1.13 writes it, _rebuild_sparse_csr_tensor (torch reads it)", torch="reads")
+    emit("csr_unsorted_columns.pt", csr_file((0, 2, 2), (2, 0), (2, 3)), "bad_tensor_args",
+         "a CSR tensor whose first row lists columns 2 then 0 (torch refuses it: sorted and distinct)",
+         torch="refuses")
+    emit("csr_repeated_column.pt", csr_file((0, 2, 2), (1, 1), (2, 3)), "bad_tensor_args",
+         "a CSR tensor whose first row lists column 1 twice (torch refuses it: sorted and distinct)",
+         torch="refuses")
+    emit("csr_column_past_size.pt", csr_file((0, 1, 2), (3, 0), (2, 3)), "bad_tensor_args",
+         "a CSR tensor of 3 columns with the column index 3 (torch refuses it: 0 <= col_indices < ncols)",
+         torch="refuses")
+    emit("csr_crow_not_from_zero.pt", csr_file((1, 1, 2), (2, 0), (2, 3)), "bad_tensor_args",
+         "a CSR tensor whose crow_indices start at 1 (torch refuses it: crow_indices[..., 0] == 0)",
+         torch="refuses")
+    emit("csr_rows_mismatch.pt", csr_file((0, 1, 2), (2, 0), (3, 3)), "bad_tensor_args",
+         "a CSR tensor of 3 rows with 3 crow_indices (torch refuses it: the number of rows + 1)", torch="refuses")
+    emit("csr_mixed_index_dtypes.pt", csr_file((0, 1, 2), (2, 0), (2, 3), crow_cls="IntStorage"), "bad_tensor_args",
+         "a CSR tensor of I32 crow_indices and I64 col_indices (torch refuses it: the same dtype)", torch="refuses")
+    emit("csr_batched_ok.pt", csr_file((0, 1, 2, 0, 0, 2), (2, 0, 0, 1), (2, 2, 3), batch=(2,)), "ok",
+         "a batch of 2 CSR tensors [2, 3] (torch reads it)", torch="reads")
+    emit("csr_batched_second_unsorted.pt", csr_file((0, 1, 2, 0, 0, 2), (2, 0, 1, 0), (2, 2, 3), batch=(2,)),
+         "bad_tensor_args", "a batch of 2 CSR tensors, the second's row listing columns 1 then 0 (torch "
+         "refuses it)", torch="refuses")
+    emit("csr_batch_mismatch.pt", csr_file((0, 1, 2, 0, 0, 2), (2, 0, 0, 1), (3, 2, 3), batch=(2,)),
+         "bad_tensor_args", "a batch of 2 CSR tensors in a tensor of size [3, 2, 3] (torch refuses it: batch "
+         "dimensions)", torch="refuses")
+    # torch 2.x's layouts, by _rebuild_sparse_tensor (torch 1.13 rebuilds none of them)
+    two = lambda: rebuild_v2(pid("FloatStorage", "1", 4), 0, (1, 2, 2), (4, 2, 1))  # one 2x2 block
+    emit("csc_ok.pt", csr_file((0, 1, 1, 2), (1, 0), (2, 3), layout="sparse_csc", fn="_rebuild_sparse_tensor"), "ok",
+         "a CSC tensor [2, 3] by _rebuild_sparse_tensor, as torch 2.x writes it")
+    emit("csc_row_past_size.pt", csr_file((0, 1, 1, 2), (2, 0), (2, 3), layout="sparse_csc", fn="_rebuild_sparse_tensor"),
+         "bad_tensor_args", "a CSC tensor of 2 rows with the row index 2")
+    emit("bsr_ok.pt", csr_file((0, 0, 1), (1,), (4, 4), layout="sparse_bsr", fn="_rebuild_sparse_tensor", values=two()),
+         "ok", "a BSR tensor [4, 4] of one 2x2 block at block (1, 1), as torch 2.x writes it")
+    emit("bsr_block_not_dividing.pt", csr_file((0, 0, 1), (1,), (4, 5), layout="sparse_bsr", fn="_rebuild_sparse_tensor",
+                                               values=two()),
+         "bad_tensor_args", "a BSR tensor [4, 5] of 2x2 blocks (5 columns are no whole number of blocks)")
+    emit("bsc_column_past_size.pt", csr_file((0, 0, 1), (2,), (4, 4), layout="sparse_bsc", fn="_rebuild_sparse_tensor",
+                                             values=two()),
+         "bad_tensor_args", "a BSC tensor [4, 4] of 2x2 blocks with the block row index 2")
+    # An expanded view stands for more indices than the file has bytes: checking them all
+    # would take as long as the view is big (a view of 2^40 indices of one stored 8 bytes).
+    emit("sparse_indices_expanded.pt",
+         one(call("_rebuild_sparse_tensor", [p_global("torch", "sparse_coo"), p_tuple([
+             rebuild_v2(pid("LongStorage", "0", 1), 0, (1, 1 << 40), (0, 0)),
+             rebuild_v2(pid("FloatStorage", "1", 1), 0, (1 << 40,), (0,)),
+             p_global("torch", "Size") + p_tuple([p_ints((4,))]) + b"R"])]),
+             {"0": struct.pack("<q", 1), "1": BASE_DATA["1"]}),
+         "limit_exceeded", "a COO tensor whose indices are an expanded view of 2^40 elements: more to check "
+         "than the file has bytes")
+    emit("csr_of_coo_layout.pt", csr_file((0, 1, 2), (2, 0), (2, 3), layout="sparse_coo"), "bad_tensor_args",
+         "_rebuild_sparse_csr_tensor(torch.sparse_coo, ...) (torch refuses it: CSR only)", torch="refuses")
 
     # One storage key referenced under two storage classes.
     two = lambda second: pickle(p_dict([(p_str("a"), tensor("0", 4)), (p_str("b"), second)]))
