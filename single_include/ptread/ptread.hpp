@@ -9286,10 +9286,31 @@ class TorchHooks : public PickleHooks {
   // A tensor node for spec t, once its view is checked against its storage.
   PTREAD_ALWAYS_INLINE Result<uint32_t> add_tensor(Graph& g, const TensorSpec& t, size_t stride_rank) {
     int64_t numel = 0;
-    PTREAD_CHECK(check_view(t.dims, t.rank, t.dims + t.rank, stride_rank, t.offset, t.dtype,
-                            m_.storage_table.nbytes(t.storage), &numel));
+    auto st = check_view(t.dims, t.rank, t.dims + t.rank, stride_rank, t.offset, t.dtype, m_.storage_table.nbytes(t.storage), &numel);
+    if (PTREAD_UNLIKELY(!st) && !grow_legacy_storage(t, stride_rank, st.error())) return std::move(st).error();
     m_.specs.push_back(t);
     return g.emit_int(ValueKind::tensor, static_cast<uint32_t>(m_.specs.size() - 1), 0);
+  }
+
+  // A legacy file's storage is torch.UntypedStorage(numel * element size), which the
+  // tensor's set_() grows to the view's end when it reaches past it (resize_impl); the
+  // bytes after the pickle must then fill the grown size (torch.load checks the count it
+  // reads against it). So a view past a storage whose bytes are still to come grows the
+  // storage (read_storages checks the count); zip and tar storages are records or read
+  // already, and stay an error. True when grown.
+  PTREAD_NOINLINE bool grow_legacy_storage(const TensorSpec& t, size_t stride_rank, const Error& e) {
+    if (!legacy_ || e.code() != ErrorCode::view_out_of_bounds || m_.storage_table.data(t.storage) != nullptr) return false;
+    for (const View& v : views_) {  // slices (legacy view metadata) torch does not resize, nor a root once sliced
+      if (v.view == t.storage || v.root == t.storage) return false;
+    }
+    int64_t numel = 0;
+    if (!check_view(t.dims, t.rank, t.dims + t.rank, stride_rank, t.offset, t.dtype, uint64_t{1} << 62, &numel) || numel == 0) {
+      return false;
+    }
+    uint64_t end = static_cast<uint64_t>(t.offset) + 1;  // (within 2^62 elements: checked above)
+    for (uint32_t d = 0; d < t.rank; ++d) end += static_cast<uint64_t>(t.dims[d] - 1) * static_cast<uint64_t>(t.dims[t.rank + d]);
+    m_.storage_table.rebind(t.storage, nullptr, end * dtype_size(t.dtype));
+    return true;
   }
 
   Result<uint32_t> qtensor(Graph& g, const Items& a);
@@ -9692,6 +9713,7 @@ inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a, bool csr_on
   // The layout: a torch global (torch.sparse_coo), or torch.serialization._get_layout(
   // 'torch.sparse_coo') as torch >= 1.13 pickles it.
   std::string_view layout;
+  bool by_name = false;  // _get_layout(name), which finds str(layout) of torch's layouts, or fails
   if (g.kind(a[0]) == ValueKind::global) {
     layout = g.global_name(a[0]);
   } else if (g.kind(a[0]) == ValueKind::object) {
@@ -9700,7 +9722,11 @@ inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a, bool csr_on
     if (g.kind(cls) == ValueKind::global && g.global_name(cls) == "_get_layout" && args != kNoNode &&
         g.count(args) == 1 && g.kind(g.at(args).items[0]) == ValueKind::string) {
       layout = g.text(g.at(args).items[0]);
-      if (starts_with(layout, "torch.")) layout.remove_prefix(6);
+      by_name = true;
+      if (!starts_with(layout, "torch.")) {
+        return make_error(ErrorCode::bad_tensor_args, "_get_layout('" + std::string(layout) + "'): no torch layout is named so");
+      }
+      layout.remove_prefix(6);
     }
   }
   if (layout.empty()) return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor: the layout is not a torch layout");
@@ -9710,7 +9736,10 @@ inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a, bool csr_on
   else if (layout == "sparse_csc") spec.layout = SparseLayout::csc;
   else if (layout == "sparse_bsr") spec.layout = SparseLayout::bsr;
   else if (layout == "sparse_bsc") spec.layout = SparseLayout::bsc;
-  else return unsupported(g, "sparse tensor of layout '" + std::string(layout) + "' is not supported");
+  else if (by_name) {  // (torch.strided, torch._mkldnn ... are no sparse layouts; another name is none of torch's)
+    return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor of layout 'torch." + std::string(layout) +
+                                                      "', which is no sparse layout torch has");
+  } else return unsupported(g, "sparse tensor of layout '" + std::string(layout) + "' is not supported");
   if (csr_only && spec.layout != SparseLayout::csr) {
     return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_csr_tensor of layout '" + std::string(layout) +
                                                       "' (torch rebuilds only sparse_csr tensors with it)");

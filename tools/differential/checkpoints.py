@@ -568,7 +568,8 @@ def known(kind, t, o, how, base, base_path):
             # torch.jit.load's unpickler sets a tensor's offset, sizes and strides without
             # checking them against its storage (it reads memory past it)
             return "torch.jit.load reads a view past its storage"
-        if o["why"].startswith("view_out_of_bounds") and re.search(r"elements of QU?INT", o["why"]):
+        if ((o["why"].startswith("view_out_of_bounds") and re.search(r"elements of QU?INT", o["why"])) or
+                re.search(r"_rebuild_qtensor: a non-contiguous QUINT\dX\d tensor", o["why"])):
             # _rebuild_qtensor sets a quantized tensor's offset, sizes and strides unchecked
             # (torch reads memory past its storage)
             return "torch reads a quantized view past its storage"
@@ -592,6 +593,10 @@ def known(kind, t, o, how, base, base_path):
         # reads it as 2.x does)
         if "_rebuild_tensor_v2() takes 6 positional arguments but 7 were given" in why:
             return "torch 1.13 takes no metadata argument"
+        # BUILD on a global: a class's __dict__ is read-only, a function's is not; ptread
+        # cannot tell them apart without importing the global and keeps both inert
+        if "'mappingproxy' object does not support item assignment" in why:
+            return "torch's class takes no BUILD state (ptread imports nothing)"
         # torch crashed (a damaged TorchScript archive: a segmentation fault in torch.jit.load):
         # nothing to compare with
         if why.startswith("torch.load's process died (-11)"):
@@ -625,12 +630,14 @@ def known(kind, t, o, how, base, base_path):
             # its unpickler takes each value as the type it expects (a location as a
             # device string ...), where ptread keeps what torch.load would
             if ("INTERNAL ASSERT FAILED" in why or "Unpickler expected 1 element" in why or
-                    "device type at start of device string" in why or "not in the map" in why or
+                    "device type at start of device string" in why or "Invalid device string" in why or
+                    "not in the map" in why or
                     "Can't hash IValues" in why or "access to globals_" in why or "Expected length to be" in why):
                 return "torch.jit.load's unpickler checks what torch.load's does not"
             # ... and compiles code/ and reads the debug records, which ptread never reads
             # (a message naming a damaged record reaches Python as bytes it cannot decode)
             if ("code/" in why or ".debug_pkl" in why or "import_source.cpp" in why or
+                    (why.startswith("RuntimeError: expected") and "\n  File " in why) or
                     why.startswith("UnicodeDecodeError") or all("[code/" in m for m in parts)):
                 return "torch.jit.load compiles code/ and reads debug records"
     return None

@@ -1017,10 +1017,31 @@ class TorchHooks : public PickleHooks {
   // A tensor node for spec t, once its view is checked against its storage.
   PTREAD_ALWAYS_INLINE Result<uint32_t> add_tensor(Graph& g, const TensorSpec& t, size_t stride_rank) {
     int64_t numel = 0;
-    PTREAD_CHECK(check_view(t.dims, t.rank, t.dims + t.rank, stride_rank, t.offset, t.dtype,
-                            m_.storage_table.nbytes(t.storage), &numel));
+    auto st = check_view(t.dims, t.rank, t.dims + t.rank, stride_rank, t.offset, t.dtype, m_.storage_table.nbytes(t.storage), &numel);
+    if (PTREAD_UNLIKELY(!st) && !grow_legacy_storage(t, stride_rank, st.error())) return std::move(st).error();
     m_.specs.push_back(t);
     return g.emit_int(ValueKind::tensor, static_cast<uint32_t>(m_.specs.size() - 1), 0);
+  }
+
+  // A legacy file's storage is torch.UntypedStorage(numel * element size), which the
+  // tensor's set_() grows to the view's end when it reaches past it (resize_impl); the
+  // bytes after the pickle must then fill the grown size (torch.load checks the count it
+  // reads against it). So a view past a storage whose bytes are still to come grows the
+  // storage (read_storages checks the count); zip and tar storages are records or read
+  // already, and stay an error. True when grown.
+  PTREAD_NOINLINE bool grow_legacy_storage(const TensorSpec& t, size_t stride_rank, const Error& e) {
+    if (!legacy_ || e.code() != ErrorCode::view_out_of_bounds || m_.storage_table.data(t.storage) != nullptr) return false;
+    for (const View& v : views_) {  // slices (legacy view metadata) torch does not resize, nor a root once sliced
+      if (v.view == t.storage || v.root == t.storage) return false;
+    }
+    int64_t numel = 0;
+    if (!check_view(t.dims, t.rank, t.dims + t.rank, stride_rank, t.offset, t.dtype, uint64_t{1} << 62, &numel) || numel == 0) {
+      return false;
+    }
+    uint64_t end = static_cast<uint64_t>(t.offset) + 1;  // (within 2^62 elements: checked above)
+    for (uint32_t d = 0; d < t.rank; ++d) end += static_cast<uint64_t>(t.dims[d] - 1) * static_cast<uint64_t>(t.dims[t.rank + d]);
+    m_.storage_table.rebind(t.storage, nullptr, end * dtype_size(t.dtype));
+    return true;
   }
 
   Result<uint32_t> qtensor(Graph& g, const Items& a);

@@ -142,6 +142,7 @@ inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a, bool csr_on
   // The layout: a torch global (torch.sparse_coo), or torch.serialization._get_layout(
   // 'torch.sparse_coo') as torch >= 1.13 pickles it.
   std::string_view layout;
+  bool by_name = false;  // _get_layout(name), which finds str(layout) of torch's layouts, or fails
   if (g.kind(a[0]) == ValueKind::global) {
     layout = g.global_name(a[0]);
   } else if (g.kind(a[0]) == ValueKind::object) {
@@ -150,7 +151,11 @@ inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a, bool csr_on
     if (g.kind(cls) == ValueKind::global && g.global_name(cls) == "_get_layout" && args != kNoNode &&
         g.count(args) == 1 && g.kind(g.at(args).items[0]) == ValueKind::string) {
       layout = g.text(g.at(args).items[0]);
-      if (starts_with(layout, "torch.")) layout.remove_prefix(6);
+      by_name = true;
+      if (!starts_with(layout, "torch.")) {
+        return make_error(ErrorCode::bad_tensor_args, "_get_layout('" + std::string(layout) + "'): no torch layout is named so");
+      }
+      layout.remove_prefix(6);
     }
   }
   if (layout.empty()) return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor: the layout is not a torch layout");
@@ -160,7 +165,10 @@ inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a, bool csr_on
   else if (layout == "sparse_csc") spec.layout = SparseLayout::csc;
   else if (layout == "sparse_bsr") spec.layout = SparseLayout::bsr;
   else if (layout == "sparse_bsc") spec.layout = SparseLayout::bsc;
-  else return unsupported(g, "sparse tensor of layout '" + std::string(layout) + "' is not supported");
+  else if (by_name) {  // (torch.strided, torch._mkldnn ... are no sparse layouts; another name is none of torch's)
+    return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor of layout 'torch." + std::string(layout) +
+                                                      "', which is no sparse layout torch has");
+  } else return unsupported(g, "sparse tensor of layout '" + std::string(layout) + "' is not supported");
   if (csr_only && spec.layout != SparseLayout::csr) {
     return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_csr_tensor of layout '" + std::string(layout) +
                                                       "' (torch rebuilds only sparse_csr tensors with it)");

@@ -836,7 +836,7 @@ def tensor_files():
 
     # Sparse tensors as torch.load checks them: the parts against each other when rebuilt,
     # every index against the shape once the file is read (_validate_loaded_sparse_tensors).
-    def coo_file(rows, size, values=None, items=()):
+    def coo_file(rows, size, values=None, items=(), layout=None):
         """_rebuild_sparse_tensor(torch.sparse_coo, (indices, values, size, *items)): the I64
         indices [len(rows), n] in record 0, by default F32 values [n] in record 1."""
         n, flat = len(rows[0]), [v for r in rows for v in r]
@@ -844,8 +844,22 @@ def tensor_files():
             values = rebuild_v2(pid("FloatStorage", "1", 2), 0, (n,), (1,))
         data = p_tuple([rebuild_v2(pid("LongStorage", "0", len(flat)), 0, (len(rows), n), (n, 1)), values,
                         p_global("torch", "Size") + p_tuple([p_ints(size)]) + b"R"] + list(items))
-        return one(call("_rebuild_sparse_tensor", [p_global("torch", "sparse_coo"), data]),
+        return one(call("_rebuild_sparse_tensor", [layout or p_global("torch", "sparse_coo"), data]),
                    {"0": struct.pack(f"<{len(flat)}q", *flat), "1": BASE_DATA["1"]})
+    # torch 1.13 pickles a layout as torch.serialization._get_layout(str(layout)), which finds
+    # the name among torch's layouts exactly
+    get_layout = lambda name: call("_get_layout", [p_str(name)], module="torch.serialization")
+    emit("sparse_get_layout_ok.pt", coo_file([[1, 3]], (4,), layout=get_layout("torch.sparse_coo")), "ok",
+         "_rebuild_sparse_tensor(_get_layout('torch.sparse_coo'), ...) as torch 1.13 writes it (torch reads it)",
+         torch="reads")
+    emit("sparse_get_layout_unknown.pt", coo_file([[1, 3]], (4,), layout=get_layout("torch.sparse\x1fcoo")),
+         "bad_tensor_args", "_get_layout('torch.sparse\\x1fcoo'), no layout of torch's (torch refuses it: KeyError)",
+         torch="refuses")
+    emit("sparse_get_layout_no_prefix.pt", coo_file([[1, 3]], (4,), layout=get_layout("sparse_coo")),
+         "bad_tensor_args", "_get_layout('sparse_coo'), without 'torch.' (torch refuses it: KeyError)", torch="refuses")
+    emit("sparse_get_layout_strided.pt", coo_file([[1, 3]], (4,), layout=get_layout("torch.strided")),
+         "bad_tensor_args", "_rebuild_sparse_tensor of torch.strided, a layout but no sparse one (torch refuses it)",
+         torch="refuses")
     emit("sparse_index_past_size.pt", coo_file([[1, 3]], (3,)), "bad_tensor_args",
          "a COO tensor of size [3] with the index 3 (torch refuses it: size is inconsistent with indices)",
          torch="refuses")
@@ -1013,6 +1027,22 @@ def legacy_files():
     emit("legacy_later_reference_count_str.pt", legacy(again, ["0"], {"0": BASE_DATA["0"]}), "ok",
          "a legacy file's storage '0' referenced again with the element count 'x', which Python multiplies "
          "(torch reads it)", torch="reads")
+    # A legacy storage is torch.UntypedStorage(numel * element size): a tensor's set_() grows
+    # it to the view's end, and the file's count must then be the grown size.
+    grown = lambda declared, view=(4,): pickle(p_dict([(p_str("w"), rebuild_v2(lpid("FloatStorage", "0", declared), 0, view,
+                                                                               (1,)))]))
+    emit("legacy_storage_grown_by_view.pt", legacy(grown(2), ["0"], {"0": BASE_DATA["0"]}), "ok",
+         "a legacy storage declared of 2 floats, a view of 4 over it and 4 in the file: set_() grows the "
+         "storage to 4, which the file fills (torch reads it)", torch="reads")
+    emit("legacy_storage_grown_from_zero.pt", legacy(grown(0), ["0"], {"0": BASE_DATA["0"]}), "ok",
+         "a legacy storage declared of 0 floats, a view of 4 over it and 4 in the file (torch reads it)",
+         torch="reads")
+    emit("legacy_storage_grown_count_short.pt", legacy(grown(2), ["0"], {"0": BASE_DATA["0"][:8]}), "legacy_corrupt",
+         "a legacy storage declared of 2 floats grown to 4 by a view, and 2 in the file (torch refuses it: "
+         "the storage has the wrong byte size)", torch="refuses")
+    emit("legacy_storage_grown_count_long.pt", legacy(grown(2, view=(3,)), ["0"], {"0": BASE_DATA["0"]}),
+         "legacy_corrupt", "a legacy storage declared of 2 floats grown to 3 by a view, and 4 in the file "
+         "(torch refuses it)", torch="refuses")
     module = lambda *items: b"(" + p_str("module") + p_global("torch.nn", "Linear") + b"".join(items) + b"tQ"
     emit("legacy_module_pid_two_items.pt",
          legacy(pickle(p_dict([(p_str("w"), rebuild_v2(lpid("FloatStorage", "0", 4), 0, (4,), (1,))),
