@@ -9297,9 +9297,13 @@ class TorchHooks : public PickleHooks {
   // bytes after the pickle must then fill the grown size (torch.load checks the count it
   // reads against it). So a view past a storage whose bytes are still to come grows the
   // storage (read_storages checks the count); zip and tar storages are records or read
-  // already, and stay an error. True when grown.
+  // already, and stay an error, as do quantized tensors (_rebuild_qtensor's set_() on a
+  // quantized tensor resizes nothing: torch reads past the storage). True when grown.
   PTREAD_NOINLINE bool grow_legacy_storage(const TensorSpec& t, size_t stride_rank, const Error& e) {
-    if (!legacy_ || e.code() != ErrorCode::view_out_of_bounds || m_.storage_table.data(t.storage) != nullptr) return false;
+    if (!legacy_ || e.code() != ErrorCode::view_out_of_bounds || m_.storage_table.data(t.storage) != nullptr ||
+        dtype_is_quantized(t.dtype)) {
+      return false;
+    }
     for (const View& v : views_) {  // slices (legacy view metadata) torch does not resize, nor a root once sliced
       if (v.view == t.storage || v.root == t.storage) return false;
     }

@@ -558,7 +558,7 @@ def known(kind, t, o, how, base, base_path):
                 o["why"].startswith("shape_overflow") or "holds a global" in o["why"] or
                 "arguments are not a tuple" in o["why"] or "storage class is a int" in o["why"] or
                 "unknown storage class '__torch__" in o["why"] or "a int called" in o["why"] or
-                "negative size or stride" in o["why"]):
+                "negative size or stride" in o["why"] or "called as a class or function" in o["why"]):
             # torch.jit.load's unpickler sets sizes and strides unchecked (an extent past 64
             # bits, or negative), reads a global as the int of its own table (a storage class
             # or a callable may be any int, or any class), and lets the global take what it

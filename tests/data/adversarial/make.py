@@ -1043,6 +1043,12 @@ def legacy_files():
     emit("legacy_storage_grown_count_long.pt", legacy(grown(2, view=(3,)), ["0"], {"0": BASE_DATA["0"]}),
          "legacy_corrupt", "a legacy storage declared of 2 floats grown to 3 by a view, and 4 in the file "
          "(torch refuses it)", torch="refuses")
+    qparams = p_tuple([p_global("torch", "per_tensor_affine"), b"G" + struct.pack(">d", 0.5), p_int(3)])
+    qview = pickle(p_dict([(p_str("q"), p_global("torch._utils", "_rebuild_qtensor") + b"(" + lpid("QUInt8Storage", "0", 4) +
+                            b"Q" + p_int(1) + p_ints((4,)) + p_ints((1,)) + qparams + b"\x89" + p_ordered_dict() + b"tR")]))
+    emit("legacy_qtensor_view_past_storage.pt", legacy(qview, ["0"], {"0": bytes(range(4))}, {"0": 4}), "view_out_of_bounds",
+         "a legacy QUInt8 tensor of 4 at offset 1 of a storage of 4: _rebuild_qtensor's set_() grows nothing "
+         "(torch reads a byte past the storage; ptread refuses it)")
     module = lambda *items: b"(" + p_str("module") + p_global("torch.nn", "Linear") + b"".join(items) + b"tQ"
     emit("legacy_module_pid_two_items.pt",
          legacy(pickle(p_dict([(p_str("w"), rebuild_v2(lpid("FloatStorage", "0", 4), 0, (4,), (1,))),
