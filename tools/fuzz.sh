@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, -fsanitize=fuzzer,address,undefined) and runs each
-# for a bounded time on a seed corpus made from the test fixtures.
+# for a bounded time on a seed corpus made from the test fixtures and the adversarial corpus.
 #   bash tools/fuzz.sh [SECONDS_PER_TARGET]     (default 60)
 # A finding (crash, leak, timeout, out of memory) fails the script; its input is copied to
 # tests/data/fuzz/<target>-<name>, which the unit suite replays ("[fuzz-findings]").
@@ -19,18 +19,27 @@ seeds=$out/seeds
 rm -rf "$seeds"; mkdir -p "$seeds/checkpoint" "$seeds/zip" "$seeds/pickle"
 find tests/fixtures -maxdepth 1 -type f \( -name '*.pt' -o -name '*.ptl' -o -name '*.pth' \) -size -64k \
   -exec cp {} "$seeds/checkpoint/" \;
+# ... and the crafted files of the adversarial corpus (every rebuild call, sparse layout,
+# legacy and zip corner torch reads or refuses), prefixed so no name collides.
+for f in tests/data/adversarial/*.pt; do
+  if [[ $(stat -c %s "$f") -lt 65536 ]]; then cp "$f" "$seeds/checkpoint/adv_$(basename "$f")"; fi
+done
 cp "$seeds"/checkpoint/* "$seeds/zip/"
 python3 - "$seeds/checkpoint" "$seeds/pickle" <<'PY'
-import os, sys, zipfile
+import os, sys, zipfile, zlib
 src, dst = sys.argv[1], sys.argv[2]
 for f in sorted(os.listdir(src)):
     p = os.path.join(src, f)
-    if zipfile.is_zipfile(p):
-        with zipfile.ZipFile(p) as z:
-            for n in z.namelist():
-                if n.endswith(".pkl"):
-                    with open(os.path.join(dst, f + "-" + n.replace("/", "_")), "wb") as o:
-                        o.write(z.read(n))
+    try:
+        if zipfile.is_zipfile(p):
+            with zipfile.ZipFile(p) as z:
+                for n in z.namelist():
+                    if n.endswith(".pkl"):
+                        data = z.read(n)
+                        with open(os.path.join(dst, f + "-" + n.replace("/", "_")), "wb") as o:
+                            o.write(data)
+    except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError, EOFError, zlib.error):
+        pass  # (a damaged archive of the adversarial corpus: a seed for the other targets)
 PY
 
 # One job per target (build, then fuzz), as many at a time as there are cores
