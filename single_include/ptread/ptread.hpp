@@ -8991,6 +8991,8 @@ class TorchHooks : public PickleHooks {
     m_.storage_table.add_view(nullptr, size_bytes);  // its bytes: finish()
     const uint32_t index = add_storage(g, key, !int_key, numbered, number, dtype, int_key);
     views_.push_back(View{index, root, static_cast<size_t>(off_bytes), static_cast<size_t>(size_bytes)});
+    if (sliced_.size() <= std::max(index, root)) sliced_.resize(size_t{std::max(index, root)} + 1, 0);
+    sliced_[index] = sliced_[root] = 1;
     return index;
   }
 
@@ -9304,9 +9306,8 @@ class TorchHooks : public PickleHooks {
         dtype_is_quantized(t.dtype)) {
       return false;
     }
-    for (const View& v : views_) {  // slices (legacy view metadata) torch does not resize, nor a root once sliced
-      if (v.view == t.storage || v.root == t.storage) return false;
-    }
+    // slices (legacy view metadata) torch does not resize, nor a root once sliced
+    if (t.storage < sliced_.size() && sliced_[t.storage]) return false;
     int64_t numel = 0;
     if (!check_view(t.dims, t.rank, t.dims + t.rank, stride_rank, t.offset, t.dtype, uint64_t{1} << 62, &numel) || numel == 0) {
       return false;
@@ -9424,6 +9425,7 @@ class TorchHooks : public PickleHooks {
   StringIndex storage_index_;                // positions in hashed_keys_
   std::vector<std::pair<std::string_view, uint32_t>> int_keys_;  // int keys (their digits), their storage
   StringIndex int_index_;                    // positions in int_keys_
+  std::vector<uint8_t> sliced_;              // per storage: a legacy view slice, or the root of one
   std::vector<uint8_t> table_dtype_;         // per storage_table entry made from a persistent id
   std::string retyped_;                      // retyped()
   std::optional<Error> zip_refusal_, script_refusal_;  // refusal()
