@@ -608,7 +608,7 @@ def known(kind, t, o, how, base, base_path):
         # a module called by REDUCE runs its forward(), a module class its __init__ (ptread
         # runs nothing: an inert object)
         if (re.search(r"object has no attribute '_(backward|forward|forward_pre)_hooks'", why) or
-                "is not a Module subclass" in why):
+                "is not a Module subclass" in why or re.search(r"cannot assign '[^']*' as (buffer|parameter|child module)", why)):
             return "torch runs a module's code while unpickling"
         # torch requires a version record it can parse (ptread does not read it)
         parts = how.split(": ", 1)[1].split()

@@ -136,10 +136,9 @@ class LegacyReader {
     if (g.kind(version) != ValueKind::integer || g.at(version).i != 1001) {
       return make_error(ErrorCode::legacy_corrupt, "legacy protocol version is not 1001 (corrupt file?)");
     }
+    // sys_info: torch.load unpickles it and never looks at it (any value: `legacy_sys_info_int.pt`)
     PTREAD_TRY(uint32_t sys_info, next("sys_info"));
-    if (g.kind(sys_info) != ValueKind::dict) {
-      return make_error(ErrorCode::legacy_corrupt, "legacy sys_info is a " + std::string(value_kind_name(g.kind(sys_info))) + ", not a dict");
-    }
+    (void)sys_info;
     PTREAD_TRY(model_->root, next("object"));
     PTREAD_TRY(uint32_t keys, next("storage key list"));
     if (g.kind(keys) != ValueKind::list && g.kind(keys) != ValueKind::tuple) {

@@ -1043,6 +1043,10 @@ def legacy_files():
     emit("legacy_storage_grown_count_long.pt", legacy(grown(2, view=(3,)), ["0"], {"0": BASE_DATA["0"]}),
          "legacy_corrupt", "a legacy storage declared of 2 floats grown to 3 by a view, and 4 in the file "
          "(torch refuses it)", torch="refuses")
+    emit("legacy_sys_info_int.pt", LEGACY_MAGIC + LEGACY_VERSION + pickle(p_int(7)) + base[len(LEGACY_MAGIC + LEGACY_VERSION +
+                                                                                          LEGACY_SYSINFO):],
+         "ok", "a legacy file whose sys_info is the int 7, not a dict (torch reads it: it never looks at sys_info)",
+         torch="reads")
     qparams = p_tuple([p_global("torch", "per_tensor_affine"), b"G" + struct.pack(">d", 0.5), p_int(3)])
     qview = pickle(p_dict([(p_str("q"), p_global("torch._utils", "_rebuild_qtensor") + b"(" + lpid("QUInt8Storage", "0", 4) +
                             b"Q" + p_int(1) + p_ints((4,)) + p_ints((1,)) + qparams + b"\x89" + p_ordered_dict() + b"tR")]))
