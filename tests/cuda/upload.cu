@@ -181,7 +181,7 @@ TEST_CASE("upload: F16 and BF16 become F32 on the device when asked, exactly", "
   CHECK(dev->find("b")->storage_offset() == 1500 - 7);
 }
 
-TEST_CASE("upload: mapped file pages are released after copying, and the CPU tensors still read", "[cuda][upload]") {
+TEST_CASE("upload: mmap mode reads the file with pread, or copies from the mapping and releases its pages", "[cuda][upload]") {
   StateDict sd;
   for (int k = 0; k < 8; ++k) sd.add("w" + std::to_string(k), ptread::DType::F32, {256, 1024}, test_values(262144, 20u + static_cast<uint32_t>(k)));
   const auto bytes = sd.build();
@@ -192,10 +192,19 @@ TEST_CASE("upload: mapped file pages are released after copying, and the CPU ten
     REQUIRE(ck.ok());
     pc::UploadOptions o;
     o.buffer_bytes = size_t{1} << 20;
-    auto dev = pc::upload(*ck, o);
+    auto dev = pc::upload(*ck, o);  // read_file: every byte read with pread, nothing mapped
     REQUIRE(dev.ok());
-    CHECK(dev->stats().released_bytes >= 8 * 1024 * 1024);  // every tensor byte, pages rounded out
-    check_upload(*ck, *dev, false);                          // the CPU side reads them back in
+    CHECK(dev->stats().file_bytes == dev->stats().host_bytes);
+    CHECK(dev->stats().host_bytes == 8 * 1024 * 1024);
+    CHECK(dev->stats().released_bytes == 0);
+    check_upload(*ck, *dev, false);
+
+    o.read_file = false;  // copied from the mapping, its pages dropped once copied
+    auto devm = pc::upload(*ck, o);
+    REQUIRE(devm.ok());
+    CHECK(devm->stats().file_bytes == 0);
+    CHECK(devm->stats().released_bytes >= 8 * 1024 * 1024);  // every tensor byte, pages rounded out
+    check_upload(*ck, *devm, false);                          // the CPU side reads them back in
 
     ptread::Options read;
     read.mode = ptread::LoadMode::read;
@@ -204,6 +213,7 @@ TEST_CASE("upload: mapped file pages are released after copying, and the CPU ten
     auto devr = pc::upload(*ckr, o);
     REQUIRE(devr.ok());
     CHECK(devr->stats().released_bytes == 0);  // owned buffers are never touched
+    CHECK(devr->stats().file_bytes == 0);      // nor the file read again
   }
   std::remove(path.c_str());
 }
@@ -223,21 +233,25 @@ TEST_CASE("upload: host memory grows by about the ring, whatever the checkpoint'
   }
   auto ck = ptread::Checkpoint::open(path);
   REQUIRE(ck.ok());
-  pc::UploadOptions o;
-  o.buffer_bytes = size_t{4} << 20;
-  o.buffers = 2;
-  auto up = pc::Uploader::create(o);  // the ring and the CUDA context exist before the measure
-  REQUIRE(up.ok());
-  {
-    std::ofstream reset("/proc/self/clear_refs");
-    reset << "5";  // VmHWM := VmRSS
+  for (bool read_file : {true, false}) {  // pread, or copies from the mapping whose pages are dropped
+    INFO("read_file " << read_file);
+    pc::UploadOptions o;
+    o.buffer_bytes = size_t{4} << 20;
+    o.buffers = 2;
+    o.read_file = read_file;
+    auto up = pc::Uploader::create(o);  // the ring and the CUDA context exist before the measure
+    REQUIRE(up.ok());
+    {
+      std::ofstream reset("/proc/self/clear_refs");
+      reset << "5";  // VmHWM := VmRSS
+    }
+    const uint64_t before = status_bytes("VmRSS:");
+    auto dev = up->upload(*ck);
+    REQUIRE(dev.ok());
+    const uint64_t peak = status_bytes("VmHWM:");
+    INFO("RSS before " << before << ", peak " << peak << " (RssFile " << status_bytes("RssFile:") << ")");
+    CHECK(peak - before <= (size_t{32} << 20) + 2 * o.buffer_bytes);
   }
-  const uint64_t before = status_bytes("VmRSS:");
-  auto dev = up->upload(*ck);
-  REQUIRE(dev.ok());
-  const uint64_t peak = status_bytes("VmHWM:");
-  INFO("RSS before " << before << ", peak " << peak << " (RssFile " << status_bytes("RssFile:") << ")");
-  CHECK(peak - before <= (size_t{32} << 20) + 2 * o.buffer_bytes);
   std::remove(path.c_str());
 }
 

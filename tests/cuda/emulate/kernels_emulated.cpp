@@ -86,8 +86,11 @@ TEST_CASE("emulated: Linear kernels equal the CPU layer, every batch kernel and 
     const size_t K = cpu->in_features();
     for (size_t m : linear_batches()) {
       const auto x = test_values(m * K + 4, static_cast<uint32_t>(10 + m));
-      // sm_count 1, 4, 1000: 128-, 64- and 32-row tiles for the batches of 40 and 133.
-      for (int sms : {1, 4, 1000}) {
+      // sm_count 1, 4, 6, 1000: with 16-byte loads the 128 x 128, 128 x 64 and 64 x 64 tiles
+      // of the double-buffered kernel for the batch of 133 (N = 70), the plain kernel's 32-row
+      // tiles at 1000; without (K = 37), the plain kernel's 128-, 64- (sm_count 3) and 32-row
+      // tiles.
+      for (int sms : {1, 3, 4, 6, 1000}) {
         if (m <= kd::kRowsMaxBatch && sms != 1) continue;
         INFO(prefix << " m=" << m << " sm_count=" << sms);
         bool vec = false;

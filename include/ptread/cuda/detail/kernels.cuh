@@ -192,10 +192,13 @@ inline void launch_strided_copy(size_t elem_size, const void* in, size_t rows, s
 
 // Batches of 1 to 8 rows: each warp streams R rows of W once, for all MB rows of x (read
 // through the cache: every warp reads the same x). VEC: 16-byte loads, when W's rows, x and K
-// allow them; otherwise one element per lane and step. Lanes sum with shuffles at the end.
+// allow them; otherwise one element per lane and step. VEC loads the W vectors of U steps
+// first, then reads x and multiplies: U * R loads of W in flight per lane, whatever x's
+// registers leave the compiler (which hoists no load past the FMAs when MB * V values of x are
+// live per step). Each lane sums its steps in k order; lanes sum with shuffles at the end.
 constexpr int kRowsWarps = 4;  // warps per block
 
-template <int MB, int R, int WK, bool VEC>
+template <int MB, int R, int U, int WK, bool VEC>
 __global__ void __launch_bounds__(kRowsWarps * 32)
     linear_rows_kernel(const void* __restrict__ w, size_t ldw, const float* __restrict__ x,
                        const float* __restrict__ bias, float* __restrict__ y, size_t N, size_t K) {
@@ -212,27 +215,39 @@ __global__ void __launch_bounds__(kRowsWarps * 32)
   }
   if constexpr (VEC) {
     constexpr int V = E::kVec;
-    PTREAD_CUDA_UNROLL4
-    for (size_t k = static_cast<size_t>(lane) * V; k < K; k += 32 * V) {
-      float xv[MB][V];
+    constexpr size_t kStep = 32 * V;
+    for (size_t kb = static_cast<size_t>(lane) * V; kb < K; kb += U * kStep) {
+      uint4 raw[U][R];
       PTREAD_CUDA_UNROLL
-      for (unsigned m = 0; m < MB; ++m) {
-        const auto* xp = reinterpret_cast<const float4*>(x + static_cast<size_t>(m) * K + k);
+      for (unsigned u = 0; u < U; ++u) {
+        const size_t k = kb + u * kStep;
         PTREAD_CUDA_UNROLL
-        for (unsigned q = 0; q < V / 4; ++q) {
-          const float4 f = __ldg(xp + q);
-          xv[m][4 * q] = f.x;
-          xv[m][4 * q + 1] = f.y;
-          xv[m][4 * q + 2] = f.z;
-          xv[m][4 * q + 3] = f.w;
+        for (unsigned r = 0; r < R; ++r) {
+          raw[u][r] = uint4{};
+          if (k < K && n0 + r < N) raw[u][r] = __ldcs(reinterpret_cast<const uint4*>(wb + ((n0 + r) * ldw + k) * E::kSize));
         }
       }
       PTREAD_CUDA_UNROLL
-      for (unsigned r = 0; r < R; ++r) {
-        if (n0 + r < N) {
-          const uint4 raw = __ldcs(reinterpret_cast<const uint4*>(wb + ((n0 + r) * ldw + k) * E::kSize));
+      for (unsigned u = 0; u < U; ++u) {
+        const size_t k = kb + u * kStep;
+        if (k >= K) break;
+        float xv[MB][V];
+        PTREAD_CUDA_UNROLL
+        for (unsigned m = 0; m < MB; ++m) {
+          const auto* xp = reinterpret_cast<const float4*>(x + static_cast<size_t>(m) * K + k);
+          PTREAD_CUDA_UNROLL
+          for (unsigned q = 0; q < V / 4; ++q) {
+            const float4 f = __ldg(xp + q);
+            xv[m][4 * q] = f.x;
+            xv[m][4 * q + 1] = f.y;
+            xv[m][4 * q + 2] = f.z;
+            xv[m][4 * q + 3] = f.w;
+          }
+        }
+        PTREAD_CUDA_UNROLL
+        for (unsigned r = 0; r < R; ++r) {
           float wf[V];
-          E::unpack(raw, wf);
+          E::unpack(raw[u][r], wf);
           PTREAD_CUDA_UNROLL
           for (unsigned m = 0; m < MB; ++m) {
             PTREAD_CUDA_UNROLL
@@ -330,6 +345,125 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
   }
 }
 
+// Larger batches when 16-byte loads are possible (rows_vectorizable): a BM x BN tile of y per
+// block, 8 x 8 outputs a thread as four 4 x 4 blocks (rows 4 ty.. and BM / 2 + 4 ty.., columns
+// likewise: 16-byte shared-memory reads, broadcast or consecutive across a warp), K in steps
+// of kVecTileK through two shared-memory buffers: a step's global loads (16 bytes each) are
+// issued before the previous step's products and stored into the other buffer after them,
+// one barrier a step. Each output sums its products in k order, as the kernel above does.
+constexpr int kVecTileK = 8;
+
+template <int BM, int BN, int WK>
+__global__ void __launch_bounds__((BM / 8) * (BN / 8))
+    linear_tiled_vec_kernel(const void* __restrict__ w, size_t ldw, const float* __restrict__ x,
+                            const float* __restrict__ bias, float* __restrict__ y, size_t M, size_t N, size_t K,
+                            bool vec_store) {
+  using E = Elem<WK>;
+  constexpr int BK = kVecTileK, V = E::kVec, TX = BN / 8, TY = BM / 8, NT = TX * TY;
+  constexpr int XL = BM * BK / 4, WL = BN * BK / V;  // 16-byte loads of an x tile, of a W tile
+  constexpr int XPT = (XL + NT - 1) / NT, WPT = (WL + NT - 1) / NT;
+  static_assert(BM % 32 == 0 && BN % 32 == 0 && BK % V == 0, "tile shapes");
+  __shared__ float4 xs4[2][BK][BM / 4];
+  __shared__ float4 ws4[2][BK][BN / 4];
+  const unsigned tid = threadIdx.x;
+  const unsigned tx = tid % TX, ty = tid / TX;
+  const size_t m0 = static_cast<size_t>(blockIdx.y) * BM, n0 = static_cast<size_t>(blockIdx.x) * BN;
+  const auto* wb = static_cast<const unsigned char*>(w);
+  float4 xr[XPT];
+  uint4 wr[WPT];
+  float acc[8][8];
+  PTREAD_CUDA_UNROLL
+  for (unsigned i = 0; i < 8; ++i) {
+    PTREAD_CUDA_UNROLL
+    for (unsigned j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+  }
+  const size_t steps = (K + BK - 1) / BK;
+  // Global loads of step t into xr / wr (zeros past M, N or K: K is a multiple of V).
+  auto load = [&](size_t t) {
+    const size_t k0 = t * BK;
+    PTREAD_CUDA_UNROLL
+    for (unsigned p = 0; p < XPT; ++p) {
+      const unsigned e = tid + p * NT;
+      const size_t m = m0 + e / (BK / 4), k = k0 + (e % (BK / 4)) * 4;
+      xr[p] = float4{};
+      if (e < XL && m < M && k < K) xr[p] = __ldg(reinterpret_cast<const float4*>(x + m * K + k));
+    }
+    PTREAD_CUDA_UNROLL
+    for (unsigned p = 0; p < WPT; ++p) {
+      const unsigned e = tid + p * NT;
+      const size_t n = n0 + e / (BK / V), k = k0 + (e % (BK / V)) * V;
+      wr[p] = uint4{};
+      if (e < WL && n < N && k < K) wr[p] = __ldg(reinterpret_cast<const uint4*>(wb + (n * ldw + k) * E::kSize));
+    }
+  };
+  // xr / wr into buffer b, k-major (widened to F32).
+  auto store = [&](unsigned b) {
+    float* xs = reinterpret_cast<float*>(xs4[b]);
+    float* ws = reinterpret_cast<float*>(ws4[b]);
+    PTREAD_CUDA_UNROLL
+    for (unsigned p = 0; p < XPT; ++p) {
+      const unsigned e = tid + p * NT;
+      if (e >= XL) break;
+      const unsigned row = e / (BK / 4), kk = (e % (BK / 4)) * 4;
+      xs[(kk + 0) * BM + row] = xr[p].x;
+      xs[(kk + 1) * BM + row] = xr[p].y;
+      xs[(kk + 2) * BM + row] = xr[p].z;
+      xs[(kk + 3) * BM + row] = xr[p].w;
+    }
+    PTREAD_CUDA_UNROLL
+    for (unsigned p = 0; p < WPT; ++p) {
+      const unsigned e = tid + p * NT;
+      if (e >= WL) break;
+      const unsigned row = e / (BK / V), kk = (e % (BK / V)) * V;
+      float f[V];
+      E::unpack(wr[p], f);
+      PTREAD_CUDA_UNROLL
+      for (unsigned q = 0; q < V; ++q) ws[(kk + q) * BN + row] = f[q];
+    }
+  };
+  load(0);
+  store(0);
+  __syncthreads();
+  for (size_t t = 0; t < steps; ++t) {
+    const unsigned b = static_cast<unsigned>(t & 1);
+    if (t + 1 < steps) load(t + 1);
+    PTREAD_CUDA_UNROLL
+    for (unsigned kk = 0; kk < BK; ++kk) {
+      const float4 a0 = xs4[b][kk][ty], a1 = xs4[b][kk][TY + ty];
+      const float4 b0 = ws4[b][kk][tx], b1 = ws4[b][kk][TX + tx];
+      const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+      const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+      PTREAD_CUDA_UNROLL
+      for (unsigned i = 0; i < 8; ++i) {
+        PTREAD_CUDA_UNROLL
+        for (unsigned j = 0; j < 8; ++j) acc[i][j] += av[i] * bv[j];
+      }
+    }
+    if (t + 1 < steps) store(b ^ 1u);
+    __syncthreads();
+  }
+  PTREAD_CUDA_UNROLL
+  for (unsigned i = 0; i < 8; ++i) {
+    const size_t m = m0 + (i < 4 ? 4 * ty + i : BM / 2 + 4 * ty + (i - 4));
+    if (m >= M) continue;
+    PTREAD_CUDA_UNROLL
+    for (unsigned h = 0; h < 2; ++h) {
+      const size_t n = n0 + (h == 0 ? 4 * tx : BN / 2 + 4 * tx);
+      float v[4];
+      PTREAD_CUDA_UNROLL
+      for (unsigned j = 0; j < 4; ++j) v[j] = acc[i][4 * h + j] + (bias && n + j < N ? bias[n + j] : 0.0f);
+      if (vec_store && n + 3 < N) {
+        *reinterpret_cast<float4*>(y + m * N + n) = float4{v[0], v[1], v[2], v[3]};
+      } else {
+        PTREAD_CUDA_UNROLL
+        for (unsigned j = 0; j < 4; ++j) {
+          if (n + j < N) y[m * N + n + j] = v[j];
+        }
+      }
+    }
+  }
+}
+
 struct LinearArgs {
   const void* w = nullptr;
   int wk = 0;        // weight_kind()
@@ -343,17 +477,30 @@ struct LinearArgs {
 // Batches up to this many rows use linear_rows_kernel.
 constexpr size_t kRowsMaxBatch = 8;
 
-template <int MB, int WK>
-inline void launch_rows(const LinearArgs& a, bool vec, cudaStream_t s) {
-  constexpr int R = MB == 1 ? 1 : 2;
+// One shape of the rows kernel: R rows of W a warp, U steps of W loads ahead.
+template <int MB, int R, int U, int WK>
+inline void launch_rows_shape(const LinearArgs& a, bool vec, cudaStream_t s) {
   const size_t warps = (a.n + R - 1) / R;
   const unsigned grid = static_cast<unsigned>((warps + kRowsWarps - 1) / kRowsWarps);
   if (vec) {
-    const auto k = linear_rows_kernel<MB, R, WK, true>;
+    const auto k = linear_rows_kernel<MB, R, U, WK, true>;
     PTREAD_CUDA_LAUNCH(k, grid, kRowsWarps * 32, s, a.w, a.ldw, a.x, a.bias, a.y, a.n, a.k);
   } else {
-    const auto k = linear_rows_kernel<MB, R, WK, false>;
+    const auto k = linear_rows_kernel<MB, R, 1, WK, false>;
     PTREAD_CUDA_LAUNCH(k, grid, kRowsWarps * 32, s, a.w, a.ldw, a.x, a.bias, a.y, a.n, a.k);
+  }
+}
+
+// The shapes measured fastest on an H100 at N = K = 4096 (bench/README.md, "CUDA"): F32 one
+// row a warp, four steps ahead (two from 5 rows of x on, as x's registers grow); 16-bit
+// weights two rows a warp four steps ahead, then four rows two steps ahead (each x value
+// read serves more rows of W).
+template <int MB, int WK>
+inline void launch_rows(const LinearArgs& a, bool vec, cudaStream_t s) {
+  if constexpr (WK == 0) {
+    launch_rows_shape<MB, 1, MB <= 4 ? 4 : 2, WK>(a, vec, s);
+  } else {
+    launch_rows_shape<MB, MB <= 4 ? 2 : 4, MB <= 4 ? 4 : 2, WK>(a, vec, s);
   }
 }
 
@@ -385,12 +532,34 @@ inline void launch_tiled(const LinearArgs& a, cudaStream_t s) {
   }
 }
 
-// The largest tile that still gives every SM a block (sm_count: the device's SMs).
+template <int BM, int BN, int WK>
+inline void launch_tiled_vec(const LinearArgs& a, cudaStream_t s) {
+  const size_t max_rows = size_t{65535} * BM;
+  const unsigned gx = static_cast<unsigned>((a.n + BN - 1) / BN);
+  const bool vec_store = a.n % 4 == 0 && reinterpret_cast<uintptr_t>(a.y) % 16 == 0;
+  for (size_t r0 = 0; r0 < a.m; r0 += max_rows) {
+    const size_t rows = a.m - r0 < max_rows ? a.m - r0 : max_rows;
+    const dim3 grid(gx, static_cast<unsigned>((rows + BM - 1) / BM));
+    const auto k = linear_tiled_vec_kernel<BM, BN, WK>;
+    PTREAD_CUDA_LAUNCH(k, grid, (BM / 8) * (BN / 8), s, a.w, a.ldw, a.x + r0 * a.k, a.bias, a.y + r0 * a.n, rows,
+                       a.n, a.k, vec_store);
+  }
+}
+
+// The largest tile that still gives every SM a block (sm_count: the device's SMs): with
+// 16-byte loads (vec) the double-buffered kernel's 128 x 128, 128 x 64 or 64 x 64 tiles,
+// else (or when even those leave SMs idle: the small tiles have more blocks) the plain one's.
 template <int WK>
-inline void launch_tiled_wk(const LinearArgs& a, int sm_count, cudaStream_t s) {
+inline void launch_tiled_wk(const LinearArgs& a, bool vec, int sm_count, cudaStream_t s) {
   auto blocks = [&a](size_t bm, size_t bn) { return ((a.m + bm - 1) / bm) * ((a.n + bn - 1) / bn); };
   const size_t sms = sm_count > 0 ? static_cast<size_t>(sm_count) : 1;
-  if (blocks(128, 128) >= sms) {
+  if (vec && blocks(128, 128) >= sms) {
+    launch_tiled_vec<128, 128, WK>(a, s);
+  } else if (vec && blocks(128, 64) >= sms) {
+    launch_tiled_vec<128, 64, WK>(a, s);
+  } else if (vec && blocks(64, 64) >= sms) {
+    launch_tiled_vec<64, 64, WK>(a, s);
+  } else if (blocks(128, 128) >= sms) {
     launch_tiled<128, 128, 8, 8, WK>(a, s);
   } else if (blocks(64, 64) >= sms) {
     launch_tiled<64, 64, 4, 4, WK>(a, s);
@@ -413,7 +582,7 @@ inline void launch_linear(const LinearArgs& a, int sm_count, cudaStream_t s) {
     if (a.m <= kRowsMaxBatch) {
       launch_rows_wk<decltype(w)::value>(a, vec, s);
     } else {
-      launch_tiled_wk<decltype(w)::value>(a, sm_count, s);
+      launch_tiled_wk<decltype(w)::value>(a, vec, sm_count, s);
     }
   });
 }
