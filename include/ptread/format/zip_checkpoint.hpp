@@ -233,7 +233,11 @@ inline Status plan_zip(const Source& src, const ReadOptions& opt, const ZipArchi
       parse_script_classes(qualifier, std::string_view(reinterpret_cast<const char*>(code.data), code.size), &plan->script_classes);
     }
   }
-  if (const ZipEntry* bo = byteorder) {
+  // torch.load honours the byteorder record (torch >= 2.1: big is swapped, anything but big
+  // or little refused). torch.jit.load, which reads TorchScript archives (torch.load hands
+  // them to it), never reads it: their bytes are taken as they are, whatever it says (torch
+  // 1.13 and 2.11, checked; jit.save writes `little`).
+  if (const ZipEntry* bo = plan->constants == nullptr ? byteorder : nullptr) {
     PTREAD_TRY(Bytes b, zip.read(*bo));
     std::string order(reinterpret_cast<const char*>(b.data), std::min<size_t>(b.size, 16));
     while (!order.empty() && std::isspace(static_cast<unsigned char>(order.back()))) order.pop_back();

@@ -1158,11 +1158,11 @@ def tar_files():
     emit("tar_missing_member.pt", build(drop="tensors"), "record_missing", "no 'tensors' member")
 
 
-def rezip(path, replace):
+def rezip(path, replace, add=()):
     """The zip archive at path written again by Python's zipfile (stored, same order), with
-    the records named in replace given other bytes."""
+    the records named in replace given other bytes and the (name, bytes) of add after them."""
     with zipfile.ZipFile(path) as z:
-        items = [(i.filename, z.read(i)) for i in z.infolist()]
+        items = [(i.filename, z.read(i)) for i in z.infolist()] + list(add)
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as w:
         for name, data in items:
@@ -1188,6 +1188,16 @@ def torchscript_files():
     emit("ts_rebuild_v2_extra_argument.pt", rezip(src, {"ts_script/data.pkl": eight}), "ok",
          "tests/fixtures/ts_script.pt whose first _rebuild_tensor_v2 has 8 arguments (metadata {} and 7): "
          "torch.jit.load reads the first five (torch reads it)", torch="reads")
+    for order in (b"big", b"liptle"):
+        emit("ts_byteorder_%s.pt" % order.decode(), rezip(src, {}, add=[("ts_script/byteorder", order)]), "ok",
+             "tests/fixtures/ts_script.pt with a byteorder record '%s' (its bytes little-endian): torch.jit.load "
+             "never reads the record (torch 1.13 and 2.11 give the stored values)" % order.decode(), torch="reads")
+    sd = os.path.join(FIXTURES, "proto2.pt")
+    with zipfile.ZipFile(sd) as z:
+        prefix = z.namelist()[0].split("/")[0]
+    emit("zip_byteorder_unknown.pt", rezip(sd, {}, add=[(prefix + "/byteorder", b"liptle")]), "zip_corrupt",
+         "a state dict whose byteorder record says 'liptle': refused, as torch >= 2.1 refuses it (Unknown "
+         "endianness type); torch 1.13 knows no such record and reads the file")
 
 
 def main():
