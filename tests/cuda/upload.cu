@@ -206,6 +206,20 @@ TEST_CASE("upload: mmap mode reads the file with pread, or copies from the mappi
     CHECK(devm->stats().released_bytes >= 8 * 1024 * 1024);  // every tensor byte, pages rounded out
     check_upload(*ck, *devm, false);                          // the CPU side reads them back in
 
+    // Another file renamed over the path (the checkpoint saved again): not read; the
+    // upload is the mapped file's, copied from the mapping.
+    StateDict other;
+    for (int k = 0; k < 8; ++k) other.add("w" + std::to_string(k), ptread::DType::F32, {256, 1024}, test_values(262144, 90u));
+    const auto other_bytes = other.build();
+    const std::string next = temp_path("release_next.pt");
+    REQUIRE(write_file(next, other_bytes.data(), other_bytes.size()));
+    REQUIRE(std::rename(next.c_str(), path.c_str()) == 0);
+    o.read_file = true;
+    auto devn = pc::upload(*ck, o);
+    REQUIRE(devn.ok());
+    CHECK(devn->stats().file_bytes == 0);
+    check_upload(*ck, *devn, false);
+
     ptread::Options read;
     read.mode = ptread::LoadMode::read;
     auto ckr = ptread::Checkpoint::open(path, read);

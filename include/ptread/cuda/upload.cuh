@@ -51,6 +51,8 @@
 #if PTREAD_POSIX
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -172,10 +174,12 @@ inline void view_extent(const Tensor& t, int64_t* first, int64_t* last) {
 }
 
 // A read-only private mapping of the checkpoint's file: addresses [lo, hi) hold the file's
-// bytes from `offset` on.
+// bytes from `offset` on; the file is inode `inode` of device major:minor.
 struct FileMapping {
   uintptr_t lo = 0, hi = 0;
   uint64_t offset = 0;
+  unsigned dev_major = 0, dev_minor = 0;
+  uint64_t inode = 0;
 };
 
 // This process's read-only private mappings of `path` (from /proc/self/maps): where an
@@ -190,14 +194,21 @@ inline std::vector<FileMapping> file_mappings(const std::string& path) {
   if (f == nullptr) return out;
   char line[PATH_MAX + 256];
   while (std::fgets(line, sizeof line, f) != nullptr) {
-    unsigned long long lo = 0, hi = 0, offset = 0;
+    unsigned long long lo = 0, hi = 0, offset = 0, inode = 0;
+    unsigned dev_major = 0, dev_minor = 0;
     char perms[8] = {};
     int pos = 0;
-    if (std::sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &lo, &hi, perms, &offset, &pos) < 4 || pos <= 0) continue;
+    if (std::sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &lo, &hi, perms, &offset, &dev_major, &dev_minor, &inode,
+                    &pos) <
+            7 ||
+        pos <= 0) {
+      continue;
+    }
     std::string p(line + pos);
     while (!p.empty() && (p.back() == '\n' || p.back() == ' ')) p.pop_back();
     if (p == real && std::string(perms) == "r--p") {
-      out.push_back(FileMapping{static_cast<uintptr_t>(lo), static_cast<uintptr_t>(hi), static_cast<uint64_t>(offset)});
+      out.push_back(FileMapping{static_cast<uintptr_t>(lo), static_cast<uintptr_t>(hi), static_cast<uint64_t>(offset),
+                                dev_major, dev_minor, static_cast<uint64_t>(inode)});
     }
   }
   std::fclose(f);
@@ -205,6 +216,24 @@ inline std::vector<FileMapping> file_mappings(const std::string& path) {
   (void)path;
 #endif
   return out;
+}
+
+// `path` opened for reading when it is still the file `m` maps (same device and inode), else -1.
+inline int open_same_file(const std::string& path, const FileMapping& m) {
+#if PTREAD_POSIX
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_ino) == m.inode && major(st.st_dev) == m.dev_major &&
+      minor(st.st_dev) == m.dev_minor) {
+    return fd;
+  }
+  ::close(fd);
+#else
+  (void)path;
+  (void)m;
+#endif
+  return -1;
 }
 
 // One storage span to upload: bytes [lo, hi) of the storage at src, to arena offset `at`.
@@ -342,8 +371,9 @@ class Uploader {
     }
 #if PTREAD_POSIX
     // The file again, for pread: the mapping's pages are never touched (no faults, nothing to
-    // drop); a span it cannot read is copied from the mapping.
-    fd_ = o_.read_file && !mappings_.empty() ? ::open(source->path().c_str(), O_RDONLY | O_CLOEXEC) : -1;
+    // drop); a span it cannot read is copied from the mapping. Only the mapped file itself:
+    // one renamed over its path since (a checkpoint saved again) is not read.
+    fd_ = o_.read_file && !mappings_.empty() ? detail::open_same_file(source->path(), mappings_.front()) : -1;
     struct CloseFd {
       int& fd;
       ~CloseFd() {
