@@ -519,7 +519,6 @@ class Uploader {
     return false;
   }
 
-
   // Drops the pages holding [p, p + n) when they belong to the checkpoint's file mapping;
   // returns the bytes dropped. The range is rounded out to whole pages: a neighbour's page
   // dropped early is read again from the page cache when its turn comes.
