@@ -473,22 +473,13 @@ class Uploader {
     return read;
   }
 
-  // The pages of the checkpoint's file mapping that hold [p, p + n), as [lo, hi) (rounded out
-  // to whole pages); lo == hi when [p, p + n) is not in the mapping.
-  std::pair<uintptr_t, uintptr_t> mapped_pages(const uint8_t* p, size_t n) const {
-#if PTREAD_POSIX
-    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  // The checkpoint's file mapping that holds all of [p, p + n), or null.
+  const detail::FileMapping* mapping_of(const uint8_t* p, size_t n) const {
     const auto a = reinterpret_cast<uintptr_t>(p);
     for (const auto& m : mappings_) {
-      if (a < m.lo || a + n > m.hi) continue;
-      const uintptr_t lo = a / page * page, hi = std::min(m.hi, (a + n + page - 1) / page * page);
-      return {lo, hi};
+      if (a >= m.lo && a + n <= m.hi) return &m;
     }
-#else
-    (void)p;
-    (void)n;
-#endif
-    return {0, 0};
+    return nullptr;
   }
 
   // [p, p + n) of the file mapping read with pread into dst; false when there is no file to
@@ -496,27 +487,24 @@ class Uploader {
   // mapping: a failed pread leaves nothing the copy does not overwrite).
   bool read_file(const uint8_t* p, size_t n, uint8_t* dst) const {
 #if PTREAD_POSIX
-    if (fd_ < 0) return false;
-    const auto a = reinterpret_cast<uintptr_t>(p);
-    for (const auto& m : mappings_) {
-      if (a < m.lo || a + n > m.hi) continue;
-      uint64_t off = m.offset + (a - m.lo);
-      while (n > 0) {
-        const ssize_t r = ::pread(fd_, dst, n, static_cast<off_t>(off));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return false;
-        dst += r;
-        n -= static_cast<size_t>(r);
-        off += static_cast<uint64_t>(r);
-      }
-      return true;
+    const detail::FileMapping* m = fd_ < 0 ? nullptr : mapping_of(p, n);
+    if (m == nullptr) return false;
+    uint64_t off = m->offset + (reinterpret_cast<uintptr_t>(p) - m->lo);
+    while (n > 0) {
+      const ssize_t r = ::pread(fd_, dst, n, static_cast<off_t>(off));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return false;
+      dst += r;
+      n -= static_cast<size_t>(r);
+      off += static_cast<uint64_t>(r);
     }
+    return true;
 #else
     (void)p;
     (void)n;
     (void)dst;
-#endif
     return false;
+#endif
   }
 
   // Drops the pages holding [p, p + n) when they belong to the checkpoint's file mapping;
@@ -524,11 +512,12 @@ class Uploader {
   // dropped early is read again from the page cache when its turn comes.
   uint64_t release(const uint8_t* p, size_t n) const {
 #if PTREAD_POSIX
-    if (mappings_.empty() || n == 0) return 0;
-    const auto r = mapped_pages(p, n);
-    if (r.first < r.second && ::madvise(reinterpret_cast<void*>(r.first), r.second - r.first, MADV_DONTNEED) == 0) {
-      return r.second - r.first;
-    }
+    const detail::FileMapping* m = n == 0 ? nullptr : mapping_of(p, n);
+    if (m == nullptr) return 0;
+    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    const uintptr_t lo = a / page * page, hi = std::min(m->hi, (a + n + page - 1) / page * page);
+    if (::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) == 0) return hi - lo;
 #else
     (void)p;
     (void)n;
