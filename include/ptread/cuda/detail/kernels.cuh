@@ -518,32 +518,35 @@ inline void launch_rows_wk(const LinearArgs& a, bool vec, cudaStream_t s) {
   }
 }
 
-// gridDim.y is at most 65535: taller batches go in slices of rows.
-template <int BM, int BN, int TM, int TN, int WK>
-inline void launch_tiled(const LinearArgs& a, cudaStream_t s) {
+// gridDim.y is at most 65535: taller batches go in slices of rows. Calls
+// f(r0, rows, grid) for each slice of BM-row tiles by BN-column tiles.
+template <int BM, int BN, class F>
+inline void for_row_slices(const LinearArgs& a, F&& f) {
   const size_t max_rows = size_t{65535} * BM;
   const unsigned gx = static_cast<unsigned>((a.n + BN - 1) / BN);
   for (size_t r0 = 0; r0 < a.m; r0 += max_rows) {
     const size_t rows = a.m - r0 < max_rows ? a.m - r0 : max_rows;
-    const dim3 grid(gx, static_cast<unsigned>((rows + BM - 1) / BM));
+    f(r0, rows, dim3(gx, static_cast<unsigned>((rows + BM - 1) / BM)));
+  }
+}
+
+template <int BM, int BN, int TM, int TN, int WK>
+inline void launch_tiled(const LinearArgs& a, cudaStream_t s) {
+  for_row_slices<BM, BN>(a, [&](size_t r0, size_t rows, dim3 grid) {
     const auto k = linear_tiled_kernel<BM, BN, TM, TN, WK>;
     PTREAD_CUDA_LAUNCH(k, grid, (BM / TM) * (BN / TN), s, a.w, a.ldw, a.x + r0 * a.k, a.bias, a.y + r0 * a.n, rows,
                        a.n, a.k);
-  }
+  });
 }
 
 template <int BM, int BN, int WK>
 inline void launch_tiled_vec(const LinearArgs& a, cudaStream_t s) {
-  const size_t max_rows = size_t{65535} * BM;
-  const unsigned gx = static_cast<unsigned>((a.n + BN - 1) / BN);
   const bool vec_store = a.n % 4 == 0 && reinterpret_cast<uintptr_t>(a.y) % 16 == 0;
-  for (size_t r0 = 0; r0 < a.m; r0 += max_rows) {
-    const size_t rows = a.m - r0 < max_rows ? a.m - r0 : max_rows;
-    const dim3 grid(gx, static_cast<unsigned>((rows + BM - 1) / BM));
+  for_row_slices<BM, BN>(a, [&](size_t r0, size_t rows, dim3 grid) {
     const auto k = linear_tiled_vec_kernel<BM, BN, WK>;
     PTREAD_CUDA_LAUNCH(k, grid, (BM / 8) * (BN / 8), s, a.w, a.ldw, a.x + r0 * a.k, a.bias, a.y + r0 * a.n, rows,
                        a.n, a.k, vec_store);
-  }
+  });
 }
 
 // The largest tile that still gives every SM a block (sm_count: the device's SMs): with
