@@ -1563,6 +1563,18 @@ class SegmentedVector {
 #define PTREAD_NN_X86 0
 #endif
 
+// Unrolls the loop after it whole. The kernels' loops over the rows of a tile and the
+// vectors of a pass have compile-time counts and index arrays of registers: GCC's -O2 left
+// them rolled (and the arrays in memory), 1.6-2.7x slower than -O3 (bench/README.md,
+// "Kernels as fast at -O2 as at -O3").
+#if defined(__clang__)
+#define PTREAD_NN_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define PTREAD_NN_UNROLL _Pragma("GCC unroll 16")
+#else
+#define PTREAD_NN_UNROLL
+#endif
+
 namespace ptread {
 namespace detail {
 
@@ -1646,6 +1658,16 @@ PTREAD_ALWAYS_INLINE void nn_prefetch(const void* p, size_t bytes) noexcept {
 #else
   (void)p;
   (void)bytes;
+#endif
+}
+// The same for a size known when compiling: one prefetch instruction a line, no loop left.
+template <int Locality, size_t Bytes>
+PTREAD_ALWAYS_INLINE void nn_prefetch(const void* p) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  const auto* b = static_cast<const char*>(p);
+  PTREAD_NN_UNROLL for (size_t off = 0; off < Bytes; off += 64) __builtin_prefetch(b + off, 0, Locality);
+#else
+  (void)p;
 #endif
 }
 
@@ -1780,25 +1802,25 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
   TARGET inline void micro(const float* x, size_t ldx, const void* w, size_t ldw, float* y, size_t ldy, \
                            size_t k) noexcept {                                                         \
     typename V::R acc[MB][NB];                                                                          \
-    for (int i = 0; i < MB; ++i)                                                                        \
-      for (int j = 0; j < NB; ++j) acc[i][j] = V::zero();                                               \
+    PTREAD_NN_UNROLL for (int i = 0; i < MB; ++i)                                                                        \
+      PTREAD_NN_UNROLL for (int j = 0; j < NB; ++j) acc[i][j] = V::zero();                                               \
     const void* wr[NB];                                                                                 \
-    for (int j = 0; j < NB; ++j) wr[j] = nn_advance<DT>(w, static_cast<size_t>(j) * ldw);              \
+    PTREAD_NN_UNROLL for (int j = 0; j < NB; ++j) wr[j] = nn_advance<DT>(w, static_cast<size_t>(j) * ldw);              \
     size_t q = 0;                                                                                       \
     for (; q + V::L <= k; q += V::L) {                                                                  \
       typename V::R wv[NB];                                                                             \
-      for (int j = 0; j < NB; ++j) {                                                                    \
+      PTREAD_NN_UNROLL for (int j = 0; j < NB; ++j) {                                                                    \
         wv[j] = load<DT>(wr[j], q);                                                                     \
         if constexpr (PIN) V::pin(wv[j]); /* loaded once, used MB times (see V::PIN_FROM) */            \
       }                                                                                                 \
-      for (int i = 0; i < MB; ++i) {                                                                    \
+      PTREAD_NN_UNROLL for (int i = 0; i < MB; ++i) {                                                                    \
         const typename V::R xv = V::loadf(x + static_cast<size_t>(i) * ldx + q);                        \
-        for (int j = 0; j < NB; ++j) acc[i][j] = V::fma(xv, wv[j], acc[i][j]);                          \
+        PTREAD_NN_UNROLL for (int j = 0; j < NB; ++j) acc[i][j] = V::fma(xv, wv[j], acc[i][j]);                          \
       }                                                                                                 \
     }                                                                                                   \
-    for (int i = 0; i < MB; ++i) {                                                                      \
+    for (int i = 0; i < MB; ++i) {                                                     \
       const float* xi = x + static_cast<size_t>(i) * ldx;                                               \
-      for (int j = 0; j < NB; ++j) {                                                                    \
+      for (int j = 0; j < NB; ++j) {                                                   \
         float s = V::hsum(acc[i][j]);                                                                   \
         for (size_t r = q; r < k; ++r) s += xi[r] * nn_load1<DT>(wr[j], r);                             \
         y[static_cast<size_t>(i) * ldy + static_cast<size_t>(j)] += s;                                  \
@@ -1894,17 +1916,17 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
     if constexpr (OP == 0) { /* max: the first kept row is the start */                                \
       for (; i < count && static_cast<int64_t>(idx[i]) == padding; ++i) {}                              \
       if (i == count) {                                                                                 \
-        for (int v = 0; v < NV; ++v) V::store(out + q + static_cast<size_t>(v) * V::L, V::zero());       \
+        PTREAD_NN_UNROLL for (int v = 0; v < NV; ++v) V::store(out + q + static_cast<size_t>(v) * V::L, V::zero());       \
         return 0;                                                                                       \
       }                                                                                                 \
       const uint8_t* row = base + static_cast<size_t>(idx[i]) * row_bytes + col;                         \
-      for (int v = 0; v < NV; ++v) acc[v] = load<DT>(row, static_cast<size_t>(v) * V::L);                \
+      PTREAD_NN_UNROLL for (int v = 0; v < NV; ++v) acc[v] = load<DT>(row, static_cast<size_t>(v) * V::L);                \
       skipped = i++;                                                                                    \
     } else {                                                                                            \
-      for (int v = 0; v < NV; ++v) acc[v] = V::zero();                                                  \
+      PTREAD_NN_UNROLL for (int v = 0; v < NV; ++v) acc[v] = V::zero();                                                  \
     }                                                                                                   \
     for (; i < count; ++i) {                                                                            \
-      nn_prefetch<kNnBagPrefetchLocality>(nn_row_ahead(base, row_bytes, idx, i, ahead) + col, pass_bytes); \
+      nn_prefetch<kNnBagPrefetchLocality, pass_bytes>(nn_row_ahead(base, row_bytes, idx, i, ahead) + col); \
       const auto r = static_cast<int64_t>(idx[i]);                                                      \
       if (r == padding) {                                                                               \
         ++skipped;                                                                                      \
@@ -1913,18 +1935,18 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
       /* (the pass's columns of the row: fixed offsets from one address) */                            \
       const uint8_t* row = base + static_cast<size_t>(r) * row_bytes + col;                             \
       if constexpr (OP == 0) {                                                                          \
-        for (int v = 0; v < NV; ++v) acc[v] = V::max(load<DT>(row, static_cast<size_t>(v) * V::L), acc[v]); \
+        PTREAD_NN_UNROLL for (int v = 0; v < NV; ++v) acc[v] = V::max(load<DT>(row, static_cast<size_t>(v) * V::L), acc[v]); \
       } else if constexpr (OP == 3) {                                                                   \
-        for (int v = 0; v < NV; ++v) acc[v] = V::add(load<DT>(row, static_cast<size_t>(v) * V::L), acc[v]); \
+        PTREAD_NN_UNROLL for (int v = 0; v < NV; ++v) acc[v] = V::add(load<DT>(row, static_cast<size_t>(v) * V::L), acc[v]); \
       } else {                                                                                          \
         const typename V::R a = V::set1(psw[i]); /* OP 1, 2: weights given (else OP 3) */              \
-        for (int v = 0; v < NV; ++v) {                                                                  \
+        PTREAD_NN_UNROLL for (int v = 0; v < NV; ++v) {                                                                  \
           const typename V::R x = load<DT>(row, static_cast<size_t>(v) * V::L);                          \
           acc[v] = OP == 1 ? V::fma(a, x, acc[v]) : V::mul_add(a, x, acc[v]);                            \
         }                                                                                               \
       }                                                                                                 \
     }                                                                                                   \
-    for (int v = 0; v < NV; ++v) V::store(out + q + static_cast<size_t>(v) * V::L, acc[v]); /* zeros if none kept */ \
+    PTREAD_NN_UNROLL for (int v = 0; v < NV; ++v) V::store(out + q + static_cast<size_t>(v) * V::L, acc[v]); /* zeros if none kept */ \
     return count - skipped;                                                                             \
   }                                                                                                     \
   template <int OP, DType DT, class Index>                                                              \
@@ -13463,14 +13485,6 @@ struct NnGemm {
 };
 
 #if PTREAD_NN_X86
-
-#if defined(__clang__)
-#define PTREAD_NN_UNROLL _Pragma("unroll")
-#elif defined(__GNUC__)
-#define PTREAD_NN_UNROLL _Pragma("GCC unroll 16")
-#else
-#define PTREAD_NN_UNROLL
-#endif
 
 // The packing and the micro-kernel, written once over V (nn_kernels.hpp) and its MR.
 // transpose(r): r[i] holds row i of an L x L block; afterwards r[c] holds column c.

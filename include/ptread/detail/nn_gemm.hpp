@@ -43,14 +43,6 @@ struct NnGemm {
 
 #if PTREAD_NN_X86
 
-#if defined(__clang__)
-#define PTREAD_NN_UNROLL _Pragma("unroll")
-#elif defined(__GNUC__)
-#define PTREAD_NN_UNROLL _Pragma("GCC unroll 16")
-#else
-#define PTREAD_NN_UNROLL
-#endif
-
 // The packing and the micro-kernel, written once over V (nn_kernels.hpp) and its MR.
 // transpose(r): r[i] holds row i of an L x L block; afterwards r[c] holds column c.
 #define PTREAD_NN_GEMM_KERNELS(TARGET, V, MR)                                                            \
