@@ -6371,24 +6371,39 @@ inline unsigned resolve_threads(unsigned threads) noexcept {
 // where it cannot be given (one CPU allowed, a mask larger than cpu_set_t) the worker
 // starts as the system places it.
 struct WorkerPlacement {
-  cpu_set_t mask;       // the creator's
-  bool placed = false;  // whether attr starts the worker on one CPU
+  cpu_set_t mask;       // the mask to put back: the creator's, or the sleeping worker's own
+  bool placed = false;  // whether the worker starts, or is woken, on one CPU
 
-  // Fills attr (initialized) for worker k.
-  void choose(pthread_attr_t* attr, unsigned k) noexcept {
-    if (sched_getaffinity(0, sizeof mask, &mask) != 0) return;
+  // The k-th CPU of `from` other than the one the caller runs on (cyclically), as a mask of
+  // one; false when there is none.
+  static bool other_cpu(const cpu_set_t& from, unsigned k, cpu_set_t* one) noexcept {
     const int here = sched_getcpu();
-    const int others = CPU_COUNT(&mask) - (here >= 0 && CPU_ISSET(here, &mask) ? 1 : 0);
-    if (others <= 0) return;
+    const int others = CPU_COUNT(&from) - (here >= 0 && CPU_ISSET(here, &from) ? 1 : 0);
+    if (others <= 0) return false;
     int skip = static_cast<int>(k % static_cast<unsigned>(others));
     for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-      if (cpu == here || !CPU_ISSET(cpu, &mask) || skip-- != 0) continue;
-      cpu_set_t one;
-      CPU_ZERO(&one);
-      CPU_SET(cpu, &one);
-      placed = pthread_attr_setaffinity_np(attr, sizeof one, &one) == 0;
-      return;
+      if (cpu == here || !CPU_ISSET(cpu, &from) || skip-- != 0) continue;
+      CPU_ZERO(one);
+      CPU_SET(cpu, one);
+      return true;
     }
+    return false;
+  }
+  // Fills attr (initialized) for worker k.
+  void choose(pthread_attr_t* attr, unsigned k) noexcept {
+    cpu_set_t one;
+    if (sched_getaffinity(0, sizeof mask, &mask) != 0 || !other_cpu(mask, k, &one)) return;
+    placed = pthread_attr_setaffinity_np(attr, sizeof one, &one) == 0;
+  }
+  // The same for a worker asleep on the pool's condition variable, before it is woken: the
+  // same scheduler wakes a thread on its waker's CPU while that one is busy (the caller,
+  // about to compute its share), where it ran 0.2-2 ms later or not at all before the job
+  // ended (bench/README.md, "A sleeping worker woken on another CPU"). The worker
+  // puts its own mask back (release) as soon as it runs.
+  void choose(pthread_t worker, unsigned k) noexcept {
+    cpu_set_t one;
+    if (pthread_getaffinity_np(worker, sizeof mask, &mask) != 0 || !other_cpu(mask, k, &one)) return;
+    placed = pthread_setaffinity_np(worker, sizeof one, &one) == 0;
   }
   // In the worker, first: the creator's mask back (failing that, it stays on its CPU).
   void release() const noexcept {
@@ -6430,6 +6445,22 @@ class WorkerPool {
     return workers_.size();
   }
 
+  // For tests: the workers asleep on the condition variable now, and the wake-ups that
+  // placed a sleeping worker on another CPU so far (both always 0 where placement is not
+  // built: sleep is not tracked there).
+  size_t asleep() const {
+    std::lock_guard<std::mutex> lock(m_);
+    size_t n = 0;
+#if PTREAD_WORKER_PLACEMENT
+    for (const Sleeper& sl : sleepers_) n += sl.asleep ? 1 : 0;
+#endif
+    return n;
+  }
+  size_t placed_wakes() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return placed_wakes_;
+  }
+
   template <class F>
   void run(unsigned threads, size_t tasks, F& fn) {
     if (tasks == 0) return;
@@ -6452,13 +6483,20 @@ class WorkerPool {
       helpers = std::min(helpers, static_cast<unsigned>(workers_.size()));  // those the system gave
       if (helpers != 0) {
         gen = ++gen_;
-        published_.store(gen, std::memory_order_release);
         call_ = [](void* ctx, size_t t) { (*static_cast<F*>(ctx))(t); };
         ctx_ = &fn;
         tasks_ = static_cast<uint32_t>(tasks);
         active_ = helpers;
         done_.store(0, std::memory_order_relaxed);
         next_.store(gen << 32, std::memory_order_release);
+#if PTREAD_WORKER_PLACEMENT
+        for (unsigned id = 0; id < helpers; ++id) {
+          Sleeper& sl = sleepers_[id];
+          if (!sl.asleep || sl.placement.placed) continue;
+          sl.placement.choose(workers_[id], id);
+          placed_wakes_ += sl.placement.placed ? 1 : 0;
+        }
+#endif
       }
     }
     if (helpers == 0) {  // no thread but the caller's
@@ -6481,6 +6519,9 @@ class WorkerPool {
   bool start_worker(unsigned id) {
     if (workers_.size() >= max_workers_) return false;
     workers_.reserve(workers_.size() + 1);  // before the thread: it is joined if it exists
+#if PTREAD_WORKER_PLACEMENT
+    if (sleepers_.size() <= id) sleepers_.resize(id + 1);  // read by the worker under m_
+#endif
 #if PTREAD_POSIX
     struct Start {
       WorkerPool* pool = nullptr;
@@ -6548,21 +6589,37 @@ class WorkerPool {
       void* ctx;
       uint32_t tasks;
       uint64_t gen;
-      // Back-to-back calls (a layer per token, say) find the worker awake: it yields a few
-      // hundred times, polling, before it sleeps.
-      for (int spin = 0; spin < 300 && published_.load(std::memory_order_acquire) == seen; ++spin) {
-        std::this_thread::yield();
-      }
+      // It sleeps at once, as a plain condition-variable worker does. (It yielded a few hundred
+      // times first, polling for the next job: runnable, it was packed onto the caller's CPU and
+      // took its task only when the caller had done its own, or never, in about half the jobs
+      // back to back; bench/README.md, "A sleeping worker woken on another CPU".)
+      bool in_job;
+#if PTREAD_WORKER_PLACEMENT
+      WorkerPlacement placed;  // where run() put it while it slept, if it did
+#endif
       {
         std::unique_lock<std::mutex> lock(m_);
+#if PTREAD_WORKER_PLACEMENT
+        sleepers_[id].asleep = true;
+#endif
         wake_.wait(lock, [&] { return stop_ || gen_ != seen; });
+#if PTREAD_WORKER_PLACEMENT
+        Sleeper& me = sleepers_[id];
+        me.asleep = false;
+        placed = me.placement;
+        me.placement.placed = false;
+#endif
         if (stop_) return;
         seen = gen = gen_;
-        if (id >= active_) continue;
+        in_job = id < active_;
         call = call_;
         ctx = ctx_;
         tasks = tasks_;
       }
+#if PTREAD_WORKER_PLACEMENT
+      placed.release();
+#endif
+      if (!in_job) continue;
       size_t mine = 0;
       for (size_t t; claim(gen, tasks, &t);) {
         call(ctx, t);
@@ -6583,6 +6640,14 @@ class WorkerPool {
 #else
   std::vector<std::thread> workers_;
 #endif
+#if PTREAD_WORKER_PLACEMENT
+  struct Sleeper {
+    bool asleep = false;  // waiting on wake_ (with m_)
+    WorkerPlacement placement;
+  };
+  std::vector<Sleeper> sleepers_;  // by worker id, with m_
+#endif
+  size_t placed_wakes_ = 0;
   const unsigned max_workers_;
   bool stop_ = false;
   uint64_t gen_ = 0;
@@ -6590,7 +6655,6 @@ class WorkerPool {
   void* ctx_ = nullptr;
   uint32_t tasks_ = 0;
   unsigned active_ = 0;
-  std::atomic<uint64_t> published_{0};  // gen_, readable without the lock
   std::atomic<uint64_t> next_{0};  // generation << 32 | next task
   std::atomic<size_t> done_{0};
 };

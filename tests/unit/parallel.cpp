@@ -5,6 +5,7 @@
 #include <ptread/ptread.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <thread>
 #include <vector>
@@ -174,5 +175,37 @@ TEST_CASE("a worker runs wherever its creator may: the CPU it starts on is a hin
       CHECK(CPU_EQUAL(&seen, &two));
     }
   }
+}
+
+TEST_CASE("a sleeping worker is woken on another CPU, then runs its task wherever it may", "[parallel]") {
+  cpu_set_t all;
+  REQUIRE(sched_getaffinity(0, sizeof all, &all) == 0);
+  WorkerPool pool;
+  const pthread_t caller = pthread_self();
+  std::atomic<int> begun{0};
+  std::atomic<int> worker_tasks{0};
+  std::atomic<bool> got{false};
+  cpu_set_t seen;
+  CPU_ZERO(&seen);
+  auto fn = [&](size_t) {  // two tasks that wait for each other: one runs on the worker
+    begun.fetch_add(1);
+    for (int spin = 0; begun.load() % 2 != 0 && spin < 10000000; ++spin) std::this_thread::yield();
+    if (!pthread_equal(pthread_self(), caller)) {
+      got = pthread_getaffinity_np(pthread_self(), sizeof seen, &seen) == 0;  // (no Catch2 macros off the main thread)
+      worker_tasks.fetch_add(1);
+    }
+  };
+  pool.run(2, 2, fn);  // starts the worker
+  REQUIRE(worker_tasks.load() == 1);
+  // The worker sleeps once its task is done.
+  for (int i = 0; i < 500 && pool.asleep() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(pool.asleep() == 1);
+  CHECK(pool.placed_wakes() == 0);
+  pool.run(2, 2, fn);
+  CHECK(worker_tasks.load() == 2);
+  // Placed only where there is another CPU to place it on; its own mask back before its task.
+  CHECK(pool.placed_wakes() == (CPU_COUNT(&all) >= 2 ? 1u : 0u));
+  REQUIRE(got.load());
+  CHECK(CPU_EQUAL(&seen, &all));
 }
 #endif
