@@ -7725,13 +7725,11 @@ inline Result<Detected> detect_format(const uint8_t* head, size_t n, uint64_t si
 namespace ptread {
 namespace detail {
 
+// "[a, b, ...]" of d[from, to) (a shape vector converts to Dims).
 inline std::string dims_text(Dims d, size_t from = 0, size_t to = ~size_t{0}) {
   std::string s = "[";
   for (size_t k = from; k < d.size() && k < to; ++k) s += (k > from ? ", " : "") + std::to_string(d[k]);
   return s + "]";
-}
-inline std::string dims_text(const std::vector<int64_t>& v, size_t from = 0, size_t to = ~size_t{0}) {
-  return dims_text(Dims(v), from, to);
 }
 
 // Integer index elements (I32 or I64) of a tensor, by element index along its strides.
