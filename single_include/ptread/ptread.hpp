@@ -1564,9 +1564,9 @@ class SegmentedVector {
 #endif
 
 // Unrolls the loop after it whole. The kernels' loops over the rows of a tile and the
-// vectors of a pass have compile-time counts and index arrays of registers: GCC's -O2 left
-// them rolled (and the arrays in memory), 1.6-2.7x slower than -O3 (bench/README.md,
-// "Kernels as fast at -O2 as at -O3").
+// vectors of a pass have compile-time counts and index arrays of registers: GCC 12's -O2 left
+// them rolled (and the arrays in memory), Linear 2-5x slower than at -O3 (bench/README.md,
+// "A sleeping worker woken on another CPU; kernels as fast at -O2 as at -O3").
 #if defined(__clang__)
 #define PTREAD_NN_UNROLL _Pragma("unroll")
 #elif defined(__GNUC__)
@@ -1802,25 +1802,25 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
   TARGET inline void micro(const float* x, size_t ldx, const void* w, size_t ldw, float* y, size_t ldy, \
                            size_t k) noexcept {                                                         \
     typename V::R acc[MB][NB];                                                                          \
-    PTREAD_NN_UNROLL for (int i = 0; i < MB; ++i)                                                                        \
-      PTREAD_NN_UNROLL for (int j = 0; j < NB; ++j) acc[i][j] = V::zero();                                               \
+    PTREAD_NN_UNROLL for (int i = 0; i < MB; ++i)                                                       \
+      PTREAD_NN_UNROLL for (int j = 0; j < NB; ++j) acc[i][j] = V::zero();                              \
     const void* wr[NB];                                                                                 \
-    PTREAD_NN_UNROLL for (int j = 0; j < NB; ++j) wr[j] = nn_advance<DT>(w, static_cast<size_t>(j) * ldw);              \
+    PTREAD_NN_UNROLL for (int j = 0; j < NB; ++j) wr[j] = nn_advance<DT>(w, static_cast<size_t>(j) * ldw); \
     size_t q = 0;                                                                                       \
     for (; q + V::L <= k; q += V::L) {                                                                  \
       typename V::R wv[NB];                                                                             \
-      PTREAD_NN_UNROLL for (int j = 0; j < NB; ++j) {                                                                    \
+      PTREAD_NN_UNROLL for (int j = 0; j < NB; ++j) {                                                   \
         wv[j] = load<DT>(wr[j], q);                                                                     \
         if constexpr (PIN) V::pin(wv[j]); /* loaded once, used MB times (see V::PIN_FROM) */            \
       }                                                                                                 \
-      PTREAD_NN_UNROLL for (int i = 0; i < MB; ++i) {                                                                    \
+      PTREAD_NN_UNROLL for (int i = 0; i < MB; ++i) {                                                   \
         const typename V::R xv = V::loadf(x + static_cast<size_t>(i) * ldx + q);                        \
-        PTREAD_NN_UNROLL for (int j = 0; j < NB; ++j) acc[i][j] = V::fma(xv, wv[j], acc[i][j]);                          \
+        PTREAD_NN_UNROLL for (int j = 0; j < NB; ++j) acc[i][j] = V::fma(xv, wv[j], acc[i][j]);         \
       }                                                                                                 \
     }                                                                                                   \
-    for (int i = 0; i < MB; ++i) {                                                     \
+    for (int i = 0; i < MB; ++i) {                                                                      \
       const float* xi = x + static_cast<size_t>(i) * ldx;                                               \
-      for (int j = 0; j < NB; ++j) {                                                   \
+      for (int j = 0; j < NB; ++j) {                                                                    \
         float s = V::hsum(acc[i][j]);                                                                   \
         for (size_t r = q; r < k; ++r) s += xi[r] * nn_load1<DT>(wr[j], r);                             \
         y[static_cast<size_t>(i) * ldy + static_cast<size_t>(j)] += s;                                  \
@@ -1916,14 +1916,14 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
     if constexpr (OP == 0) { /* max: the first kept row is the start */                                \
       for (; i < count && static_cast<int64_t>(idx[i]) == padding; ++i) {}                              \
       if (i == count) {                                                                                 \
-        PTREAD_NN_UNROLL for (int v = 0; v < NV; ++v) V::store(out + q + static_cast<size_t>(v) * V::L, V::zero());       \
+        PTREAD_NN_UNROLL for (int v = 0; v < NV; ++v) V::store(out + q + static_cast<size_t>(v) * V::L, V::zero()); \
         return 0;                                                                                       \
       }                                                                                                 \
       const uint8_t* row = base + static_cast<size_t>(idx[i]) * row_bytes + col;                         \
-      PTREAD_NN_UNROLL for (int v = 0; v < NV; ++v) acc[v] = load<DT>(row, static_cast<size_t>(v) * V::L);                \
+      PTREAD_NN_UNROLL for (int v = 0; v < NV; ++v) acc[v] = load<DT>(row, static_cast<size_t>(v) * V::L); \
       skipped = i++;                                                                                    \
     } else {                                                                                            \
-      PTREAD_NN_UNROLL for (int v = 0; v < NV; ++v) acc[v] = V::zero();                                                  \
+      PTREAD_NN_UNROLL for (int v = 0; v < NV; ++v) acc[v] = V::zero();                                 \
     }                                                                                                   \
     for (; i < count; ++i) {                                                                            \
       nn_prefetch<kNnBagPrefetchLocality, pass_bytes>(nn_row_ahead(base, row_bytes, idx, i, ahead) + col); \
@@ -1940,7 +1940,7 @@ inline size_t bag(float* out, const void* base, size_t row_bytes, const Index* i
         PTREAD_NN_UNROLL for (int v = 0; v < NV; ++v) acc[v] = V::add(load<DT>(row, static_cast<size_t>(v) * V::L), acc[v]); \
       } else {                                                                                          \
         const typename V::R a = V::set1(psw[i]); /* OP 1, 2: weights given (else OP 3) */              \
-        PTREAD_NN_UNROLL for (int v = 0; v < NV; ++v) {                                                                  \
+        PTREAD_NN_UNROLL for (int v = 0; v < NV; ++v) {                                                 \
           const typename V::R x = load<DT>(row, static_cast<size_t>(v) * V::L);                          \
           acc[v] = OP == 1 ? V::fma(a, x, acc[v]) : V::mul_add(a, x, acc[v]);                            \
         }                                                                                               \
