@@ -1567,7 +1567,9 @@ class SegmentedVector {
 // vectors of a pass have compile-time counts and index arrays of registers: GCC 12's -O2 left
 // them rolled (and the arrays in memory), Linear 2-5x slower than at -O3 (bench/README.md,
 // "A sleeping worker woken on another CPU; kernels as fast at -O2 as at -O3").
-#if defined(__clang__)
+#if defined(__CUDACC__) || defined(__NVCOMPILER)
+#define PTREAD_NN_UNROLL  // (nvcc's front end warns of GCC's pragma; it compiles no x86 kernel)
+#elif defined(__clang__)
 #define PTREAD_NN_UNROLL _Pragma("unroll")
 #elif defined(__GNUC__)
 #define PTREAD_NN_UNROLL _Pragma("GCC unroll 16")
