@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Checks that the compiler keeps the embedding layers' prefetches (see prefetch.cpp).
+"""Checks the code the compiler writes for the nn layers' kernels (see kernels.cpp).
 
-Usage: check_prefetch.py SOURCE INCLUDE_DIR CXX...   (the compiler command, as many words as it has)
-Compiles SOURCE to assembly at -O2 and -O3, twice: with both layers called (case 1), where
-the functions of Embedding::forward's gather and each build of EmbeddingBag's bag kernel
-(generic, and AVX2 and AVX-512 on x86-64) must each contain a prefetch instruction; and the
-control (case 0), which must contain none. Functions are told apart by their symbols,
-demangled with c++filt. Exits 77 (skipped) on targets other than x86-64 and AArch64, whose
-prefetch instructions it does not know.
+Usage: check_kernels.py SOURCE INCLUDE_DIR CXX...   (the compiler command, as many words as it has)
+Compiles SOURCE to assembly at -O2 and -O3, twice: with the layers called (case 1), where
+- the functions of Embedding::forward's gather and each build of EmbeddingBag's bag kernel
+  (generic, and AVX2 and AVX-512 on x86-64) must each contain a prefetch instruction;
+- on x86-64, there must be AVX2 and AVX-512 builds of Linear's micro-kernel, and each
+  micro<MB, NB, ...> must hold at least MB x NB packed FMA instructions (one per
+  accumulator: its loops over the rows of x and of W unrolled; rolled, it holds one or NB);
+and the control (case 0), which must contain no prefetch and no micro-kernel. Functions are
+told apart by their symbols, demangled with c++filt. Exits 77 (skipped) on targets other
+than x86-64 and AArch64, whose prefetch instructions it does not know.
 """
 import re
 import subprocess
@@ -22,8 +25,12 @@ elif machine.startswith("aarch64"):
     prefetch = re.compile(r"^\s*prfm\s", re.M)
     kernels = ["nn_generic"]
 else:
-    print("check_prefetch: no prefetch pattern for %s; skipped" % machine.strip())
+    print("check_kernels: no prefetch pattern for %s; skipped" % machine.strip())
     sys.exit(77)
+
+# Linear's micro-kernels (x86-64 only) and the packed FMAs in them.
+MICRO = re.compile(r"ptread::detail::(nn_avx2|nn_avx512)::micro<(\d+), (\d+),")
+FMA = re.compile(r"^\s*vfn?madd\d+ps\s", re.M)
 
 # Where prefetches must be, as patterns on demangled function names.
 WANTED = [("Embedding gather", re.compile(r"ptread::nn::Embedding::forward_impl"))] + [
@@ -45,7 +52,7 @@ def functions(asm):
     demangled = subprocess.run(["c++filt"], input="\n".join(mangled), capture_output=True, text=True,
                                check=True).stdout.splitlines()
     if len(demangled) != len(mangled):
-        raise SystemExit("check_prefetch: c++filt returned %d names for %d" % (len(demangled), len(mangled)))
+        raise SystemExit("check_kernels: c++filt returned %d names for %d" % (len(demangled), len(mangled)))
     return {d: "\n".join(bodies[m]) + "\n" for m, d in zip(mangled, demangled)}
 
 
@@ -55,12 +62,26 @@ for opt in ("-O2", "-O3"):
         cmd = [*cxx, "-std=c++17", opt, "-S", "-o", "-", "-I", include, "-DPTREAD_CODEGEN_CASE=%d" % case, source]
         funcs = functions(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
         counts = {name: len(prefetch.findall(body)) for name, body in funcs.items()}
+        micro = {name: MICRO.search(name) for name in funcs}
+        micro = {name: m for name, m in micro.items() if m}
         if case == 0:
             total = sum(counts.values())
-            ok = total == 0
+            ok = total == 0 and not micro
             failures += not ok
-            print("%s control: %d prefetch instructions (want none) %s" % (opt, total, "ok" if ok else "FAILED"))
+            print("%s control: %d prefetch instructions, %d micro-kernels (want none) %s" %
+                  (opt, total, len(micro), "ok" if ok else "FAILED"))
             continue
+        if machine.startswith("x86_64"):
+            isas = {m.group(1) for m in micro.values()}
+            short = [name for name, m in micro.items()
+                     if len(FMA.findall(funcs[name])) < int(m.group(2)) * int(m.group(3))]
+            ok = isas == {"nn_avx2", "nn_avx512"} and not short
+            failures += not ok
+            print("%s Linear micro-kernels (%s): %d of %d with at least MB x NB packed FMAs %s" %
+                  (opt, ", ".join(sorted(isas)) or "none", len(micro) - len(short), len(micro),
+                   "ok" if ok else "FAILED"))
+            for name in sorted(short):
+                print("  rolled: %s (%d packed FMAs)" % (name[:110], len(FMA.findall(funcs[name]))))
         for what, pattern in WANTED:
             matched = [name for name in funcs if pattern.search(name)]
             found = sum(counts[name] for name in matched)
