@@ -21,6 +21,7 @@
 #include "detail/dict_keys.hpp"
 #include "detail/keyed_hash.hpp"
 #include "detail/number_text.hpp"
+#include "detail/pickle_unframe.hpp"
 #include "detail/run_template.hpp"
 #include "detail/value_graph.hpp"
 
@@ -137,11 +138,16 @@ class PickleVM {
   // After the pickle: up to `max` of the 2 MiB chunks its memo took, to pool `to`
   // (BlockPool::give_chunks). The VM runs no pickle after.
   void give_chunks(BlockPool& to, size_t max) { pool_.give_chunks(to, max); }
+  // Whether torch.load's unpickler may read the last run()'s pickle otherwise than this
+  // flat reading (see frame_end_): a read crossed the end of its FRAME, or the pickle failed
+  // after a FRAME was read (the read that failed may have crossed one). The zip reader then
+  // reads it again as torch.load does (unframe_as_torch_load()).
+  bool torch_reads_otherwise() const { return crossed_; }
+  // The next run() reads u->bytes (unframe_as_torch_load()): the byte offsets its errors
+  // and *consumed give are those of the input it came from. u must outlive that run.
+  void set_unframed(const UnframedPickle* u) noexcept { unframed_ = u; }
   // How many TensorRuns the last run() took, and how many of those it read by their
   // template (RunTemplate).
-  // The first read of the last run() that crossed the end of its FRAME (see frame_end_),
-  // as an error at its opcode; nullptr when none did.
-  const Error* frame_straddle() const { return straddled_ ? &straddle_ : nullptr; }
   size_t tensor_runs_taken() const { return runs_taken_; }
   size_t template_runs_taken() const { return template_runs_; }
 
@@ -173,7 +179,7 @@ class PickleVM {
     const uint8_t* p = data;
     const uint8_t* const end = end_;
     frame_end_ = data;  // no frame read yet
-    straddled_ = false;
+    crossed_ = false;
     // An opcode that starts at `guard` or past it: the end of the pickle, or the last
     // opcode left the frame it began in (past its end, frame_end_ + 1: the one compare
     // each opcode had before frames were followed).
@@ -181,8 +187,9 @@ class PickleVM {
     for (;;) {
       if (PTREAD_UNLIKELY(p >= guard)) {
         if (p >= end) {
+          if (frame_end_ != begin_) crossed_ = true;
           return make_error(ErrorCode::pickle_truncated, "pickle: the pickle ends before STOP, at byte " +
-                                                             std::to_string(p - begin_) + " of '" + where_ + "'");
+                                                             std::to_string(input_pos(p)) + " of '" + where_ + "'");
         }
         left_frame();
         guard = end;
@@ -192,9 +199,18 @@ class PickleVM {
       switch (*p++) {
         case '.': {
           // Python's STOP returns the top value, whatever lies below it.
-          if (stack_.size() <= floor_) return error(ErrorCode::pickle_malformed, "STOP with an empty stack");
-          if (g_.hashed.size() > hashed_from_) PTREAD_CHECK(python_keys());
-          if (consumed) *consumed = static_cast<size_t>(p - begin_);
+          if (stack_.size() <= floor_) {
+            fail(ErrorCode::pickle_malformed, "STOP with an empty stack");
+            return failed_run();
+          }
+          if (g_.hashed.size() > hashed_from_) {
+            Status keys = python_keys();
+            if (!keys) {
+              err_ = std::move(keys).error();
+              return failed_run();
+            }
+          }
+          if (consumed) *consumed = input_pos(p);
           return stack_.back();
         }
         case 'q':  // BINPUT
@@ -346,7 +362,7 @@ class PickleVM {
           } else {
             // A new frame; a FRAME that began in the last one and does not end with it (its
             // length, or its bytes, past that frame's end) is a read crossing its end.
-            if (op_ptr_ < frame_end_ && op_ptr_ + 1 != frame_end_ && p != frame_end_) frame_straddled();
+            if (op_ptr_ < frame_end_ && op_ptr_ + 1 != frame_end_ && p != frame_end_) note_crossing();
             frame_end_ = p + length;
             guard = frame_end_ < end ? frame_end_ + 1 : end;
             ok = true;
@@ -359,7 +375,7 @@ class PickleVM {
           p = p_;
           break;
       }
-      if (PTREAD_UNLIKELY(!ok)) return std::move(err_);
+      if (PTREAD_UNLIKELY(!ok)) return failed_run();
       // Protocols 1 to 3 memoize nearly every value right after making it: BINPUT or
       // LONG_BINPUT is run here, without going round the dispatch (not after an opcode
       // that left a frame: the dispatch looks at that first).
@@ -374,7 +390,7 @@ class PickleVM {
         } else {
           continue;  // truncated: the dispatch reports it
         }
-        if (PTREAD_UNLIKELY(!ok)) return std::move(err_);
+        if (PTREAD_UNLIKELY(!ok)) return failed_run();
       }
     }
   }
@@ -384,7 +400,7 @@ class PickleVM {
   // one of Python's reads of it crossed the frame's end. No frame is read from here.
   PTREAD_NOINLINE void left_frame() {
     const bool began_inside = op_ptr_ < frame_end_;
-    if (began_inside && !read_boundary(op_ptr_, static_cast<size_t>(frame_end_ - op_ptr_))) frame_straddled();
+    if (began_inside && !read_boundary(op_ptr_, static_cast<size_t>(frame_end_ - op_ptr_))) note_crossing();
   }
   // Whether Python's _pickle reads of the opcode at o (which ends past o + at) break at
   // o + at: the opcode byte is one read, a length field another, then the payload (the
@@ -411,23 +427,25 @@ class PickleVM {
     }
     return at == 1 + length_field || (bytes_payload && at > 1 + length_field);
   }
-  // Notes the first read that crossed a frame's end (frame_straddle()); the pickle is read
-  // on as it lies (true).
-  PTREAD_NOINLINE bool frame_straddled() {
-    if (!straddled_) {
-      straddle_ = error(ErrorCode::pickle_malformed,
-                        "an opcode runs past the end of its FRAME (torch.load reads the pickle of a zip checkpoint "
-                        "from a BytesIO: Python's unpickler then drops the rest of the frame and reads on after it)");
-      straddled_ = true;
-    }
-    return true;
+  // Notes a read that crossed a frame's end (torch_reads_otherwise()).
+  void note_crossing() { crossed_ = true; }
+  // The error run() returns (err_), noting that torch.load may read the pickle otherwise
+  // when a FRAME was read before it (torch_reads_otherwise()).
+  PTREAD_NOINLINE Error failed_run() {
+    if (frame_end_ != begin_) crossed_ = true;
+    return std::move(err_);
   }
   // Items in one container, whatever the limits say: item counts are 32-bit.
   static constexpr size_t kMaxItems = size_t{1} << 30;
 
   // The opcode being run, and where.
   uint8_t op() const { return *op_ptr_; }
-  size_t op_pos() const { return static_cast<size_t>(op_ptr_ - begin_); }
+  size_t op_pos() const { return input_pos(op_ptr_); }
+  // The offset in the input of the byte at p: where an unframed pickle's byte came from.
+  size_t input_pos(const uint8_t* p) const {
+    const auto at = static_cast<size_t>(p - begin_);
+    return unframed_ != nullptr ? unframed_->input_offset(at) : at;
+  }
   // valid_pickle_utf8(p, len), with short ASCII text (most names and keys) checked inline:
   // eight bytes loaded at once when the pickle has them (end: its end).
   PTREAD_ALWAYS_INLINE static bool pickle_text_ok(const uint8_t* p, size_t len, const uint8_t* end) {
@@ -1212,17 +1230,17 @@ class PickleVM {
   const uint8_t* p_ = nullptr;
   const uint8_t* end_ = nullptr;
   const uint8_t* begin_ = nullptr;
+  const UnframedPickle* unframed_ = nullptr;  // set_unframed()
   const uint8_t* op_ptr_ = nullptr;  // the opcode being run
   // Where the bytes of the last FRAME end. torch.load gives the unpickler of a zip
   // checkpoint a BytesIO of data.pkl, which reads a frame at once and any opcode after it
   // from the file: a read that begins inside a frame and ends past it makes Python drop the
   // rest of the frame and read on after it, other bytes than a flat reading. The pickler
-  // never writes one. The VM reads on flat (as Python does from a file with peek(), and
-  // TorchScript's unpickler) and notes the first (frame_straddle()); the zip reader refuses
-  // a torch.save archive that has one.
+  // never writes one. The VM reads on flat (as TorchScript's unpickler does) and notes it
+  // (torch_reads_otherwise()); the zip reader reads a torch.save archive's pickle again,
+  // unframed as torch.load reads it.
   const uint8_t* frame_end_ = nullptr;
-  bool straddled_ = false;
-  Error straddle_;
+  bool crossed_ = false;
   U32Stack stack_;
   std::vector<size_t> marks_;
   size_t floor_ = 0;  // marks_.back(), or 0: pops may not go below it

@@ -4355,6 +4355,255 @@ inline FloatText python_float_text(std::string_view s, double* out) {
 }  // namespace detail
 }  // namespace ptread
 // ---- end ptread/detail/number_text.hpp ----
+// ---- begin ptread/detail/pickle_unframe.hpp ----
+// ptread — a pickle's bytes in the order torch.load's unpickler reads them.
+//
+// torch.load unpickles a zip checkpoint's data.pkl from an io.BytesIO (torch 1.6 to 2.x,
+// torch/serialization.py: `data_file = io.BytesIO(zip_file.get_record(pickle_file))`).
+// CPython's C unpickler (Modules/_pickle.c, 3.8 and after) reading from a file keeps one
+// buffer: the bytes of the last read from the file, or of the last FRAME. Each read of an
+// opcode's operand is served from what is left of that buffer when it fits; when it does
+// not, the rest of the buffer is dropped and the read goes to the file, which stands after
+// the frame (_Unpickler_ReadImpl). So a read that begins in a frame and ends past its end
+// takes its bytes from after the frame, not from where a flat reading would:
+//
+//   read(n)      operand fields, LONG1/LONG4 digits, BINSTRING and BINUNICODE text
+//                (_Unpickler_Read): the buffer if n bytes are left in it, else n bytes of
+//                the file; the buffer becomes those, used up.
+//   readinto(n)  BINBYTES, SHORT_BINBYTES, BINBYTES8, BYTEARRAY8 payloads
+//                (_Unpickler_ReadInto): the buffer's rest, then the rest from the file: the
+//                bytes a flat reading takes.
+//   readline()   protocol 0's text (_Unpickler_Readline): up to a newline in the buffer,
+//                else a line of the file.
+//   FRAME n      read(8) for n, then read(n) and step back over it: a frame the buffer holds
+//                changes nothing; else the n bytes after it are read and become the buffer.
+//
+// unframe_as_torch_load() replays those reads opcode by opcode (no value is made: the
+// operand sizes are all it needs) and writes the bytes each read returned, in order,
+// leaving out the FRAMEs that were read; the VM reads the result flat and makes what
+// Python makes. Where a read of Python's fails (fewer bytes left than it asks, a last line
+// without a newline), the bytes it would have had are written and the replay stops: the
+// VM then fails on the same opcode. Each byte of the input is written at most once, so
+// the result is never longer than the input, and the replay is linear in its length.
+//
+// Pickles whose reads all stay inside their frames, which are all that Python's pickler
+// writes, give the input less its FRAMEs; the zip reader replays only a pickle whose flat
+// reading crossed a frame's end, or failed after a FRAME (PickleVM::torch_reads_otherwise()).
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+namespace ptread {
+namespace detail {
+
+struct UnframedPickle {
+  std::vector<uint8_t> bytes;
+  // Where runs of bytes came from: {offset in bytes, offset in the input}, in order; a run
+  // lasts to the next one's start.
+  std::vector<std::pair<size_t, size_t>> runs;
+
+  // The input offset of bytes[at] (at == bytes.size(): just after the last byte written).
+  size_t input_offset(size_t at) const {
+    auto it = std::upper_bound(runs.begin(), runs.end(), at,
+                               [](size_t v, const std::pair<size_t, size_t>& r) { return v < r.first; });
+    if (it == runs.begin()) return at;
+    --it;
+    return it->second + (at - it->first);
+  }
+};
+
+class TorchLoadReads {
+ public:
+  // flat: as pickle.loads reads (every read where the last ended; a FRAME's bytes must
+  // follow it, and are read as they lie).
+  TorchLoadReads(const uint8_t* data, size_t n, bool flat = false) : data_(data), size_(n), flat_(flat) {}
+
+  UnframedPickle run() {
+    out_.bytes.reserve(size_);
+    for (;;) {
+      size_t at = 0;
+      if (!read(1, &at)) return finish();
+      const uint8_t op = data_[at];
+      const size_t op_out = out_.bytes.size();
+      emit(at, 1);
+      if (!operands(op, op_out)) return finish();
+    }
+  }
+
+ private:
+  enum class Reads : uint8_t { none, fixed, counted, counted_into, line, two_lines, frame, stop, unknown };
+  struct OpReads {
+    Reads kind;
+    uint8_t n;  // fixed: its size; counted: the size of its length field
+  };
+
+  // What Python's unpickler reads after each opcode byte (Lib/pickletools.py).
+  static OpReads op_reads(uint8_t op) {
+    switch (op) {
+      case '.': return {Reads::stop, 0};
+      case '(': case '0': case '1': case '2': case 'N': case 'Q': case 'R': case 'a': case 'b': case 'd':
+      case '}': case 'e': case 'l': case ']': case 'o': case 's': case 't': case ')': case 'u':
+      case 0x81: case 0x85: case 0x86: case 0x87: case 0x88: case 0x89: case 0x8f: case 0x90:
+      case 0x91: case 0x92: case 0x93: case 0x94: case 0x97: case 0x98:
+        return {Reads::none, 0};
+      case 'F': case 'I': case 'L': case 'P': case 'S': case 'V': case 'g': case 'p':
+        return {Reads::line, 0};
+      case 'c': case 'i': return {Reads::two_lines, 0};
+      case 'K': case 'h': case 'q': case 0x80: case 0x82: return {Reads::fixed, 1};
+      case 'M': case 0x83: return {Reads::fixed, 2};
+      case 'J': case 'j': case 'r': case 0x84: return {Reads::fixed, 4};
+      case 'G': return {Reads::fixed, 8};
+      case 'U': case 0x8a: case 0x8c: return {Reads::counted, 1};  // SHORT_BINSTRING, LONG1, SHORT_BINUNICODE
+      case 'T': case 'X': case 0x8b: return {Reads::counted, 4};   // BINSTRING, BINUNICODE, LONG4
+      case 0x8d: return {Reads::counted, 8};                        // BINUNICODE8
+      case 'C': return {Reads::counted_into, 1};                    // SHORT_BINBYTES
+      case 'B': return {Reads::counted_into, 4};                    // BINBYTES
+      case 0x8e: case 0x96: return {Reads::counted_into, 8};        // BINBYTES8, BYTEARRAY8
+      case 0x95: return {Reads::frame, 0};
+      default: return {Reads::unknown, 0};
+    }
+  }
+
+  // Runs the reads of opcode op (its byte written at op_out); false: the replay ends.
+  bool operands(uint8_t op, size_t op_out) {
+    const OpReads r = op_reads(op);
+    size_t at = 0;
+    switch (r.kind) {
+      case Reads::none: return true;
+      case Reads::stop: case Reads::unknown: return false;
+      case Reads::fixed: return read_out(r.n);
+      case Reads::line: return line();
+      case Reads::two_lines: return line() && line();
+      case Reads::counted: case Reads::counted_into: {
+        if (!read(r.n, &at)) return false;
+        emit(at, r.n);
+        // The length as unsigned: a negative one (LONG4, BINSTRING) is a read Python
+        // refuses or cannot serve, and so is one this large.
+        uint64_t len = 0;
+        for (size_t k = r.n; k-- > 0;) len = (len << 8) | data_[at + k];
+        return r.kind == Reads::counted ? read_out(len) : read_into(len);
+      }
+      case Reads::frame: {
+        if (!read(8, &at)) return false;
+        uint64_t len = 0;
+        for (size_t k = 8; k-- > 0;) len = (len << 8) | data_[at + k];
+        const size_t len_at = at;
+        if (len <= buf_end_ - cur_) return unemit(op_out);  // the buffer holds it: nothing read
+        if (flat_ && len <= size_ - pos_) return unemit(op_out);
+        if (len > size_ - pos_) {  // Python's read of the frame fails: the VM sees the FRAME
+          emit(len_at, 8);
+          return false;
+        }
+        cur_ = pos_;
+        pos_ += static_cast<size_t>(len);
+        buf_end_ = pos_;
+        return unemit(op_out);
+      }
+    }
+    return false;
+  }
+
+  // Python's read(n): *at is where its bytes start in the input; false when it fails
+  // (the bytes it would have had are written).
+  bool read(uint64_t n, size_t* at) {
+    if (n <= buf_end_ - cur_) {
+      *at = cur_;
+      cur_ += static_cast<size_t>(n);
+      return true;
+    }
+    if (n > size_ - pos_) {
+      emit(pos_, size_ - pos_);
+      pos_ = size_;
+      return false;
+    }
+    *at = pos_;
+    pos_ += static_cast<size_t>(n);
+    cur_ = buf_end_ = pos_;
+    return true;
+  }
+  bool read_out(uint64_t n) {
+    size_t at = 0;
+    if (!read(n, &at)) return false;
+    emit(at, static_cast<size_t>(n));
+    return true;
+  }
+  // Python's readinto(n): the buffer's rest, then the file.
+  bool read_into(uint64_t n) {
+    const size_t from_buffer = static_cast<size_t>(std::min<uint64_t>(n, buf_end_ - cur_));
+    emit(cur_, from_buffer);
+    cur_ += from_buffer;
+    n -= from_buffer;
+    if (n == 0) return true;
+    const size_t from_file = static_cast<size_t>(std::min<uint64_t>(n, size_ - pos_));
+    emit(pos_, from_file);
+    pos_ += from_file;
+    return from_file == n;
+  }
+  // Python's readline(): in the buffer, else from the file (up to a newline or the end).
+  bool line() {
+    if (const void* nl = std::memchr(data_ + cur_, '\n', buf_end_ - cur_)) {
+      const size_t end = static_cast<size_t>(static_cast<const uint8_t*>(nl) - data_) + 1;
+      emit(cur_, end - cur_);
+      cur_ = end;
+      return true;
+    }
+    const void* nl = std::memchr(data_ + pos_, '\n', size_ - pos_);
+    const size_t end = nl ? static_cast<size_t>(static_cast<const uint8_t*>(nl) - data_) + 1 : size_;
+    emit(pos_, end - pos_);
+    pos_ = cur_ = buf_end_ = end;
+    return nl != nullptr;
+  }
+
+  void emit(size_t at, size_t n) {
+    if (n == 0) return;
+    const size_t out = out_.bytes.size();
+    if (out_.runs.empty() || out_.runs.back().second + (out - out_.runs.back().first) != at) {
+      out_.runs.emplace_back(out, at);
+    }
+    out_.bytes.insert(out_.bytes.end(), data_ + at, data_ + at + n);
+  }
+  // Takes back what was written from out on (a FRAME that was read: left out).
+  bool unemit(size_t out) {
+    out_.bytes.resize(out);
+    while (!out_.runs.empty() && out_.runs.back().first >= out) out_.runs.pop_back();
+    return true;
+  }
+  UnframedPickle finish() { return std::move(out_); }
+
+  const uint8_t* data_;
+  size_t size_;
+  bool flat_;
+  size_t pos_ = 0;      // the file's position: after its last read
+  size_t cur_ = 0;      // the buffer's next byte ...
+  size_t buf_end_ = 0;  // ... and its end (both input offsets; empty at first)
+  UnframedPickle out_;
+};
+
+// data's bytes as torch.load's unpickler reads them, its FRAMEs left out (see above).
+inline UnframedPickle unframe_as_torch_load(const uint8_t* data, size_t n) { return TorchLoadReads(data, n).run(); }
+
+// Where the reading of unframe_as_torch_load() and a flat one (pickle.loads', or Python's
+// unpickler on a file whose buffer holds the frames) part: the offset in data of the first
+// byte one reads where the other reads another (the first byte the first skips), or where
+// one stops and the other reads on; n when they read the same bytes.
+inline size_t frame_readings_part(const uint8_t* data, size_t n) {
+  const UnframedPickle a = TorchLoadReads(data, n).run();
+  const UnframedPickle b = TorchLoadReads(data, n, true).run();
+  const size_t common = std::min(a.bytes.size(), b.bytes.size());
+  size_t k = 0;
+  while (k < common && a.bytes[k] == b.bytes[k] && a.input_offset(k) == b.input_offset(k)) ++k;
+  if (k == a.bytes.size() && k == b.bytes.size()) return n;
+  if (k < a.bytes.size() && k < b.bytes.size()) return std::min(a.input_offset(k), b.input_offset(k));
+  return k < a.bytes.size() ? a.input_offset(k) : b.input_offset(k);
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/detail/pickle_unframe.hpp ----
 // ---- begin ptread/detail/run_template.hpp ----
 // ptread — the template of one tensor's opcodes (a TensorRun, see pickle.hpp), made from a
 // run the VM read and took, to read the next runs of the same shape by comparing bytes.
@@ -4738,11 +4987,16 @@ class PickleVM {
   // After the pickle: up to `max` of the 2 MiB chunks its memo took, to pool `to`
   // (BlockPool::give_chunks). The VM runs no pickle after.
   void give_chunks(BlockPool& to, size_t max) { pool_.give_chunks(to, max); }
+  // Whether torch.load's unpickler may read the last run()'s pickle otherwise than this
+  // flat reading (see frame_end_): a read crossed the end of its FRAME, or the pickle failed
+  // after a FRAME was read (the read that failed may have crossed one). The zip reader then
+  // reads it again as torch.load does (unframe_as_torch_load()).
+  bool torch_reads_otherwise() const { return crossed_; }
+  // The next run() reads u->bytes (unframe_as_torch_load()): the byte offsets its errors
+  // and *consumed give are those of the input it came from. u must outlive that run.
+  void set_unframed(const UnframedPickle* u) noexcept { unframed_ = u; }
   // How many TensorRuns the last run() took, and how many of those it read by their
   // template (RunTemplate).
-  // The first read of the last run() that crossed the end of its FRAME (see frame_end_),
-  // as an error at its opcode; nullptr when none did.
-  const Error* frame_straddle() const { return straddled_ ? &straddle_ : nullptr; }
   size_t tensor_runs_taken() const { return runs_taken_; }
   size_t template_runs_taken() const { return template_runs_; }
 
@@ -4774,7 +5028,7 @@ class PickleVM {
     const uint8_t* p = data;
     const uint8_t* const end = end_;
     frame_end_ = data;  // no frame read yet
-    straddled_ = false;
+    crossed_ = false;
     // An opcode that starts at `guard` or past it: the end of the pickle, or the last
     // opcode left the frame it began in (past its end, frame_end_ + 1: the one compare
     // each opcode had before frames were followed).
@@ -4782,8 +5036,9 @@ class PickleVM {
     for (;;) {
       if (PTREAD_UNLIKELY(p >= guard)) {
         if (p >= end) {
+          if (frame_end_ != begin_) crossed_ = true;
           return make_error(ErrorCode::pickle_truncated, "pickle: the pickle ends before STOP, at byte " +
-                                                             std::to_string(p - begin_) + " of '" + where_ + "'");
+                                                             std::to_string(input_pos(p)) + " of '" + where_ + "'");
         }
         left_frame();
         guard = end;
@@ -4793,9 +5048,18 @@ class PickleVM {
       switch (*p++) {
         case '.': {
           // Python's STOP returns the top value, whatever lies below it.
-          if (stack_.size() <= floor_) return error(ErrorCode::pickle_malformed, "STOP with an empty stack");
-          if (g_.hashed.size() > hashed_from_) PTREAD_CHECK(python_keys());
-          if (consumed) *consumed = static_cast<size_t>(p - begin_);
+          if (stack_.size() <= floor_) {
+            fail(ErrorCode::pickle_malformed, "STOP with an empty stack");
+            return failed_run();
+          }
+          if (g_.hashed.size() > hashed_from_) {
+            Status keys = python_keys();
+            if (!keys) {
+              err_ = std::move(keys).error();
+              return failed_run();
+            }
+          }
+          if (consumed) *consumed = input_pos(p);
           return stack_.back();
         }
         case 'q':  // BINPUT
@@ -4947,7 +5211,7 @@ class PickleVM {
           } else {
             // A new frame; a FRAME that began in the last one and does not end with it (its
             // length, or its bytes, past that frame's end) is a read crossing its end.
-            if (op_ptr_ < frame_end_ && op_ptr_ + 1 != frame_end_ && p != frame_end_) frame_straddled();
+            if (op_ptr_ < frame_end_ && op_ptr_ + 1 != frame_end_ && p != frame_end_) note_crossing();
             frame_end_ = p + length;
             guard = frame_end_ < end ? frame_end_ + 1 : end;
             ok = true;
@@ -4960,7 +5224,7 @@ class PickleVM {
           p = p_;
           break;
       }
-      if (PTREAD_UNLIKELY(!ok)) return std::move(err_);
+      if (PTREAD_UNLIKELY(!ok)) return failed_run();
       // Protocols 1 to 3 memoize nearly every value right after making it: BINPUT or
       // LONG_BINPUT is run here, without going round the dispatch (not after an opcode
       // that left a frame: the dispatch looks at that first).
@@ -4975,7 +5239,7 @@ class PickleVM {
         } else {
           continue;  // truncated: the dispatch reports it
         }
-        if (PTREAD_UNLIKELY(!ok)) return std::move(err_);
+        if (PTREAD_UNLIKELY(!ok)) return failed_run();
       }
     }
   }
@@ -4985,7 +5249,7 @@ class PickleVM {
   // one of Python's reads of it crossed the frame's end. No frame is read from here.
   PTREAD_NOINLINE void left_frame() {
     const bool began_inside = op_ptr_ < frame_end_;
-    if (began_inside && !read_boundary(op_ptr_, static_cast<size_t>(frame_end_ - op_ptr_))) frame_straddled();
+    if (began_inside && !read_boundary(op_ptr_, static_cast<size_t>(frame_end_ - op_ptr_))) note_crossing();
   }
   // Whether Python's _pickle reads of the opcode at o (which ends past o + at) break at
   // o + at: the opcode byte is one read, a length field another, then the payload (the
@@ -5012,23 +5276,25 @@ class PickleVM {
     }
     return at == 1 + length_field || (bytes_payload && at > 1 + length_field);
   }
-  // Notes the first read that crossed a frame's end (frame_straddle()); the pickle is read
-  // on as it lies (true).
-  PTREAD_NOINLINE bool frame_straddled() {
-    if (!straddled_) {
-      straddle_ = error(ErrorCode::pickle_malformed,
-                        "an opcode runs past the end of its FRAME (torch.load reads the pickle of a zip checkpoint "
-                        "from a BytesIO: Python's unpickler then drops the rest of the frame and reads on after it)");
-      straddled_ = true;
-    }
-    return true;
+  // Notes a read that crossed a frame's end (torch_reads_otherwise()).
+  void note_crossing() { crossed_ = true; }
+  // The error run() returns (err_), noting that torch.load may read the pickle otherwise
+  // when a FRAME was read before it (torch_reads_otherwise()).
+  PTREAD_NOINLINE Error failed_run() {
+    if (frame_end_ != begin_) crossed_ = true;
+    return std::move(err_);
   }
   // Items in one container, whatever the limits say: item counts are 32-bit.
   static constexpr size_t kMaxItems = size_t{1} << 30;
 
   // The opcode being run, and where.
   uint8_t op() const { return *op_ptr_; }
-  size_t op_pos() const { return static_cast<size_t>(op_ptr_ - begin_); }
+  size_t op_pos() const { return input_pos(op_ptr_); }
+  // The offset in the input of the byte at p: where an unframed pickle's byte came from.
+  size_t input_pos(const uint8_t* p) const {
+    const auto at = static_cast<size_t>(p - begin_);
+    return unframed_ != nullptr ? unframed_->input_offset(at) : at;
+  }
   // valid_pickle_utf8(p, len), with short ASCII text (most names and keys) checked inline:
   // eight bytes loaded at once when the pickle has them (end: its end).
   PTREAD_ALWAYS_INLINE static bool pickle_text_ok(const uint8_t* p, size_t len, const uint8_t* end) {
@@ -5813,17 +6079,17 @@ class PickleVM {
   const uint8_t* p_ = nullptr;
   const uint8_t* end_ = nullptr;
   const uint8_t* begin_ = nullptr;
+  const UnframedPickle* unframed_ = nullptr;  // set_unframed()
   const uint8_t* op_ptr_ = nullptr;  // the opcode being run
   // Where the bytes of the last FRAME end. torch.load gives the unpickler of a zip
   // checkpoint a BytesIO of data.pkl, which reads a frame at once and any opcode after it
   // from the file: a read that begins inside a frame and ends past it makes Python drop the
   // rest of the frame and read on after it, other bytes than a flat reading. The pickler
-  // never writes one. The VM reads on flat (as Python does from a file with peek(), and
-  // TorchScript's unpickler) and notes the first (frame_straddle()); the zip reader refuses
-  // a torch.save archive that has one.
+  // never writes one. The VM reads on flat (as TorchScript's unpickler does) and notes it
+  // (torch_reads_otherwise()); the zip reader reads a torch.save archive's pickle again,
+  // unframed as torch.load reads it.
   const uint8_t* frame_end_ = nullptr;
-  bool straddled_ = false;
-  Error straddle_;
+  bool crossed_ = false;
   U32Stack stack_;
   std::vector<size_t> marks_;
   size_t floor_ = 0;  // marks_.back(), or 0: pops may not go below it
@@ -9954,6 +10220,25 @@ Status with_growing_prefix(const Source& src, Parse&& parse) {
   }
 }
 
+// A legacy or tar file's pickle [p, p + n), at byte `at` of `where`, read by vm: refused
+// where a read crosses the end of a FRAME and so reads other bytes than a flat reading
+// (Python's pickler never writes one). torch.load unpickles those files from the file
+// object it is given, and what it reads then depends on that object: a BytesIO drops the
+// frame's rest and reads on after it, a file opened by path does that only for a frame its
+// buffer does not hold at that point (its 4 or 8 KiB, wherever they fall). Not guessed.
+inline Status legacy_frames_read_flat(const PickleVM& vm, const uint8_t* p, size_t n, uint64_t at,
+                                      const std::string& where, const char* pickle) {
+  if (!vm.torch_reads_otherwise()) return {};
+  const size_t part = frame_readings_part(p, n);
+  if (part == n) return {};
+  return make_error(ErrorCode::pickle_malformed,
+                    std::string("pickle: a read crosses the end of a FRAME in the ") + pickle +
+                        " pickle, which torch.load reads otherwise by the file object it is given (a BytesIO drops "
+                        "the frame's rest and reads on after it, a file opened by path only for a frame its buffer "
+                        "does not hold): the two readings part at byte " + std::to_string(at + part) + " of '" + where +
+                        "'");
+}
+
 class LegacyReader {
  public:
   LegacyReader(std::shared_ptr<const Source> src, const ReadOptions& opt) : src_(std::move(src)), opt_(opt) {}
@@ -9987,6 +10272,7 @@ class LegacyReader {
     auto next = [&](const char* what) -> Result<uint32_t> {
       size_t used = 0;
       auto r = vm.run(p + pos, n - pos, &used);
+      PTREAD_CHECK(legacy_frames_read_flat(vm, p + pos, n - pos, pos, src_->name(), what));
       if (!r) {
         Error e = std::move(r).error();
         e.add_context(std::string("(the legacy format's ") + what + " pickle, at byte " + std::to_string(pos) + ")");
@@ -10283,6 +10569,7 @@ class TarReader {
       PTREAD_TRY(Bytes b, src_->bytes(*pos, n));
       size_t used = 0;
       auto r = vm_->run(b.data, b.size, &used);
+      PTREAD_CHECK(legacy_frames_read_flat(*vm_, b.data, b.size, *pos, src_->name(), member));
       if (r) {
         *pos += used;
         return r;
@@ -11386,14 +11673,6 @@ inline Status check_refusal(const Model& m, const TorchHooks& hooks) {
   return *e;
 }
 
-// A read of data.pkl crossing the end of its FRAME (PickleVM::frame_straddle()): torch.load
-// reads a torch.save archive's pickle from a BytesIO, which reads other bytes then, so the
-// file is refused; torch.jit.load's unpickler reads a TorchScript archive's flat, as the VM.
-inline Status check_frames(const Model& m, const Error* straddle) {
-  if (straddle == nullptr || m.format == Format::torchscript) return {};
-  return *straddle;
-}
-
 // TorchScript's tensor constants: their own pickle and storage keys.
 inline Status read_zip_constants(const ReadOptions& opt, Model& m, const ZipArchive& zip, const ZipPlan& plan,
                                  ZipStorages& storages) {
@@ -11412,12 +11691,16 @@ inline Status read_zip_constants(const ReadOptions& opt, Model& m, const ZipArch
   return chooks.finish();
 }
 
-// The archive's object graph, tensors and storages into m (everything but the names), from
-// its walked directory.
-inline Status read_zip_pickles(const std::shared_ptr<const Source>& src, const ReadOptions& opt, Model& m,
-                               std::vector<FillJob>* fill, const ZipArchive& zip, const ZipWalk& w, ZipPlan& plan) {
+// The object graph, tensors and storages of data.pkl's bytes [pkl, pkl + size) into m
+// (everything but the names), from the archive's walked directory. With `otherwise` set:
+// where torch.load may read the pickle otherwise (a read crossing the end of its FRAME in
+// a torch.save archive, PickleVM::torch_reads_otherwise()), *otherwise is set and m is to
+// be dropped (see read_zip_pickles). With `unframed` set, the bytes are those of
+// unframe_as_torch_load() and errors name offsets in the pickle they came from.
+inline Status read_data_pkl(const std::shared_ptr<const Source>& src, const ReadOptions& opt, Model& m,
+                            std::vector<FillJob>* fill, const ZipArchive& zip, const ZipWalk& w, ZipPlan& plan,
+                            const uint8_t* pkl, size_t size, const UnframedPickle* unframed, bool* otherwise) {
   apply_plan(plan, m);
-  PTREAD_TRY(Bytes pickle, zip.read(*plan.pkl));
   const bool copy_storages = opt.mode == LoadMode::read;
   // Storages that are views of the source: entries of the table whose Storage objects are
   // made only with the first Tensor (StorageTable), or, those the loader makes (keys that
@@ -11433,13 +11716,38 @@ inline Status read_zip_pickles(const std::shared_ptr<const Source>& src, const R
   if (!copy_storages) hooks.set_stored_records(&w.data_by_number, m.big_endian);  // views without the loader
   PickleVM vm(m.graph, hooks, opt.limits, std::string(plan.pkl->name));
   vm.set_tensor_runs(opt.tensor_runs);
-  PTREAD_TRY(m.root, vm.run(pickle.data, pickle.size));
-  PTREAD_CHECK(check_frames(m, vm.frame_straddle()));
+  vm.set_unframed(unframed);
+  auto root = vm.run(pkl, size);
+  // torch.jit.load's unpickler reads a TorchScript archive's pickle flat, as the VM does.
+  if (otherwise != nullptr && vm.torch_reads_otherwise() && m.format != Format::torchscript) {
+    *otherwise = true;
+    return {};
+  }
+  PTREAD_TRY(m.root, std::move(root));
   vm.give_chunks(m.pool, listed_chunks(m));
   PTREAD_CHECK(check_retyped(m, hooks));
   PTREAD_CHECK(check_refusal(m, hooks));
   PTREAD_CHECK(hooks.finish());
   return read_zip_constants(opt, m, zip, plan, storages);
+}
+
+// The archive's object graph, tensors and storages into *model (everything but the names),
+// from its walked directory. A data.pkl that torch.load reads otherwise than flat (a read
+// crossing a frame's end: Python's unpickler on a BytesIO then drops the frame's rest and
+// reads on after it) is read again, into a new Model, as torch.load reads it.
+inline Status read_zip_pickles(const std::shared_ptr<const Source>& src, const ReadOptions& opt,
+                               std::shared_ptr<Model>& model, std::vector<FillJob>* fill, const ZipArchive& zip,
+                               const ZipWalk& w, ZipPlan& plan) {
+  PTREAD_TRY(Bytes pickle, zip.read(*plan.pkl));
+  const size_t jobs = fill->size();
+  bool otherwise = false;
+  PTREAD_CHECK(read_data_pkl(src, opt, *model, fill, zip, w, plan, pickle.data, pickle.size, nullptr, &otherwise));
+  if (!otherwise) return {};
+  const UnframedPickle unframed = unframe_as_torch_load(pickle.data, pickle.size);
+  model = std::make_shared<Model>();
+  fill->resize(jobs);
+  return read_data_pkl(src, opt, *model, fill, zip, w, plan, unframed.bytes.data(), unframed.bytes.size(), &unframed,
+                       nullptr);
 }
 
 // The archive's graph into m, the directory walked on one thread while the other reads
@@ -11503,7 +11811,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
   vm->set_tensor_runs(opt.tensor_runs);
   vm->set_chunk_reserve(&reserve);
   Status walked, parsed;
-  std::optional<Error> straddle;  // vm->frame_straddle(), kept (the VM may be gone by finish())
+  bool otherwise = false;  // vm->torch_reads_otherwise(): read again (read_zip_pickles)
   std::atomic<bool> walk_done{false}, vm_done{false};
   // After the walk and the pickle: the directory's plan, the storages bound, the constants.
   auto finish = [&]() -> Result<bool> {
@@ -11511,12 +11819,11 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
     PTREAD_CHECK(plan_zip(*src, opt, zip, w, &plan));
     ZipStorages storages(zip, w, plan.prefix, views, false, plan.big_endian, fill);
     auto by_name = [&storages](std::string_view key, uint64_t* size) { return storages.stored_view(key, size); };
-    if (!parsed || plan.pkl->local_header_offset != first.local_header_offset || plan.pkl->name != first.name ||
+    if (!parsed || otherwise || plan.pkl->local_header_offset != first.local_header_offset || plan.pkl->name != first.name ||
         !hooks.bind_placeholders(w.data_by_number, plan.big_endian, by_name) || !hooks.finish()) {
       return false;
     }
     apply_plan(plan, m);
-    PTREAD_CHECK(check_frames(m, straddle ? &*straddle : nullptr));
     PTREAD_CHECK(check_retyped(m, hooks));
     PTREAD_CHECK(check_refusal(m, hooks));
     PTREAD_CHECK(read_zip_constants(opt, m, zip, plan, storages));
@@ -11533,7 +11840,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
       if (t == 0) {
         reserve.begin();
         auto root = vm->run(pickle, static_cast<size_t>(first.uncompressed_size));
-        if (vm->frame_straddle() != nullptr) straddle.emplace(*vm->frame_straddle());
+        otherwise = vm->torch_reads_otherwise();
         vm->give_chunks(m.pool, listed_chunks(m));  // before vm_done: the other thread destroys the VM after
         vm_done.store(true, std::memory_order_release);  // before end(): fill() returns after both
         reserve.end();
@@ -11593,7 +11900,7 @@ inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const 
     }
     if (!read) {
       if (plan.pkl == nullptr) PTREAD_CHECK(plan_zip(*src, opt, zip, walk, &plan));
-      PTREAD_CHECK(read_zip_pickles(src, opt, *model, &fill, zip, walk, plan));
+      PTREAD_CHECK(read_zip_pickles(src, opt, model, &fill, zip, walk, plan));
     }
   }
   PTREAD_CHECK(run_fill_jobs(*src, fill, opt.threads));

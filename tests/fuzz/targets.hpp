@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace ptread_fuzz {
@@ -36,16 +37,22 @@ inline int zip_one(const uint8_t* data, size_t size) {
 }
 
 // The pickle VM with torch's hooks (rebuild functions, persistent ids, numpy, quantized,
-// sparse), storages served from a small buffer; then the naming walk and a repr. Run twice,
-// with TensorRuns on and off (pickle.hpp): both must leave the same Model, or the same
-// error (tests/support/model_dump.hpp); a difference aborts.
+// sparse), storages served from a small buffer; then the naming walk and a repr. Read as
+// the zip reader reads a torch.save archive's data.pkl: again, unframed as torch.load reads
+// it (unframe_as_torch_load, which must give no more bytes than it was given, and give
+// them again when given its own result), where the flat reading says torch.load may read
+// it otherwise. Run twice, with TensorRuns on and off (pickle.hpp): both must leave the
+// same Model, or the same error (tests/support/model_dump.hpp); a difference aborts.
 struct PickleOutcome {
   std::string text;  // the Model's dump, or the error
   bool ok = false;
   ptread::detail::Model model;
 };
 
-inline void pickle_run(const uint8_t* data, size_t size, bool runs, PickleOutcome* out) {
+// One run of the VM over [data, data + size) into out (unframed: those are its bytes);
+// returns PickleVM::torch_reads_otherwise().
+inline bool pickle_run_once(const uint8_t* data, size_t size, bool runs, PickleOutcome* out,
+                            const ptread::detail::UnframedPickle* unframed) {
   using namespace ptread::detail;
   Model& m = out->model;
   ptread::Limits limits;
@@ -58,35 +65,52 @@ inline void pickle_run(const uint8_t* data, size_t size, bool runs, PickleOutcom
   TorchHooks hooks(m, loader, limits);
   PickleVM vm(m.graph, hooks, limits, "<fuzz>");
   vm.set_tensor_runs(runs);
+  vm.set_unframed(unframed);
   auto root = vm.run(data, size);
+  const bool otherwise = vm.torch_reads_otherwise();
   if (!root) {
     out->text = root.error().str();
-    return;
+    return otherwise;
   }
   m.root = *root;
   if (auto st = hooks.finish(); !st) {
     out->text = st.error().str();
-    return;
+    return otherwise;
   }
   if (auto st = name_tensors(m, limits, size); !st) {
     out->text = st.error().str();
-    return;
+    return otherwise;
   }
   out->text = ptread_test::ModelDump(m).all();
   out->ok = true;
+  return otherwise;
+}
+
+inline std::unique_ptr<PickleOutcome> pickle_run(const uint8_t* data, size_t size, bool runs) {
+  auto out = std::make_unique<PickleOutcome>();
+  if (!pickle_run_once(data, size, runs, out.get(), nullptr)) return out;
+  const auto u = ptread::detail::unframe_as_torch_load(data, size);
+  const auto again = ptread::detail::unframe_as_torch_load(u.bytes.data(), u.bytes.size());
+  if (u.bytes.size() > size || again.bytes != u.bytes) {
+    std::fprintf(stderr, "unframe_as_torch_load: %zu bytes from %zu, %zu when unframed again (%s)\n", u.bytes.size(),
+                 size, again.bytes.size(), again.bytes == u.bytes ? "the same" : "others");
+    std::abort();
+  }
+  out = std::make_unique<PickleOutcome>();
+  pickle_run_once(u.bytes.data(), u.bytes.size(), runs, out.get(), &u);
+  return out;
 }
 
 inline int pickle_one(const uint8_t* data, size_t size) {
   using namespace ptread::detail;
-  PickleOutcome on, off;
-  pickle_run(data, size, true, &on);
-  pickle_run(data, size, false, &off);
-  if (on.text != off.text) {
-    std::fprintf(stderr, "TensorRuns on and off differ:\n--- off\n%s\n--- on\n%s\n", off.text.c_str(), on.text.c_str());
+  const auto on = pickle_run(data, size, true);
+  const auto off = pickle_run(data, size, false);
+  if (on->text != off->text) {
+    std::fprintf(stderr, "TensorRuns on and off differ:\n--- off\n%s\n--- on\n%s\n", off->text.c_str(), on->text.c_str());
     std::abort();
   }
-  if (!on.ok) return 0;
-  const Model& m = on.model;
+  if (!on->ok) return 0;
+  const Model& m = on->model;
   std::string s = python_str(m.graph, m.root, true);
   (void)s;
   const auto& named = m.named();

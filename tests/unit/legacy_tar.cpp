@@ -668,17 +668,39 @@ TEST_CASE("corrupted legacy files give the exact error", "[legacy]") {
   }
 }
 
-TEST_CASE("legacy: frames are read flat, as torch.load reads a legacy file from its path", "[legacy]") {
-  // torch.load(path) unpickles a legacy file from an open file, whose peek() makes Python's
-  // unpickler read a frame's bytes and what follows alike (a BytesIO would not: the zip
-  // reader follows that rule). A FRAME of 3 bytes after the object pickle's PROTO ends
-  // inside its first GLOBAL line: it reads as without it.
+TEST_CASE("legacy: a read across a frame's end is refused, frames that end between reads are read", "[legacy]") {
+  // torch.load unpickles a legacy file from the file object it is given: a file opened by
+  // path reads a frame and what follows alike while its buffer holds the frame (peek()),
+  // and drops the frame's rest where it does not (a frame larger than the buffer, or one
+  // across a 4 or 8 KiB buffer boundary); a BytesIO always drops it. Which of the two a
+  // read across a frame's end gets is not the file's to say: refused
+  // (err_legacy_frame_crossing.pt: torch.load(path) fails on it, torch.load of a BytesIO
+  // reads it). A FRAME after the object pickle's PROTO that ends after the first GLOBAL's
+  // two lines reads as without it; one of 3 bytes ends inside the module line.
   const Bytes b = fixture("legacy_sd.pt");
   const LegacyLayout L = legacy_layout(b);
+  const size_t global = L.pk[3].start + 2;
   REQUIRE(b[L.pk[3].start] == 0x80);
-  REQUIRE(b[L.pk[3].start + 2] == 'c');
-  const Bytes frame = {0x95, 3, 0, 0, 0, 0, 0, 0, 0};
-  check_loads_like(splice(b, L.pk[3].start + 2, 0, frame), "legacy_sd.pt", "a FRAME inside a GLOBAL line");
+  REQUIRE(b[global] == 'c');
+  size_t lines_end = global + 1;
+  for (int nl = 0; nl < 2; ++lines_end) nl += b[lines_end] == '\n';
+  const auto frame = [](size_t n) {
+    Bytes f = {0x95};
+    for (int k = 0; k < 8; ++k) f.push_back(static_cast<uint8_t>(n >> (8 * k)));
+    return f;
+  };
+  check_loads_like(splice(b, global, 0, frame(lines_end - global)), "legacy_sd.pt", "a FRAME around a GLOBAL");
+  const Bytes crossing = splice(b, global, 0, frame(3));
+  for (LoadMode mode : kModes) {
+    std::unique_ptr<unsigned char[]> keep;
+    auto ck = open_bytes(crossing, mode, "mutated.pt", &keep);
+    INFO("a FRAME inside a GLOBAL line, mode " << ptread::load_mode_name(mode));
+    REQUIRE_FALSE(ck.ok());
+    CHECK(ck.error().code() == ErrorCode::pickle_malformed);
+    CHECK(ck.error().str().find("a read crosses the end of a FRAME in the object pickle") != std::string::npos);
+    // The module line's 2 bytes in the frame are where the readings part.
+    CHECK(ck.error().str().find("part at byte " + std::to_string(global + 9 + 1) + " of") != std::string::npos);
+  }
 }
 
 TEST_CASE("tar layout as this test reads it", "[legacy]") {

@@ -382,14 +382,6 @@ inline Status check_refusal(const Model& m, const TorchHooks& hooks) {
   return *e;
 }
 
-// A read of data.pkl crossing the end of its FRAME (PickleVM::frame_straddle()): torch.load
-// reads a torch.save archive's pickle from a BytesIO, which reads other bytes then, so the
-// file is refused; torch.jit.load's unpickler reads a TorchScript archive's flat, as the VM.
-inline Status check_frames(const Model& m, const Error* straddle) {
-  if (straddle == nullptr || m.format == Format::torchscript) return {};
-  return *straddle;
-}
-
 // TorchScript's tensor constants: their own pickle and storage keys.
 inline Status read_zip_constants(const ReadOptions& opt, Model& m, const ZipArchive& zip, const ZipPlan& plan,
                                  ZipStorages& storages) {
@@ -408,12 +400,16 @@ inline Status read_zip_constants(const ReadOptions& opt, Model& m, const ZipArch
   return chooks.finish();
 }
 
-// The archive's object graph, tensors and storages into m (everything but the names), from
-// its walked directory.
-inline Status read_zip_pickles(const std::shared_ptr<const Source>& src, const ReadOptions& opt, Model& m,
-                               std::vector<FillJob>* fill, const ZipArchive& zip, const ZipWalk& w, ZipPlan& plan) {
+// The object graph, tensors and storages of data.pkl's bytes [pkl, pkl + size) into m
+// (everything but the names), from the archive's walked directory. With `otherwise` set:
+// where torch.load may read the pickle otherwise (a read crossing the end of its FRAME in
+// a torch.save archive, PickleVM::torch_reads_otherwise()), *otherwise is set and m is to
+// be dropped (see read_zip_pickles). With `unframed` set, the bytes are those of
+// unframe_as_torch_load() and errors name offsets in the pickle they came from.
+inline Status read_data_pkl(const std::shared_ptr<const Source>& src, const ReadOptions& opt, Model& m,
+                            std::vector<FillJob>* fill, const ZipArchive& zip, const ZipWalk& w, ZipPlan& plan,
+                            const uint8_t* pkl, size_t size, const UnframedPickle* unframed, bool* otherwise) {
   apply_plan(plan, m);
-  PTREAD_TRY(Bytes pickle, zip.read(*plan.pkl));
   const bool copy_storages = opt.mode == LoadMode::read;
   // Storages that are views of the source: entries of the table whose Storage objects are
   // made only with the first Tensor (StorageTable), or, those the loader makes (keys that
@@ -429,13 +425,38 @@ inline Status read_zip_pickles(const std::shared_ptr<const Source>& src, const R
   if (!copy_storages) hooks.set_stored_records(&w.data_by_number, m.big_endian);  // views without the loader
   PickleVM vm(m.graph, hooks, opt.limits, std::string(plan.pkl->name));
   vm.set_tensor_runs(opt.tensor_runs);
-  PTREAD_TRY(m.root, vm.run(pickle.data, pickle.size));
-  PTREAD_CHECK(check_frames(m, vm.frame_straddle()));
+  vm.set_unframed(unframed);
+  auto root = vm.run(pkl, size);
+  // torch.jit.load's unpickler reads a TorchScript archive's pickle flat, as the VM does.
+  if (otherwise != nullptr && vm.torch_reads_otherwise() && m.format != Format::torchscript) {
+    *otherwise = true;
+    return {};
+  }
+  PTREAD_TRY(m.root, std::move(root));
   vm.give_chunks(m.pool, listed_chunks(m));
   PTREAD_CHECK(check_retyped(m, hooks));
   PTREAD_CHECK(check_refusal(m, hooks));
   PTREAD_CHECK(hooks.finish());
   return read_zip_constants(opt, m, zip, plan, storages);
+}
+
+// The archive's object graph, tensors and storages into *model (everything but the names),
+// from its walked directory. A data.pkl that torch.load reads otherwise than flat (a read
+// crossing a frame's end: Python's unpickler on a BytesIO then drops the frame's rest and
+// reads on after it) is read again, into a new Model, as torch.load reads it.
+inline Status read_zip_pickles(const std::shared_ptr<const Source>& src, const ReadOptions& opt,
+                               std::shared_ptr<Model>& model, std::vector<FillJob>* fill, const ZipArchive& zip,
+                               const ZipWalk& w, ZipPlan& plan) {
+  PTREAD_TRY(Bytes pickle, zip.read(*plan.pkl));
+  const size_t jobs = fill->size();
+  bool otherwise = false;
+  PTREAD_CHECK(read_data_pkl(src, opt, *model, fill, zip, w, plan, pickle.data, pickle.size, nullptr, &otherwise));
+  if (!otherwise) return {};
+  const UnframedPickle unframed = unframe_as_torch_load(pickle.data, pickle.size);
+  model = std::make_shared<Model>();
+  fill->resize(jobs);
+  return read_data_pkl(src, opt, *model, fill, zip, w, plan, unframed.bytes.data(), unframed.bytes.size(), &unframed,
+                       nullptr);
 }
 
 // The archive's graph into m, the directory walked on one thread while the other reads
@@ -499,7 +520,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
   vm->set_tensor_runs(opt.tensor_runs);
   vm->set_chunk_reserve(&reserve);
   Status walked, parsed;
-  std::optional<Error> straddle;  // vm->frame_straddle(), kept (the VM may be gone by finish())
+  bool otherwise = false;  // vm->torch_reads_otherwise(): read again (read_zip_pickles)
   std::atomic<bool> walk_done{false}, vm_done{false};
   // After the walk and the pickle: the directory's plan, the storages bound, the constants.
   auto finish = [&]() -> Result<bool> {
@@ -507,12 +528,11 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
     PTREAD_CHECK(plan_zip(*src, opt, zip, w, &plan));
     ZipStorages storages(zip, w, plan.prefix, views, false, plan.big_endian, fill);
     auto by_name = [&storages](std::string_view key, uint64_t* size) { return storages.stored_view(key, size); };
-    if (!parsed || plan.pkl->local_header_offset != first.local_header_offset || plan.pkl->name != first.name ||
+    if (!parsed || otherwise || plan.pkl->local_header_offset != first.local_header_offset || plan.pkl->name != first.name ||
         !hooks.bind_placeholders(w.data_by_number, plan.big_endian, by_name) || !hooks.finish()) {
       return false;
     }
     apply_plan(plan, m);
-    PTREAD_CHECK(check_frames(m, straddle ? &*straddle : nullptr));
     PTREAD_CHECK(check_retyped(m, hooks));
     PTREAD_CHECK(check_refusal(m, hooks));
     PTREAD_CHECK(read_zip_constants(opt, m, zip, plan, storages));
@@ -529,7 +549,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
       if (t == 0) {
         reserve.begin();
         auto root = vm->run(pickle, static_cast<size_t>(first.uncompressed_size));
-        if (vm->frame_straddle() != nullptr) straddle.emplace(*vm->frame_straddle());
+        otherwise = vm->torch_reads_otherwise();
         vm->give_chunks(m.pool, listed_chunks(m));  // before vm_done: the other thread destroys the VM after
         vm_done.store(true, std::memory_order_release);  // before end(): fill() returns after both
         reserve.end();
@@ -589,7 +609,7 @@ inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const 
     }
     if (!read) {
       if (plan.pkl == nullptr) PTREAD_CHECK(plan_zip(*src, opt, zip, walk, &plan));
-      PTREAD_CHECK(read_zip_pickles(src, opt, *model, &fill, zip, walk, plan));
+      PTREAD_CHECK(read_zip_pickles(src, opt, model, &fill, zip, walk, plan));
     }
   }
   PTREAD_CHECK(run_fill_jobs(*src, fill, opt.threads));
