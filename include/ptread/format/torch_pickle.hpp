@@ -28,8 +28,10 @@
 #include "../detail/python_repr.hpp"
 #include "../detail/text.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <string_view>
 
@@ -832,23 +834,66 @@ class TorchHooks : public PickleHooks {
     return make_error(ErrorCode::bad_tensor_args, std::string(what) + " is a " + value_kind_name(g.kind(i)) + ", not a string");
   }
 
+  // The codec Python's codecs.lookup() finds for an encoding name, of those ptread
+  // encodes with: the name normalized as CPython does (_Py_normalize_encoding: ASCII
+  // letters lowercased, letters, digits and '.' kept, any other run of bytes one '_'
+  // between them), then looked up in encodings.aliases (Python 3.11), again with '.' as
+  // '_', else taken as the name of a module of the encodings package.
+  enum class Codec { latin1, utf8, ascii, other };
+  static Codec python_codec(std::string_view name) {
+    std::string norm;
+    bool punct = false;
+    for (char c : name) {
+      const char l = ascii_lower(c);
+      if ((l >= 'a' && l <= 'z') || (l >= '0' && l <= '9') || l == '.') {
+        if (punct && !norm.empty()) norm.push_back('_');
+        norm.push_back(l);
+        punct = false;
+      } else {
+        punct = true;
+      }
+    }
+    static const char* const kLatin1[] = {"8859", "cp819", "csisolatin1", "ibm819", "iso8859", "iso8859_1", "iso_8859_1",
+                                          "iso_8859_1_1987", "iso_ir_100", "l1", "latin", "latin1"};
+    static const char* const kUtf8[] = {"cp65001", "u8", "utf", "utf8", "utf8_ucs2", "utf8_ucs4"};
+    static const char* const kAscii[] = {"646", "ansi_x3.4_1968", "ansi_x3.4_1986", "ansi_x3_4_1968", "cp367", "csascii",
+                                         "ibm367", "iso646_us", "iso_646.irv_1991", "iso_ir_6", "us", "us_ascii"};
+    auto alias = [](std::string_view n) {
+      auto in = [n](const auto& names) {
+        return std::any_of(std::begin(names), std::end(names), [n](const char* k) { return n == k; });
+      };
+      return in(kLatin1) ? Codec::latin1 : in(kUtf8) ? Codec::utf8 : in(kAscii) ? Codec::ascii : Codec::other;
+    };
+    Codec c = alias(norm);
+    if (c != Codec::other) return c;
+    std::string underscored = norm;
+    std::replace(underscored.begin(), underscored.end(), '.', '_');
+    c = alias(underscored);
+    if (c != Codec::other) return c;
+    // Modules: latin_1, iso8859_1 (its table is latin-1's), charmap (latin-1 without a
+    // mapping), utf_8, ascii. (A name with a '.' names no module.)
+    if (norm == "latin_1" || norm == "iso8859_1" || norm == "charmap") return Codec::latin1;
+    if (norm == "utf_8") return Codec::utf8;
+    if (norm == "ascii") return Codec::ascii;
+    return Codec::other;
+  }
+
   // _codecs.encode(text[, encoding[, errors]]) in the encodings Python's codecs spell
-  // latin-1, UTF-8 (the default) or ASCII; another is an error, never other bytes.
+  // latin-1, UTF-8 (the default) or ASCII (python_codec); another is an error, never other
+  // bytes.
   static Result<uint32_t> codecs_encode(Graph& g, const Items& a) {
-    std::string enc = "utf_8";
+    Codec codec = Codec::utf8;
     if (a.size() >= 2) {
       if (g.kind(a[1]) != ValueKind::string) return make_error(ErrorCode::pickle_malformed, "_codecs.encode with an encoding that is no string");
-      enc.clear();
-      for (char c : g.text(a[1])) enc.push_back(c == '-' || c == ' ' ? '_' : ascii_lower(c));
+      codec = python_codec(g.text(a[1]));
     }
     const std::string_view text = g.text(a[0]);
-    if (enc == "latin1" || enc == "latin_1" || enc == "iso8859_1" || enc == "iso_8859_1" || enc == "l1" || enc == "latin" ||
-        enc == "8859" || enc == "cp819") {
+    if (codec == Codec::latin1) {
       PTREAD_TRY(std::string raw, utf8_to_latin1(text));
       return g.add_text(ValueKind::bytes, raw);
     }
-    const bool utf8 = enc == "utf_8" || enc == "utf8" || enc == "u8" || enc == "utf";
-    const bool ascii = enc == "ascii" || enc == "us_ascii" || enc == "646";
+    const bool utf8 = codec == Codec::utf8;
+    const bool ascii = codec == Codec::ascii;
     if (utf8 || ascii) {
       for (char c : text) {
         if (ascii && static_cast<unsigned char>(c) >= 0x80) return make_error(ErrorCode::pickle_malformed, "_codecs.encode text is not ASCII");
