@@ -697,7 +697,7 @@ TEST_CASE("legacy: a read across a frame's end is refused, frames that end betwe
     INFO("a FRAME inside a GLOBAL line, mode " << ptread::load_mode_name(mode));
     REQUIRE_FALSE(ck.ok());
     CHECK(ck.error().code() == ErrorCode::pickle_malformed);
-    CHECK(ck.error().str().find("a read crosses the end of a FRAME in the object pickle") != std::string::npos);
+    CHECK(ck.error().str().find("a read crosses the end of a FRAME in the legacy format's object pickle") != std::string::npos);
     // The module line's 2 bytes in the frame are where the readings part.
     CHECK(ck.error().str().find("part at byte " + std::to_string(global + 9 + 1) + " of") != std::string::npos);
   }

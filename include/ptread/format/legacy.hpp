@@ -89,20 +89,21 @@ Status with_growing_prefix(const Source& src, Parse&& parse) {
 
 // A legacy or tar file's pickle [p, p + n), at byte `at` of `where`, read by vm: refused
 // where a read crosses the end of a FRAME and so reads other bytes than a flat reading
-// (Python's pickler never writes one). torch.load unpickles those files from the file
-// object it is given, and what it reads then depends on that object: a BytesIO drops the
-// frame's rest and reads on after it, a file opened by path does that only for a frame its
-// buffer does not hold at that point (its 4 or 8 KiB, wherever they fall). Not guessed.
+// (Python's pickler never writes one). torch.load unpickles a legacy file from the file
+// object it is given and a tar file's members through tarfile's buffered reader, and what
+// it reads then depends on that object: a BytesIO drops the frame's rest and reads on
+// after it, a buffered file does that only for a frame its buffer does not hold at that
+// point (its 4 or 8 KiB, wherever they fall). Not guessed.
 inline Status legacy_frames_read_flat(const PickleVM& vm, const uint8_t* p, size_t n, uint64_t at,
-                                      const std::string& where, const char* pickle) {
+                                      const std::string& where, const std::string& pickle) {
   if (!vm.torch_reads_otherwise()) return {};
   const size_t part = frame_readings_part(p, n);
   if (part == n) return {};
   return make_error(ErrorCode::pickle_malformed,
-                    std::string("pickle: a read crosses the end of a FRAME in the ") + pickle +
-                        " pickle, which torch.load reads otherwise by the file object it is given (a BytesIO drops "
-                        "the frame's rest and reads on after it, a file opened by path only for a frame its buffer "
-                        "does not hold): the two readings part at byte " + std::to_string(at + part) + " of '" + where +
+                    "pickle: a read crosses the end of a FRAME in " + pickle +
+                        ", which torch.load reads otherwise by the file object it reads from (a BytesIO drops "
+                        "the frame's rest and reads on after it, a buffered file only for a frame its buffer does "
+                        "not hold): the two readings part at byte " + std::to_string(at + part) + " of '" + where +
                         "'");
 }
 
@@ -139,7 +140,8 @@ class LegacyReader {
     auto next = [&](const char* what) -> Result<uint32_t> {
       size_t used = 0;
       auto r = vm.run(p + pos, n - pos, &used);
-      PTREAD_CHECK(legacy_frames_read_flat(vm, p + pos, n - pos, pos, src_->name(), what));
+      PTREAD_CHECK(legacy_frames_read_flat(vm, p + pos, n - pos, pos, src_->name(),
+                                           std::string("the legacy format's ") + what + " pickle"));
       if (!r) {
         Error e = std::move(r).error();
         e.add_context(std::string("(the legacy format's ") + what + " pickle, at byte " + std::to_string(pos) + ")");
