@@ -65,8 +65,9 @@ class TorchLoadReads {
   // follow it, and are read as they lie).
   TorchLoadReads(const uint8_t* data, size_t n, bool flat = false) : data_(data), size_(n), flat_(flat) {}
 
+  // (The output grows as it is written: data may run on past the pickle, as a legacy
+  // file's storages follow its pickles.)
   UnframedPickle run() {
-    out_.bytes.reserve(size_);
     for (;;) {
       size_t at = 0;
       if (!read(1, &at)) return finish();
