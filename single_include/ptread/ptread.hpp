@@ -10273,13 +10273,15 @@ Status with_growing_prefix(const Source& src, Parse&& parse) {
 // it reads then depends on that object: a BytesIO drops the frame's rest and reads on
 // after it, a buffered file does that only for a frame its buffer does not hold at that
 // point (its 4 or 8 KiB, wherever they fall). Not guessed.
-inline Status legacy_frames_read_flat(const PickleVM& vm, const uint8_t* p, size_t n, uint64_t at,
-                                      const std::string& where, const std::string& pickle) {
+// (`pickle()` names the pickle; called only for the error.)
+template <class Name>
+Status legacy_frames_read_flat(const PickleVM& vm, const uint8_t* p, size_t n, uint64_t at, const std::string& where,
+                               Name pickle) {
   if (!vm.torch_reads_otherwise()) return {};
   const size_t part = frame_readings_part(p, n);
   if (part == n) return {};
   return make_error(ErrorCode::pickle_malformed,
-                    "pickle: a read crosses the end of a FRAME in " + pickle +
+                    "pickle: a read crosses the end of a FRAME in " + pickle() +
                         ", which torch.load reads otherwise by the file object it reads from (a BytesIO drops "
                         "the frame's rest and reads on after it, a buffered file only for a frame its buffer does "
                         "not hold): the two readings part at byte " + std::to_string(at + part) + " of '" + where +
@@ -10320,7 +10322,7 @@ class LegacyReader {
       size_t used = 0;
       auto r = vm.run(p + pos, n - pos, &used);
       PTREAD_CHECK(legacy_frames_read_flat(vm, p + pos, n - pos, pos, src_->name(),
-                                           std::string("the legacy format's ") + what + " pickle"));
+                                           [what] { return std::string("the legacy format's ") + what + " pickle"; }));
       if (!r) {
         Error e = std::move(r).error();
         e.add_context(std::string("(the legacy format's ") + what + " pickle, at byte " + std::to_string(pos) + ")");
@@ -10617,7 +10619,8 @@ class TarReader {
       PTREAD_TRY(Bytes b, src_->bytes(*pos, n));
       size_t used = 0;
       auto r = vm_->run(b.data, b.size, &used);
-      PTREAD_CHECK(legacy_frames_read_flat(*vm_, b.data, b.size, *pos, src_->name(), std::string("tar member '") + member + "'"));
+      PTREAD_CHECK(legacy_frames_read_flat(*vm_, b.data, b.size, *pos, src_->name(),
+                                           [member] { return std::string("tar member '") + member + "'"; }));
       if (r) {
         *pos += used;
         return r;

@@ -203,7 +203,8 @@ class TarReader {
       PTREAD_TRY(Bytes b, src_->bytes(*pos, n));
       size_t used = 0;
       auto r = vm_->run(b.data, b.size, &used);
-      PTREAD_CHECK(legacy_frames_read_flat(*vm_, b.data, b.size, *pos, src_->name(), std::string("tar member '") + member + "'"));
+      PTREAD_CHECK(legacy_frames_read_flat(*vm_, b.data, b.size, *pos, src_->name(),
+                                           [member] { return std::string("tar member '") + member + "'"; }));
       if (r) {
         *pos += used;
         return r;
