@@ -11,10 +11,12 @@ Python's verdict is the unpickling torch.load does of a zip checkpoint's data.pk
 (pickle.Unpickler on a BytesIO: a read crossing a frame's end is read from after the
 frame), with globals limited to set, frozenset, bytearray, bytes and _codecs.encode (a
 random byte must not import a module). Prints each disagreement and a count of each kind:
-  same        both read it, with the same repr
+  same        both read it, with the same repr (each set's items sorted by their text:
+              gen_random_pickles.py's canon(), ptread's canon_repr())
   both_err    both refuse it
-  DIFF        both read it, other reprs (ptread's repr printer passes non-ASCII text
-              through and prints sets in pickle order: look before believing)
+  unspelled   both read it, Python's value holds a character ptread's repr printer
+              passes through where repr() escapes it (gen_random_pickles.py's spelled())
+  DIFF        both read it, other reprs
   WE_REJECT   Python reads it, ptread refuses it
   WE_ACCEPT   Python refuses it, ptread reads it ("global ... refused": a global Python
               was not allowed to import, which ptread keeps as an inert object)
@@ -49,9 +51,11 @@ class Restricted(pickle.Unpickler):
 
 
 def python_verdict(data):
-    """("OK", repr) when torch.load's unpickling (a BytesIO) reads data, else ("ERR", why)."""
+    """("OK", canon text or None where it is not spellable) when torch.load's unpickling (a
+    BytesIO) reads data, else ("ERR", why)."""
     try:
-        shown = repr(Restricted(io.BytesIO(data)).load())
+        value = Restricted(io.BytesIO(data)).load()
+        shown = g.canon(value) if g.spellable(value) else None
     except (RecursionError, MemoryError):
         return "SKIP", None
     except Exception as e:  # noqa: BLE001 - any refusal
@@ -116,6 +120,8 @@ def main():
         ours, _, rest = line.partition(" ")
         if verdict == "SKIP":
             kinds["skip"] += 1
+        elif verdict == "OK" and ours == "OK" and shown is None:
+            kinds["unspelled"] += 1
         elif verdict == "OK" and ours == "OK":
             mine = bytes.fromhex(rest).decode("utf-8", "backslashreplace")
             kind = "same" if mine == shown else "DIFF"

@@ -1,9 +1,11 @@
 // One line in, one line out: each input line is a pickle in hex; each output line is
-// "OK <hex of ptread's repr of the root>" or "ERR <code name> <message, ASCII>", read as
+// "OK <hex of ptread's repr of the root, each set's items sorted (canon_repr)>" or "ERR <code name> <message, ASCII>", read as
 // the zip reader reads a torch.save archive's data.pkl (as torch.load's unpickler reads it
 // where a read crosses a FRAME's end). Used by differential.py.
 #include <ptread/ptread.hpp>
 #include <ptread/detail/python_repr.hpp>
+
+#include "../../tests/support/canon_repr.hpp"
 
 #include <iostream>
 #include <string>
@@ -46,7 +48,7 @@ int main() {
     }
     if (root.ok()) {
       std::string out = "OK ";
-      for (char ch : ptread::detail::python_str(model->graph, *root, true)) {
+      for (char ch : ptread_test::canon_repr(model->graph, *root)) {
         const auto c = static_cast<unsigned char>(ch);
         out += kHex[c >> 4];
         out += kHex[c & 15];
