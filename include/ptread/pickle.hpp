@@ -1318,13 +1318,19 @@ inline Result<std::string> PickleVM::python_string_literal(std::string_view s) {
   return out;
 }
 
-// UNICODE operand: raw-unicode-escape (\uXXXX, \UXXXXXXXX; other bytes are Latin-1).
+// UNICODE operand: raw-unicode-escape (\uXXXX, \UXXXXXXXX; other bytes are Latin-1). As
+// CPython decodes it, an escape's backslash is the last of an odd number in a row: two
+// backslashes and u0041 are two backslashes and the text u0041, three and u0041 two
+// backslashes and an A.
 inline Result<std::string> PickleVM::raw_unicode_escape(std::string_view s) {
   std::string out;
   out.reserve(s.size());
+  size_t backslashes = 0;  // backslashes in a row just before k, written as themselves
   for (size_t k = 0; k < s.size(); ++k) {
     const auto c = static_cast<uint8_t>(s[k]);
-    if (c == '\\' && k + 1 < s.size() && (s[k + 1] == 'u' || s[k + 1] == 'U')) {
+    const bool escape = c == '\\' && backslashes % 2 == 0 && k + 1 < s.size() && (s[k + 1] == 'u' || s[k + 1] == 'U');
+    backslashes = c == '\\' && !escape ? backslashes + 1 : 0;
+    if (escape) {
       const size_t len = s[k + 1] == 'u' ? 4 : 8;
       uint32_t cp = 0;
       if (k + 2 + len > s.size()) return error(ErrorCode::pickle_malformed, "bad \\u escape");
