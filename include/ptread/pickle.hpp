@@ -1356,7 +1356,15 @@ inline bool PickleVM::step() {
       if (v > 5) return fail(ErrorCode::pickle_malformed, "unsupported pickle protocol " + std::to_string(v));
       return true;
     }
-    case '0': { uint32_t v = 0; return pop(&v); }
+    case '0': {  // POP: right after a MARK, CPython's unpickler pops the MARK
+      if (!marks_.empty() && marks_.back() == stack_.size()) {
+        marks_.pop_back();
+        floor_ = marks_.empty() ? 0 : marks_.back();
+        return true;
+      }
+      uint32_t v = 0;
+      return pop(&v);
+    }
     case '1': {
       size_t m = 0;
       if (!pop_mark(&m)) return false;
