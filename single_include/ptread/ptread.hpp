@@ -6168,13 +6168,19 @@ inline Result<std::string> PickleVM::python_string_literal(std::string_view s) {
   return out;
 }
 
-// UNICODE operand: raw-unicode-escape (\uXXXX, \UXXXXXXXX; other bytes are Latin-1).
+// UNICODE operand: raw-unicode-escape (\uXXXX, \UXXXXXXXX; other bytes are Latin-1). As
+// CPython decodes it, an escape's backslash is the last of an odd number in a row: two
+// backslashes and u0041 are two backslashes and the text u0041, three and u0041 two
+// backslashes and an A.
 inline Result<std::string> PickleVM::raw_unicode_escape(std::string_view s) {
   std::string out;
   out.reserve(s.size());
+  size_t backslashes = 0;  // backslashes in a row just before k, written as themselves
   for (size_t k = 0; k < s.size(); ++k) {
     const auto c = static_cast<uint8_t>(s[k]);
-    if (c == '\\' && k + 1 < s.size() && (s[k + 1] == 'u' || s[k + 1] == 'U')) {
+    const bool escape = c == '\\' && backslashes % 2 == 0 && k + 1 < s.size() && (s[k + 1] == 'u' || s[k + 1] == 'U');
+    backslashes = c == '\\' && !escape ? backslashes + 1 : 0;
+    if (escape) {
       const size_t len = s[k + 1] == 'u' ? 4 : 8;
       uint32_t cp = 0;
       if (k + 2 + len > s.size()) return error(ErrorCode::pickle_malformed, "bad \\u escape");
@@ -6200,7 +6206,15 @@ inline bool PickleVM::step() {
       if (v > 5) return fail(ErrorCode::pickle_malformed, "unsupported pickle protocol " + std::to_string(v));
       return true;
     }
-    case '0': { uint32_t v = 0; return pop(&v); }
+    case '0': {  // POP: right after a MARK, CPython's unpickler pops the MARK
+      if (!marks_.empty() && marks_.back() == stack_.size()) {
+        marks_.pop_back();
+        floor_ = marks_.empty() ? 0 : marks_.back();
+        return true;
+      }
+      uint32_t v = 0;
+      return pop(&v);
+    }
     case '1': {
       size_t m = 0;
       if (!pop_mark(&m)) return false;
@@ -6403,16 +6417,68 @@ inline bool PickleVM::step() {
 namespace ptread {
 namespace detail {
 
-// repr(float): the shortest digits that round-trip, fixed notation for 1e-4 <= |v| < 1e16.
+// The p-digit decimal next to `e` ("%.*e" text of p = prec digits, no sign) one unit in its
+// last digit up or down, in the same layout (9.99e+05 up is 1.00e+06, 1.00e+06 down 9.99e+05).
+inline std::string step_last_digit(const char* e, bool up) {
+  std::string digits;
+  const char* p = e;
+  for (; *p != 'e'; ++p) {
+    if (*p != '.') digits.push_back(*p);
+  }
+  int exp10 = std::atoi(p + 1);
+  size_t k = digits.size();
+  if (up) {
+    while (k > 0 && digits[k - 1] == '9') digits[--k] = '0';
+    if (k == 0) {
+      digits[0] = '1';  // all nines: 10.0..0, that is 1.0..0 times ten
+      ++exp10;
+    } else {
+      ++digits[k - 1];
+    }
+  } else {
+    while (k > 0 && digits[k - 1] == '0') digits[--k] = '9';
+    if (k == 1 && digits[0] == '1') {
+      digits[0] = '9';  // 1.0..0 down: 0.99..9, that is 9.9..9 over ten
+      --exp10;
+    } else if (k > 0) {
+      --digits[k - 1];
+    }
+  }
+  std::string out(1, digits[0]);
+  if (digits.size() > 1) out += "." + digits.substr(1);
+  char x[24];
+  std::snprintf(x, sizeof x, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+  return out + x;
+}
+
+// repr(float): the shortest digits that read back as v, of those the nearest to v (as
+// Python's repr, David Gay's shortest mode, picks them), fixed notation for
+// 1e-4 <= |v| < 1e16. "%.*e" gives the p-digit decimal nearest v; where that does not
+// read back, the next p-digit one toward v may (a power of two, whose doubles below lie
+// twice as close as those above: 2**-24 is 5.960464477539063e-08, not ...062e-08).
 inline std::string python_float_repr(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  const double a = std::fabs(v);
   char buf[40];
+  std::string s;
   for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*e", prec - 1, v);
-    if (std::strtod(buf, nullptr) == v) break;
+    std::snprintf(buf, sizeof buf, "%.*e", prec - 1, a);
+    const double back = std::strtod(buf, nullptr);
+    if (back == a) {
+      s = buf;
+      break;
+    }
+    if (a != 0) {
+      const std::string next = step_last_digit(buf, back < a);
+      if (std::strtod(next.c_str(), nullptr) == a) {
+        s = next;
+        break;
+      }
+    }
   }
-  std::string s(buf);
+  if (s.empty()) s = buf;  // (never: 17 digits always read back)
+  if (std::signbit(v)) s.insert(0, "-");
   std::string sign;
   if (s[0] == '-') {
     sign = "-";
