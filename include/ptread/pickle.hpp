@@ -496,12 +496,13 @@ class PickleVM {
   PTREAD_NOINLINE bool bad_utf8() {
     return fail(ErrorCode::pickle_malformed, "text that is not UTF-8 (Python's unpickler refuses it)");
   }
-  // The node kind of the operand of `op` (BINSTRING, SHORT_BINSTRING, BINBYTES,
-  // SHORT_BINBYTES): bytes are bytes; Python 2 str is text when it decodes as UTF-8
-  // (torch.load's encoding), else the bytes it is.
+  // The node kind of the operand of `op` (STRING, BINSTRING, SHORT_BINSTRING, BINBYTES,
+  // SHORT_BINBYTES): bytes are bytes; Python 2 str is text when it decodes as UTF-8 as
+  // torch.load decodes it (encoding 'utf-8', errors 'strict': no encoded surrogates), else
+  // the bytes it is (where torch.load, without encoding='latin1' or 'bytes', refuses it).
   static ValueKind text_kind(uint8_t op, std::string_view s) {
     if (op == 'B' || op == 'C') return ValueKind::bytes;
-    return valid_pickle_utf8(reinterpret_cast<const uint8_t*>(s.data()), s.size()) ? ValueKind::string : ValueKind::bytes;
+    return utf8_valid(s) ? ValueKind::string : ValueKind::bytes;
   }
   PTREAD_ALWAYS_INLINE bool take(uint64_t k, std::string_view* out) {
     if (static_cast<uint64_t>(end_ - p_) < k) return truncated();
@@ -1429,7 +1430,7 @@ inline bool PickleVM::step() {
       if (!line(&s)) return false;
       auto str = python_string_literal(s);
       if (!str) return fail(std::move(str).error());
-      return push(g_.add_text(ValueKind::string, *str));
+      return push(g_.add_text(text_kind(op_, *str), *str));
     }
     case 'T': case 'B': {  // 4-byte length: BINSTRING, BINBYTES
       if (!need(4)) return truncated();

@@ -19,7 +19,9 @@ random byte must not import a module). Prints each disagreement and a count of e
   DIFF        both read it, other reprs
   WE_REJECT   Python reads it, ptread refuses it
   WE_ACCEPT   Python refuses it, ptread reads it ("global ... refused": a global Python
-              was not allowed to import, which ptread keeps as an inert object)
+              was not allowed to import, which ptread keeps as an inert object; a
+              UnicodeDecodeError of a Python 2 str: ptread reads its bytes, README
+              "Formats")
 Not part of the test suite (tests/fresh_pickles.sh runs the kinds that agree exactly);
 a tool for looking for new disagreements. Standard library only.
 """
@@ -54,7 +56,7 @@ def python_verdict(data):
     """("OK", canon text or None where it is not spellable) when torch.load's unpickling (a
     BytesIO) reads data, else ("ERR", why)."""
     try:
-        value = Restricted(io.BytesIO(data)).load()
+        value = Restricted(io.BytesIO(data), encoding="utf-8").load()  # torch.load's encoding
         shown = g.canon(value) if g.spellable(value) else None
     except (RecursionError, MemoryError):
         return "SKIP", None
