@@ -2,7 +2,6 @@
 #pragma once
 
 #include <ptread/ptread.hpp>
-#include <ptread/detail/python_repr.hpp>
 
 #include <algorithm>
 #include <string>
