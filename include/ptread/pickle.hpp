@@ -1358,11 +1358,8 @@ inline bool PickleVM::step() {
       return true;
     }
     case '0': {  // POP: right after a MARK, CPython's unpickler pops the MARK
-      if (!marks_.empty() && marks_.back() == stack_.size()) {
-        marks_.pop_back();
-        floor_ = marks_.empty() ? 0 : marks_.back();
-        return true;
-      }
+      size_t m = 0;
+      if (!marks_.empty() && marks_.back() == stack_.size()) return pop_mark(&m);  // (no items: within any limit)
       uint32_t v = 0;
       return pop(&v);
     }

@@ -73,12 +73,7 @@ inline std::string python_float_repr(double v) {
     }
   }
   if (s.empty()) s = buf;  // (never: 17 digits always read back)
-  if (std::signbit(v)) s.insert(0, "-");
-  std::string sign;
-  if (s[0] == '-') {
-    sign = "-";
-    s.erase(0, 1);
-  }
+  const std::string sign = std::signbit(v) ? "-" : "";  // (s is of |v|)
   const size_t epos = s.find('e');
   const int exp10 = std::atoi(s.c_str() + epos + 1);
   std::string digits;
