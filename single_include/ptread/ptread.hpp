@@ -3424,7 +3424,8 @@ struct Node {
   ValueKind kind = ValueKind::none;
   uint8_t tag = 0;   // global: the hooks' classification, cached (0: not classified yet);
                      // tuple, frozenset: kHashableTag once the VM found it hashable;
-                     // dict: kMergedTag, made by merging two BUILD states (TorchHooks)
+                     // dict: kMergedTag, made by merging two BUILD states (TorchHooks),
+                     // or kAttrsTag, one that takes attributes
   uint8_t tag2 = 0;  // global: second and third caches for the hooks
   uint8_t tag3 = 0;
   uint32_t ref = 0;  // text: its length (kLongText: see text); containers, objects: item
@@ -3444,6 +3445,9 @@ inline constexpr uint8_t kHashableTag = 1;
 // Node::tag of a dict TorchHooks made to merge an object's states: the object's own, not
 // reachable otherwise, so later merges append to it.
 inline constexpr uint8_t kMergedTag = 2;
+// Node::tag of a dict whose instances take attributes, as Python's default BUILD sets them
+// (an OrderedDict or Counter: they have a __dict__; a dict or defaultdict has none).
+inline constexpr uint8_t kAttrsTag = 3;
 
 // What Graph::at() returns: a node's fields, its items as a view.
 struct NodeView {
@@ -6208,11 +6212,8 @@ inline bool PickleVM::step() {
       return true;
     }
     case '0': {  // POP: right after a MARK, CPython's unpickler pops the MARK
-      if (!marks_.empty() && marks_.back() == stack_.size()) {
-        marks_.pop_back();
-        floor_ = marks_.empty() ? 0 : marks_.back();
-        return true;
-      }
+      size_t m = 0;
+      if (!marks_.empty() && marks_.back() == stack_.size()) return pop_mark(&m);  // (no items: within any limit)
       uint32_t v = 0;
       return pop(&v);
     }
@@ -6479,12 +6480,7 @@ inline std::string python_float_repr(double v) {
     }
   }
   if (s.empty()) s = buf;  // (never: 17 digits always read back)
-  if (std::signbit(v)) s.insert(0, "-");
-  std::string sign;
-  if (s[0] == '-') {
-    sign = "-";
-    s.erase(0, 1);
-  }
+  const std::string sign = std::signbit(v) ? "-" : "";  // (s is of |v|)
   const size_t epos = s.find('e');
   const int exp10 = std::atoi(s.c_str() + epos + 1);
   std::string digits;
@@ -9254,7 +9250,7 @@ class TorchHooks : public PickleHooks {
           return make_error(ErrorCode::pickle_malformed, "NEWOBJ of the function '" + std::string(g.global_module(cls)) +
                                                              "." + std::string(g.global_name(cls)) +
                                                              "' (Python's unpickler takes only a class)");
-        case kOrderedDict: case kDictLike: return g.add_container(ValueKind::dict);
+        case kOrderedDict: case kDictLike: return attrs_dict(g, cls, g.add_container(ValueKind::dict));
         case kBuiltinSet: return g.add_container(ValueKind::set);
         case kBuiltinBytearray: return g.add_text(ValueKind::bytes, "");
         default: break;
@@ -9265,7 +9261,7 @@ class TorchHooks : public PickleHooks {
 
   Status build(Graph& g, uint32_t obj, uint32_t state) override {
     Node& n = g.nodes[obj];
-    PTREAD_CHECK(check_builtin_build(g, n.kind, state));
+    PTREAD_CHECK(check_builtin_build(g, n.kind, n.tag, state));
     if (n.kind == ValueKind::object) {
       const uint32_t before = n.items[kObjState];
       if (before == kNoNode) {
@@ -9482,7 +9478,7 @@ class TorchHooks : public PickleHooks {
     if (a.size() > at + 1) {
       return refuse("of " + std::to_string(a.size()) + " arguments (Python takes at most " + std::to_string(at + 1) + ")");
     }
-    const uint32_t d = g.add_container(ValueKind::dict);
+    const uint32_t d = attrs_dict(g, callable, g.add_container(ValueKind::dict));
     if (a.size() <= at) return d;  // (defaultdict() has no factory either)
     const uint32_t x = a[at];
     const ValueKind k = g.kind(x);
@@ -9506,6 +9502,13 @@ class TorchHooks : public PickleHooks {
     }
     return refuse(std::string("of a ") + value_kind_name(k) + " (ptread reads a dict" +
                   (counter ? std::string(" or None)") : std::string(", or a list or tuple of pairs)")));
+  }
+
+  // Dict node d as made by callable (a class of collections): tagged kAttrsTag when its
+  // instances take attributes (OrderedDict, Counter; a defaultdict has no __dict__).
+  static uint32_t attrs_dict(Graph& g, uint32_t callable, uint32_t d) {
+    if (g.global_name(callable) != "defaultdict") g.nodes[d].tag = kAttrsTag;
+    return d;
   }
 
   // A torch._utils rebuild function ptread cannot hand out a tensor for.
@@ -9792,11 +9795,11 @@ class TorchHooks : public PickleHooks {
   // BUILD on a builtin value (None, a number, str, bytes, list, tuple, set): Python's
   // unpickler finds no __setstate__ and sets the state's items through __dict__, which these
   // have not, so only a state of None (and an empty slot-state dict) passes.
-  static Status check_builtin_build(Graph& g, ValueKind kind, uint32_t state) {
+  static Status check_builtin_build(Graph& g, ValueKind kind, uint8_t tag, uint32_t state) {
     switch (kind) {
       case ValueKind::none: case ValueKind::boolean: case ValueKind::integer: case ValueKind::big_integer:
       case ValueKind::floating: case ValueKind::string: case ValueKind::bytes: case ValueKind::list:
-      case ValueKind::tuple: case ValueKind::set: case ValueKind::frozenset:
+      case ValueKind::tuple: case ValueKind::set: case ValueKind::frozenset: case ValueKind::dict:
         break;
       default:
         return {};
@@ -9805,6 +9808,28 @@ class TorchHooks : public PickleHooks {
     if (g.kind(state) == ValueKind::tuple && g.count(state) == 2) {
       dict_state = g.at(state).items[0];
       slots = g.at(state).items[1];
+    }
+    if (kind == ValueKind::dict && tag == kAttrsTag) {
+      // An OrderedDict or Counter: no __setstate__, so Python's default BUILD, which wants
+      // a dict (set in __dict__) or None, and slots as a dict of attribute names or none.
+      const ValueKind dk = g.kind(dict_state);
+      if (dk != ValueKind::none && dk != ValueKind::dict) {
+        return make_error(ErrorCode::pickle_malformed, std::string("BUILD of an OrderedDict or Counter with a state that is a ") +
+                                                           value_kind_name(dk) + " (Python's unpickler refuses it: state is not a dictionary)");
+      }
+      if (slots == kNoNode) return {};
+      if (g.kind(slots) != ValueKind::dict) {
+        return make_error(ErrorCode::pickle_malformed, std::string("BUILD of an OrderedDict or Counter with slots that are a ") +
+                                                           value_kind_name(g.kind(slots)) + " (Python's unpickler refuses it: slot state is not a dictionary)");
+      }
+      const Items kv = g.at(slots).items;
+      for (size_t k = 0; k < kv.size(); k += 2) {
+        if (g.kind(kv[k]) != ValueKind::string) {
+          return make_error(ErrorCode::pickle_malformed, std::string("BUILD of an OrderedDict or Counter with a slot named by a ") +
+                                                             value_kind_name(g.kind(kv[k])) + " (Python's setattr() takes a str)");
+        }
+      }
+      return {};
     }
     if (g.kind(dict_state) == ValueKind::none &&
         (slots == kNoNode || (g.kind(slots) == ValueKind::dict && g.count(slots) == 0))) {

@@ -94,7 +94,8 @@ struct Node {
   ValueKind kind = ValueKind::none;
   uint8_t tag = 0;   // global: the hooks' classification, cached (0: not classified yet);
                      // tuple, frozenset: kHashableTag once the VM found it hashable;
-                     // dict: kMergedTag, made by merging two BUILD states (TorchHooks)
+                     // dict: kMergedTag, made by merging two BUILD states (TorchHooks),
+                     // or kAttrsTag, one that takes attributes
   uint8_t tag2 = 0;  // global: second and third caches for the hooks
   uint8_t tag3 = 0;
   uint32_t ref = 0;  // text: its length (kLongText: see text); containers, objects: item
@@ -114,6 +115,9 @@ inline constexpr uint8_t kHashableTag = 1;
 // Node::tag of a dict TorchHooks made to merge an object's states: the object's own, not
 // reachable otherwise, so later merges append to it.
 inline constexpr uint8_t kMergedTag = 2;
+// Node::tag of a dict whose instances take attributes, as Python's default BUILD sets them
+// (an OrderedDict or Counter: they have a __dict__; a dict or defaultdict has none).
+inline constexpr uint8_t kAttrsTag = 3;
 
 // What Graph::at() returns: a node's fields, its items as a view.
 struct NodeView {
