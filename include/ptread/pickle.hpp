@@ -173,6 +173,7 @@ class PickleVM {
     template_wait_ = 0;
     made_.clear();
     floor_ = 0;
+    proto_ = 0;
     hashed_from_ = g_.hashed.size();
     // The opcodes torch.save writes are handled here, the read position in a local; the
     // others by step(), through p_.
@@ -495,6 +496,17 @@ class PickleVM {
   }
   PTREAD_NOINLINE bool bad_utf8() {
     return fail(ErrorCode::pickle_malformed, "text that is not UTF-8 (Python's unpickler refuses it)");
+  }
+  // Global node id as Python's find_class() reads its names: after a PROTO of 3 or more,
+  // Python 2 module names are not mapped to Python 3's (kGlobalNamesAsIs).
+  uint32_t names_as_read(uint32_t id) {
+    if (proto_ >= 3) g_.nodes[id].ref = kGlobalNamesAsIs;
+    return id;
+  }
+  // GLOBAL and INST read each line as Python's unpickler does, which refuses an empty one
+  // (its "pickle data was truncated"); STACK_GLOBAL's empty module or name no import finds.
+  PTREAD_NOINLINE bool empty_global_name() {
+    return fail(ErrorCode::pickle_malformed, "a global with an empty module or name (Python's unpickler refuses it)");
   }
   // The node kind of the operand of `op` (STRING, BINSTRING, SHORT_BINSTRING, BINBYTES,
   // SHORT_BINBYTES): bytes are bytes; Python 2 str is text when it decodes as UTF-8 as
@@ -1245,6 +1257,7 @@ class PickleVM {
   U32Stack stack_;
   std::vector<size_t> marks_;
   size_t floor_ = 0;  // marks_.back(), or 0: pops may not go below it
+  uint8_t proto_ = 0;  // of the last PROTO (Python's unpickler starts at 0)
   BlockPool pool_;                  // memo_'s and lazy_'s blocks
   ChunkReserve* reserve_ = nullptr;  // set_chunk_reserve
   SegmentedVector<uint32_t> memo_{&pool_};  // node by memo key; kNoNode where none
@@ -1355,6 +1368,7 @@ inline bool PickleVM::step() {
       if (!need(1)) return truncated();
       const uint8_t v = *p_++;
       if (v > 5) return fail(ErrorCode::pickle_malformed, "unsupported pickle protocol " + std::to_string(v));
+      proto_ = v;
       return true;
     }
     case '0': {  // POP: right after a MARK, CPython's unpickler pops the MARK
@@ -1489,8 +1503,9 @@ inline bool PickleVM::step() {
     case 'c': {  // GLOBAL: module and name are UTF-8 (Python decodes them strictly: no surrogates)
       std::string_view module, name;
       if (!line(&module) || !line(&name)) return false;
+      if (module.empty() || name.empty()) return empty_global_name();
       if (!utf8_valid(module) || !utf8_valid(name)) return bad_utf8();
-      return push(g_.add_global(module, name));
+      return push(names_as_read(g_.add_global(module, name)));
     }
     case 0x93: {  // STACK_GLOBAL
       uint32_t name = 0, module = 0;
@@ -1498,7 +1513,8 @@ inline bool PickleVM::step() {
       if (g_.kind(name) != ValueKind::string || g_.kind(module) != ValueKind::string) {
         return fail(ErrorCode::pickle_malformed, "STACK_GLOBAL needs two strings");
       }
-      return push(g_.add_interned_global(g_.text(module), g_.text(name)));
+      if (g_.text(module).empty() || g_.text(name).empty()) return empty_global_name();
+      return push(names_as_read(g_.add_interned_global(g_.text(module), g_.text(name))));
     }
     case 0x92: {  // NEWOBJ_EX: cls, args, kwargs (keyword arguments to __new__ are dropped)
       uint32_t kwargs = 0, args = 0, cls = 0;
@@ -1509,10 +1525,11 @@ inline bool PickleVM::step() {
     case 'i': {  // INST module\nname\n (ASCII, as Python decodes them), args from MARK
       std::string_view module, name;
       if (!line(&module) || !line(&name)) return false;
+      if (module.empty() || name.empty()) return empty_global_name();
       if (!ascii(module) || !ascii(name)) return fail(ErrorCode::pickle_malformed, "INST names that are not ASCII (Python's unpickler refuses them)");
       size_t m = 0;
       if (!pop_mark(&m)) return false;
-      const uint32_t cls = g_.add_global(module, name);
+      const uint32_t cls = names_as_read(g_.add_global(module, name));
       const uint32_t args = g_.add_container(ValueKind::tuple, items_from(m), count_from(m));
       drop_from(m);
       return call(cls, args);

@@ -3429,7 +3429,8 @@ struct Node {
   uint8_t tag2 = 0;  // global: second and third caches for the hooks
   uint8_t tag3 = 0;
   uint32_t ref = 0;  // text: its length (kLongText: see text); containers, objects: item
-                     // count; tensor/storage/unsupported: table index
+                     // count; tensor/storage/unsupported: table index; global: 0 or
+                     // kGlobalNamesAsIs
   union {
     int64_t i = 0;                    // integer, boolean
     double f;                         // floating
@@ -3448,6 +3449,9 @@ inline constexpr uint8_t kMergedTag = 2;
 // Node::tag of a dict whose instances take attributes, as Python's default BUILD sets them
 // (an OrderedDict or Counter: they have a __dict__; a dict or defaultdict has none).
 inline constexpr uint8_t kAttrsTag = 3;
+// Node::ref of a global read after a PROTO of 3 or more: Python 3's find_class() takes its
+// names as they are (below 3 it maps Python 2 modules, __builtin__ and copy_reg, to theirs).
+inline constexpr uint32_t kGlobalNamesAsIs = 1;
 
 // What Graph::at() returns: a node's fields, its items as a view.
 struct NodeView {
@@ -5027,6 +5031,7 @@ class PickleVM {
     template_wait_ = 0;
     made_.clear();
     floor_ = 0;
+    proto_ = 0;
     hashed_from_ = g_.hashed.size();
     // The opcodes torch.save writes are handled here, the read position in a local; the
     // others by step(), through p_.
@@ -5349,6 +5354,17 @@ class PickleVM {
   }
   PTREAD_NOINLINE bool bad_utf8() {
     return fail(ErrorCode::pickle_malformed, "text that is not UTF-8 (Python's unpickler refuses it)");
+  }
+  // Global node id as Python's find_class() reads its names: after a PROTO of 3 or more,
+  // Python 2 module names are not mapped to Python 3's (kGlobalNamesAsIs).
+  uint32_t names_as_read(uint32_t id) {
+    if (proto_ >= 3) g_.nodes[id].ref = kGlobalNamesAsIs;
+    return id;
+  }
+  // GLOBAL and INST read each line as Python's unpickler does, which refuses an empty one
+  // (its "pickle data was truncated"); STACK_GLOBAL's empty module or name no import finds.
+  PTREAD_NOINLINE bool empty_global_name() {
+    return fail(ErrorCode::pickle_malformed, "a global with an empty module or name (Python's unpickler refuses it)");
   }
   // The node kind of the operand of `op` (STRING, BINSTRING, SHORT_BINSTRING, BINBYTES,
   // SHORT_BINBYTES): bytes are bytes; Python 2 str is text when it decodes as UTF-8 as
@@ -6099,6 +6115,7 @@ class PickleVM {
   U32Stack stack_;
   std::vector<size_t> marks_;
   size_t floor_ = 0;  // marks_.back(), or 0: pops may not go below it
+  uint8_t proto_ = 0;  // of the last PROTO (Python's unpickler starts at 0)
   BlockPool pool_;                  // memo_'s and lazy_'s blocks
   ChunkReserve* reserve_ = nullptr;  // set_chunk_reserve
   SegmentedVector<uint32_t> memo_{&pool_};  // node by memo key; kNoNode where none
@@ -6209,6 +6226,7 @@ inline bool PickleVM::step() {
       if (!need(1)) return truncated();
       const uint8_t v = *p_++;
       if (v > 5) return fail(ErrorCode::pickle_malformed, "unsupported pickle protocol " + std::to_string(v));
+      proto_ = v;
       return true;
     }
     case '0': {  // POP: right after a MARK, CPython's unpickler pops the MARK
@@ -6343,8 +6361,9 @@ inline bool PickleVM::step() {
     case 'c': {  // GLOBAL: module and name are UTF-8 (Python decodes them strictly: no surrogates)
       std::string_view module, name;
       if (!line(&module) || !line(&name)) return false;
+      if (module.empty() || name.empty()) return empty_global_name();
       if (!utf8_valid(module) || !utf8_valid(name)) return bad_utf8();
-      return push(g_.add_global(module, name));
+      return push(names_as_read(g_.add_global(module, name)));
     }
     case 0x93: {  // STACK_GLOBAL
       uint32_t name = 0, module = 0;
@@ -6352,7 +6371,8 @@ inline bool PickleVM::step() {
       if (g_.kind(name) != ValueKind::string || g_.kind(module) != ValueKind::string) {
         return fail(ErrorCode::pickle_malformed, "STACK_GLOBAL needs two strings");
       }
-      return push(g_.add_interned_global(g_.text(module), g_.text(name)));
+      if (g_.text(module).empty() || g_.text(name).empty()) return empty_global_name();
+      return push(names_as_read(g_.add_interned_global(g_.text(module), g_.text(name))));
     }
     case 0x92: {  // NEWOBJ_EX: cls, args, kwargs (keyword arguments to __new__ are dropped)
       uint32_t kwargs = 0, args = 0, cls = 0;
@@ -6363,10 +6383,11 @@ inline bool PickleVM::step() {
     case 'i': {  // INST module\nname\n (ASCII, as Python decodes them), args from MARK
       std::string_view module, name;
       if (!line(&module) || !line(&name)) return false;
+      if (module.empty() || name.empty()) return empty_global_name();
       if (!ascii(module) || !ascii(name)) return fail(ErrorCode::pickle_malformed, "INST names that are not ASCII (Python's unpickler refuses them)");
       size_t m = 0;
       if (!pop_mark(&m)) return false;
-      const uint32_t cls = g_.add_global(module, name);
+      const uint32_t cls = names_as_read(g_.add_global(module, name));
       const uint32_t args = g_.add_container(ValueKind::tuple, items_from(m), count_from(m));
       drop_from(m);
       return call(cls, args);
@@ -9025,7 +9046,7 @@ class TorchHooks : public PickleHooks {
   // The tag call() acts on for global node fn (cached in its tag).
   static GlobalTag global_tag(Graph& g, uint32_t fn) {
     Node& n = g.nodes[fn];
-    if (n.tag == kGlobalUnclassified) n.tag = classify(g.global_module(fn), g.global_name(fn));
+    if (n.tag == kGlobalUnclassified) n.tag = classify(g.global_module(fn), g.global_name(fn), n.ref != kGlobalNamesAsIs);
     return static_cast<GlobalTag>(n.tag);
   }
 
@@ -9202,8 +9223,7 @@ class TorchHooks : public PickleHooks {
         break;
       case kCodecsEncode:
         // protocols 0-2 write bytes as _codecs.encode(latin-1 text, 'latin1')
-        if (!a.empty() && a.size() <= 3 && g.kind(a[0]) == ValueKind::string) return codecs_encode(g, a);
-        break;
+        return codecs_encode(g, a);
       case kNumpyReconstruct:
         // numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b'), then BUILD
         if (!a.empty()) return g.add_object(a[0], args);
@@ -9414,8 +9434,9 @@ class TorchHooks : public PickleHooks {
     return index;
   }
 
-  // What call() does with module.name.
-  static GlobalTag classify(std::string_view mod, std::string_view name) {
+  // What call() does with module.name. py2: Python 2 module names stand for their Python
+  // 3 modules, as Python's find_class() maps them below protocol 3 (fix_imports).
+  static GlobalTag classify(std::string_view mod, std::string_view name, bool py2) {
     if (is_pickle_storage_type(name)) return kPickleStorageType;
     if (mod == "torch._utils") {
       if (name == "_rebuild_tensor_v2") return kRebuildTensorV2;
@@ -9434,7 +9455,7 @@ class TorchHooks : public PickleHooks {
       if (name == "defaultdict" || name == "Counter") return kDictLike;
       return kGlobalOther;
     }
-    if (mod == "builtins" || mod == "__builtin__") {
+    if (mod == "builtins" || (py2 && mod == "__builtin__")) {
       if (name == "set") return kBuiltinSet;
       if (name == "frozenset") return kBuiltinFrozenset;
       if (name == "bytes") return kBuiltinBytes;
@@ -9448,7 +9469,7 @@ class TorchHooks : public PickleHooks {
       if (name == "scalar") return kNumpyScalar;
       return kGlobalOther;
     }
-    if ((mod == "copyreg" || mod == "copy_reg") && name == "_reconstructor") return kCopyregReconstructor;
+    if ((mod == "copyreg" || (py2 && mod == "copy_reg")) && name == "_reconstructor") return kCopyregReconstructor;
     if ((mod == "torch.nn.parameter" && name == "Parameter") || (mod == "torch.autograd.variable" && name == "Variable")) {
       return kOldVariable;
     }
@@ -9573,13 +9594,29 @@ class TorchHooks : public PickleHooks {
   // _codecs.encode(text[, encoding[, errors]]) in the encodings Python's codecs spell
   // latin-1, UTF-8 (the default) or ASCII (python_codec); another is an error, never other
   // bytes.
+  // _codecs.encode(obj, encoding='utf-8', errors='strict') as Python calls it, for the
+  // codecs ptread reads (text codecs: obj must be a str). What Python refuses (other
+  // counts, an encoding or errors that is no str, obj of another type, text the codec
+  // cannot encode) is an error, and so is a codec ptread does not read.
   static Result<uint32_t> codecs_encode(Graph& g, const Items& a) {
+    if (a.empty() || a.size() > 3) {
+      return make_error(ErrorCode::pickle_malformed, "_codecs.encode of " + std::to_string(a.size()) +
+                                                         " arguments (Python takes 1 to 3)");
+    }
     Codec codec = Codec::utf8;
     if (a.size() >= 2) {
       if (g.kind(a[1]) != ValueKind::string) return make_error(ErrorCode::pickle_malformed, "_codecs.encode with an encoding that is no string");
       codec = python_codec(g.text(a[1]));
     }
-    const std::string_view text = g.text(a[0]);
+    if (a.size() == 3 && g.kind(a[2]) != ValueKind::string) {
+      return make_error(ErrorCode::pickle_malformed, "_codecs.encode with errors that are no string");
+    }
+    const bool known = codec == Codec::latin1 || codec == Codec::utf8 || codec == Codec::ascii;
+    if (known && g.kind(a[0]) != ValueKind::string) {
+      return make_error(ErrorCode::pickle_malformed, std::string("_codecs.encode of a ") + value_kind_name(g.kind(a[0])) +
+                                                         " (a text codec encodes a str)");
+    }
+    const std::string_view text = known ? g.text(a[0]) : std::string_view();
     if (codec == Codec::latin1) {
       PTREAD_TRY(std::string raw, utf8_to_latin1(text));
       return g.add_text(ValueKind::bytes, raw);

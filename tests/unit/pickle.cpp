@@ -210,6 +210,28 @@ TEST_CASE("pickle: pickles torch.load's unpickling refuses are refused", "[pickl
   }
 }
 
+TEST_CASE("pickle: globals Python 3 cannot import are kept inert, as the pickle names them", "[pickle][pickle_cases]") {
+  // "unimportable": torch.load's unpickling fails to import a global (Python 2 module names
+  // after a PROTO of 3 or more); ptread, importing nothing, makes an object of that class
+  // and does not read it as the Python 3 class it would be below protocol 3.
+  const Json& cases = pickle_cases()["unimportable"];
+  REQUIRE(cases.size() > 0);
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const Json& c = cases[k];
+    INFO("case " << c["name"].as_string() << " (Python: " << c["python"].as_string() << "), pickle '"
+                 << c["hex"].as_string() << "'");
+    Bytes data;
+    CHECK(from_hex(c["hex"].as_string(), &data));
+    auto r = run_pickle(data);
+    REQUIRE(r->root.ok());
+    const ptread::detail::Graph& g = r->graph();
+    REQUIRE(g.kind(*r->root) == ptread::ValueKind::object);
+    const uint32_t cls = g.at(*r->root).items[ptread::detail::kObjClass];
+    REQUIRE(g.kind(cls) == ptread::ValueKind::global);
+    CHECK(std::string(g.global_module(cls)) + "." + std::string(g.global_name(cls)) == c["class"].as_string());
+  }
+}
+
 TEST_CASE("pickle: memo keys from MEMOIZE, BINPUT, LONG_BINPUT and PUT share one table", "[pickle]") {
   // Checked with Python: pickle.loads of these bytes is [7, 13, 9, 10, 11, 12, 12, 10].
   Bytes p = {0x80, 0x04};

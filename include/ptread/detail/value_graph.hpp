@@ -99,7 +99,8 @@ struct Node {
   uint8_t tag2 = 0;  // global: second and third caches for the hooks
   uint8_t tag3 = 0;
   uint32_t ref = 0;  // text: its length (kLongText: see text); containers, objects: item
-                     // count; tensor/storage/unsupported: table index
+                     // count; tensor/storage/unsupported: table index; global: 0 or
+                     // kGlobalNamesAsIs
   union {
     int64_t i = 0;                    // integer, boolean
     double f;                         // floating
@@ -118,6 +119,9 @@ inline constexpr uint8_t kMergedTag = 2;
 // Node::tag of a dict whose instances take attributes, as Python's default BUILD sets them
 // (an OrderedDict or Counter: they have a __dict__; a dict or defaultdict has none).
 inline constexpr uint8_t kAttrsTag = 3;
+// Node::ref of a global read after a PROTO of 3 or more: Python 3's find_class() takes its
+// names as they are (below 3 it maps Python 2 modules, __builtin__ and copy_reg, to theirs).
+inline constexpr uint32_t kGlobalNamesAsIs = 1;
 
 // What Graph::at() returns: a node's fields, its items as a view.
 struct NodeView {

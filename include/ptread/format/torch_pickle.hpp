@@ -340,7 +340,7 @@ class TorchHooks : public PickleHooks {
   // The tag call() acts on for global node fn (cached in its tag).
   static GlobalTag global_tag(Graph& g, uint32_t fn) {
     Node& n = g.nodes[fn];
-    if (n.tag == kGlobalUnclassified) n.tag = classify(g.global_module(fn), g.global_name(fn));
+    if (n.tag == kGlobalUnclassified) n.tag = classify(g.global_module(fn), g.global_name(fn), n.ref != kGlobalNamesAsIs);
     return static_cast<GlobalTag>(n.tag);
   }
 
@@ -517,8 +517,7 @@ class TorchHooks : public PickleHooks {
         break;
       case kCodecsEncode:
         // protocols 0-2 write bytes as _codecs.encode(latin-1 text, 'latin1')
-        if (!a.empty() && a.size() <= 3 && g.kind(a[0]) == ValueKind::string) return codecs_encode(g, a);
-        break;
+        return codecs_encode(g, a);
       case kNumpyReconstruct:
         // numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b'), then BUILD
         if (!a.empty()) return g.add_object(a[0], args);
@@ -729,8 +728,9 @@ class TorchHooks : public PickleHooks {
     return index;
   }
 
-  // What call() does with module.name.
-  static GlobalTag classify(std::string_view mod, std::string_view name) {
+  // What call() does with module.name. py2: Python 2 module names stand for their Python
+  // 3 modules, as Python's find_class() maps them below protocol 3 (fix_imports).
+  static GlobalTag classify(std::string_view mod, std::string_view name, bool py2) {
     if (is_pickle_storage_type(name)) return kPickleStorageType;
     if (mod == "torch._utils") {
       if (name == "_rebuild_tensor_v2") return kRebuildTensorV2;
@@ -749,7 +749,7 @@ class TorchHooks : public PickleHooks {
       if (name == "defaultdict" || name == "Counter") return kDictLike;
       return kGlobalOther;
     }
-    if (mod == "builtins" || mod == "__builtin__") {
+    if (mod == "builtins" || (py2 && mod == "__builtin__")) {
       if (name == "set") return kBuiltinSet;
       if (name == "frozenset") return kBuiltinFrozenset;
       if (name == "bytes") return kBuiltinBytes;
@@ -763,7 +763,7 @@ class TorchHooks : public PickleHooks {
       if (name == "scalar") return kNumpyScalar;
       return kGlobalOther;
     }
-    if ((mod == "copyreg" || mod == "copy_reg") && name == "_reconstructor") return kCopyregReconstructor;
+    if ((mod == "copyreg" || (py2 && mod == "copy_reg")) && name == "_reconstructor") return kCopyregReconstructor;
     if ((mod == "torch.nn.parameter" && name == "Parameter") || (mod == "torch.autograd.variable" && name == "Variable")) {
       return kOldVariable;
     }
@@ -888,13 +888,29 @@ class TorchHooks : public PickleHooks {
   // _codecs.encode(text[, encoding[, errors]]) in the encodings Python's codecs spell
   // latin-1, UTF-8 (the default) or ASCII (python_codec); another is an error, never other
   // bytes.
+  // _codecs.encode(obj, encoding='utf-8', errors='strict') as Python calls it, for the
+  // codecs ptread reads (text codecs: obj must be a str). What Python refuses (other
+  // counts, an encoding or errors that is no str, obj of another type, text the codec
+  // cannot encode) is an error, and so is a codec ptread does not read.
   static Result<uint32_t> codecs_encode(Graph& g, const Items& a) {
+    if (a.empty() || a.size() > 3) {
+      return make_error(ErrorCode::pickle_malformed, "_codecs.encode of " + std::to_string(a.size()) +
+                                                         " arguments (Python takes 1 to 3)");
+    }
     Codec codec = Codec::utf8;
     if (a.size() >= 2) {
       if (g.kind(a[1]) != ValueKind::string) return make_error(ErrorCode::pickle_malformed, "_codecs.encode with an encoding that is no string");
       codec = python_codec(g.text(a[1]));
     }
-    const std::string_view text = g.text(a[0]);
+    if (a.size() == 3 && g.kind(a[2]) != ValueKind::string) {
+      return make_error(ErrorCode::pickle_malformed, "_codecs.encode with errors that are no string");
+    }
+    const bool known = codec == Codec::latin1 || codec == Codec::utf8 || codec == Codec::ascii;
+    if (known && g.kind(a[0]) != ValueKind::string) {
+      return make_error(ErrorCode::pickle_malformed, std::string("_codecs.encode of a ") + value_kind_name(g.kind(a[0])) +
+                                                         " (a text codec encodes a str)");
+    }
+    const std::string_view text = known ? g.text(a[0]) : std::string_view();
     if (codec == Codec::latin1) {
       PTREAD_TRY(std::string raw, utf8_to_latin1(text));
       return g.add_text(ValueKind::bytes, raw);
