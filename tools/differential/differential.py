@@ -19,7 +19,8 @@ random byte must not import a module). Prints each disagreement and a count of e
   DIFF        both read it, other reprs
   WE_REJECT   Python reads it, ptread refuses it
   WE_ACCEPT   Python refuses it, ptread reads it ("global ... refused": a global Python
-              was not allowed to import, which ptread keeps as an inert object; a
+              was not allowed to import, or a ModuleNotFoundError, one it cannot import
+              (__builtin__ after a PROTO of 3 or more), which ptread keeps as an inert object; a
               UnicodeDecodeError of a Python 2 str: ptread reads its bytes, README
               "Formats")
 Not part of the test suite (tests/fresh_pickles.sh runs the kinds that agree exactly);
