@@ -905,6 +905,11 @@ class TorchHooks : public PickleHooks {
     if (a.size() == 3 && g.kind(a[2]) != ValueKind::string) {
       return make_error(ErrorCode::pickle_malformed, "_codecs.encode with errors that are no string");
     }
+    for (size_t k = 1; k < a.size(); ++k) {  // (Python's C strings)
+      if (g.text(a[k]).find('\0') != std::string_view::npos) {
+        return make_error(ErrorCode::pickle_malformed, "_codecs.encode with a NUL in its encoding or errors (Python: embedded null character)");
+      }
+    }
     const bool known = codec == Codec::latin1 || codec == Codec::utf8 || codec == Codec::ascii;
     if (known && g.kind(a[0]) != ValueKind::string) {
       return make_error(ErrorCode::pickle_malformed, std::string("_codecs.encode of a ") + value_kind_name(g.kind(a[0])) +
