@@ -1128,6 +1128,7 @@ class PickleVM {
     }
     const ValueKind have = g_.kind(target);
     const ValueKind want = pairs ? ValueKind::dict : ValueKind::list;
+    if (pairs && have == ValueKind::list) return assign_items(target, items, count);
     if (have != want && !(!pairs && have == ValueKind::set && op() == 0x90)) {
       return fail(ErrorCode::pickle_malformed, std::string("cannot add items to a ") + value_kind_name(have));
     }
@@ -1137,6 +1138,24 @@ class PickleVM {
       return fail(ErrorCode::limit_exceeded, "more items than Limits::max_container_items");
     }
     g_.append(target, items, count);
+    return true;
+  }
+  // SETITEM and SETITEMS on a list: Python's unpickler does obj[k] = v on whatever is below,
+  // so a list takes its items by index (an int or bool, from the end when negative); another
+  // key or an index out of range fails, as Python's TypeError and IndexError.
+  bool assign_items(uint32_t list, const uint32_t* items, size_t count) {
+    const size_t n = g_.count(list);
+    for (size_t k = 0; k < count; k += 2) {
+      const ValueKind kind = g_.kind(items[k]);
+      if (kind != ValueKind::integer && kind != ValueKind::boolean) {
+        return fail(ErrorCode::pickle_malformed, std::string("a list indexed by a ") + value_kind_name(kind) +
+                                                     " (Python's list takes ints)");
+      }
+      int64_t i = g_.nodes[items[k]].i;
+      if (i < 0) i += static_cast<int64_t>(n);
+      if (i < 0 || static_cast<uint64_t>(i) >= n) return fail(ErrorCode::pickle_malformed, "list assignment index out of range");
+      g_.nodes[list].items[i] = items[k + 1];
+    }
     return true;
   }
   // Python's d[k] = v and s.add(k) fail (TypeError) for a key it cannot hash: here, at the

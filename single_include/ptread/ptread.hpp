@@ -5986,6 +5986,7 @@ class PickleVM {
     }
     const ValueKind have = g_.kind(target);
     const ValueKind want = pairs ? ValueKind::dict : ValueKind::list;
+    if (pairs && have == ValueKind::list) return assign_items(target, items, count);
     if (have != want && !(!pairs && have == ValueKind::set && op() == 0x90)) {
       return fail(ErrorCode::pickle_malformed, std::string("cannot add items to a ") + value_kind_name(have));
     }
@@ -5995,6 +5996,24 @@ class PickleVM {
       return fail(ErrorCode::limit_exceeded, "more items than Limits::max_container_items");
     }
     g_.append(target, items, count);
+    return true;
+  }
+  // SETITEM and SETITEMS on a list: Python's unpickler does obj[k] = v on whatever is below,
+  // so a list takes its items by index (an int or bool, from the end when negative); another
+  // key or an index out of range fails, as Python's TypeError and IndexError.
+  bool assign_items(uint32_t list, const uint32_t* items, size_t count) {
+    const size_t n = g_.count(list);
+    for (size_t k = 0; k < count; k += 2) {
+      const ValueKind kind = g_.kind(items[k]);
+      if (kind != ValueKind::integer && kind != ValueKind::boolean) {
+        return fail(ErrorCode::pickle_malformed, std::string("a list indexed by a ") + value_kind_name(kind) +
+                                                     " (Python's list takes ints)");
+      }
+      int64_t i = g_.nodes[items[k]].i;
+      if (i < 0) i += static_cast<int64_t>(n);
+      if (i < 0 || static_cast<uint64_t>(i) >= n) return fail(ErrorCode::pickle_malformed, "list assignment index out of range");
+      g_.nodes[list].items[i] = items[k + 1];
+    }
     return true;
   }
   // Python's d[k] = v and s.add(k) fail (TypeError) for a key it cannot hash: here, at the
@@ -9204,17 +9223,31 @@ class TorchHooks : public PickleHooks {
           for (size_t k = 0; k < kv.size(); k += 2) keys.push_back(kv[k]);
           return g.add_container(made, keys.data(), keys.size());
         }
+        if (a.size() == 1 && (of == ValueKind::string || of == ValueKind::bytes)) {
+          // a str's characters (one-character strs), a bytes' bytes (ints); the set keeps
+          // each once (DictKeys, at STOP)
+          const std::string_view t = g.text(a[0]);
+          std::vector<uint32_t> items;
+          for (size_t k = 0; k < t.size();) {
+            size_t n = 1;
+            if (of == ValueKind::string) {
+              const auto c = static_cast<uint8_t>(t[k]);
+              n = c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;  // (the text is UTF-8, surrogates encoded)
+              n = std::min(n, t.size() - k);
+              items.push_back(g.add_text(ValueKind::string, t.substr(k, n)));
+            } else {
+              items.push_back(g.add_int(static_cast<uint8_t>(t[k])));
+            }
+            k += n;
+          }
+          return g.add_container(made, items.data(), items.size());
+        }
         return make_error(ErrorCode::pickle_malformed, std::string(tag == kBuiltinSet ? "set" : "frozenset") + "() of " +
                                                            (a.size() == 1 ? std::string("a ") + value_kind_name(of) : std::to_string(a.size()) + " arguments") +
-                                                           " (ptread reads set() of lists, tuples, sets and dicts)");
+                                                           " (ptread reads set() of lists, tuples, sets, dicts, strs and bytes)");
       }
-      case kBuiltinBytes:
-        if (a.empty()) return g.add_text(ValueKind::bytes, "");  // protocols 0-2 pickle b'' as bytes()
-        break;
-      case kBuiltinBytearray:
-        if (a.empty()) return g.add_text(ValueKind::bytes, "");
-        if (g.kind(a[0]) == ValueKind::bytes) return g.add_interned_text(ValueKind::bytes, g.text(a[0]));
-        break;
+      case kBuiltinBytes: case kBuiltinBytearray:  // protocols 0-2 pickle b'' as bytes()
+        return bytes_call(g, a, tag == kBuiltinBytes ? "bytes" : "bytearray");
       case kTorchSize:
         if (a.size() == 1 && g.kind(a[0]) == ValueKind::tuple) {
           const Items dims = g.at(a[0]).items;
@@ -9282,6 +9315,7 @@ class TorchHooks : public PickleHooks {
   Status build(Graph& g, uint32_t obj, uint32_t state) override {
     Node& n = g.nodes[obj];
     PTREAD_CHECK(check_builtin_build(g, n.kind, n.tag, state));
+    if (n.kind == ValueKind::global) PTREAD_CHECK(check_class_build(g, obj, state));
     if (n.kind == ValueKind::object) {
       const uint32_t before = n.items[kObjState];
       if (before == kNoNode) {
@@ -9594,6 +9628,51 @@ class TorchHooks : public PickleHooks {
   // _codecs.encode(text[, encoding[, errors]]) in the encodings Python's codecs spell
   // latin-1, UTF-8 (the default) or ASCII (python_codec); another is an error, never other
   // bytes.
+  // bytes(...) and bytearray(...) (ptread's bytes both) as Python makes them: of nothing;
+  // of bytes; of a str with an encoding (and errors), as _codecs.encode; of an int n, n
+  // zero bytes (at most Limits::max_container_items); of a list or tuple of ints in
+  // [0, 256). What Python refuses is an error, and so is what ptread does not read (a set's
+  // or dict's ints: Python takes them in its hash order).
+  Result<uint32_t> bytes_call(Graph& g, const Items& a, const char* name) {
+    auto refuse = [&](const std::string& why) {
+      return make_error(ErrorCode::pickle_malformed, std::string(name) + "() " + why);
+    };
+    if (a.empty()) return g.add_text(ValueKind::bytes, "");
+    if (a.size() > 3) return refuse("of " + std::to_string(a.size()) + " arguments (Python takes at most 3)");
+    const ValueKind of = g.kind(a[0]);
+    if (of == ValueKind::string) {
+      if (a.size() == 1) return refuse("of a str without an encoding (Python refuses it)");
+      return codecs_encode(g, a);
+    }
+    if (a.size() > 1) return refuse(std::string("of a ") + value_kind_name(of) + " with an encoding (Python refuses it)");
+    if (of == ValueKind::bytes) return g.add_interned_text(ValueKind::bytes, g.text(a[0]));
+    if (of == ValueKind::integer || of == ValueKind::boolean) {
+      const int64_t n = g.at(a[0]).i;
+      if (n < 0) return refuse("of a negative count (Python refuses it)");
+      if (static_cast<uint64_t>(n) > limits_.max_container_items) {
+        return make_error(ErrorCode::limit_exceeded, std::string(name) + "() of " + std::to_string(n) +
+                                                         " zero bytes: more than Limits::max_container_items");
+      }
+      return g.add_text(ValueKind::bytes, std::string(static_cast<size_t>(n), '\0'));
+    }
+    if (of == ValueKind::list || of == ValueKind::tuple) {
+      const Items items = g.at(a[0]).items;
+      std::string out;
+      out.reserve(items.size());
+      for (const uint32_t v : items) {
+        const ValueKind k = g.kind(v);
+        if (k != ValueKind::integer && k != ValueKind::boolean) {
+          return refuse(std::string("of a ") + value_kind_name(of) + " holding a " + value_kind_name(k) + " (Python takes ints)");
+        }
+        const int64_t b = g.at(v).i;
+        if (b < 0 || b > 255) return refuse("of a byte value " + std::to_string(b) + " (Python takes 0 to 255)");
+        out.push_back(static_cast<char>(b));
+      }
+      return g.add_text(ValueKind::bytes, out);
+    }
+    return refuse(std::string("of a ") + value_kind_name(of) + " (ptread reads bytes of nothing, bytes, a str with an encoding, an int, a list or tuple of ints)");
+  }
+
   // _codecs.encode(obj, encoding='utf-8', errors='strict') as Python calls it, for the
   // codecs ptread reads (text codecs: obj must be a str). What Python refuses (other
   // counts, an encoding or errors that is no str, obj of another type, text the codec
@@ -9880,6 +9959,39 @@ class TorchHooks : public PickleHooks {
     return make_error(ErrorCode::pickle_malformed, std::string("BUILD of a ") + value_kind_name(kind) +
                                                        " with a state (Python's unpickler refuses it: a " +
                                                        value_kind_name(kind) + " has no attributes to set)");
+  }
+
+  // BUILD on one of the builtin classes ptread knows (set, frozenset, bytes, bytearray,
+  // OrderedDict, Counter, defaultdict; not the global of a function, whose attributes
+  // Python sets): no __setstate__, and its __dict__ a read-only mappingproxy, so Python's
+  // default BUILD fails unless the state sets nothing (None or {}, slots {}).
+  static Status check_class_build(Graph& g, uint32_t cls, uint32_t state) {
+    switch (global_tag(g, cls)) {
+      case kBuiltinSet: case kBuiltinFrozenset: case kBuiltinBytes: case kBuiltinBytearray: case kOrderedDict:
+      case kDictLike:
+        break;
+      default:
+        return {};
+    }
+    uint32_t dict_state = state, slots = kNoNode;
+    if (g.kind(state) == ValueKind::tuple && g.count(state) == 2) {
+      dict_state = g.at(state).items[0];
+      slots = g.at(state).items[1];
+    }
+    auto empty_dict = [&g](uint32_t x) { return g.kind(x) == ValueKind::dict && g.count(x) == 0; };
+    // (Counter is a class written in Python: setattr() sets its attributes, named by strs)
+    auto settable = [&](uint32_t x) {
+      if (g.global_name(cls) != "Counter" || g.kind(x) != ValueKind::dict) return empty_dict(x);
+      const Items kv = g.at(x).items;
+      for (size_t k = 0; k < kv.size(); k += 2) {
+        if (g.kind(kv[k]) != ValueKind::string) return false;
+      }
+      return true;
+    };
+    if ((g.kind(dict_state) == ValueKind::none || empty_dict(dict_state)) && (slots == kNoNode || settable(slots))) return {};
+    return make_error(ErrorCode::pickle_malformed, "BUILD of the class '" + std::string(g.global_module(cls)) + "." +
+                                                       std::string(g.global_name(cls)) +
+                                                       "' with a state (Python's unpickler refuses it: a builtin class takes no attributes)");
   }
 
   // A requires_grad argument as torch sets it: a bool, and true only for floating point

@@ -210,10 +210,11 @@ TEST_CASE("pickle: pickles torch.load's unpickling refuses are refused", "[pickl
   }
 }
 
-TEST_CASE("pickle: globals Python 3 cannot import are kept inert, as the pickle names them", "[pickle][pickle_cases]") {
+TEST_CASE("pickle: globals Python 3 cannot import are kept inert, as the pickle names them", "[pickle]") {
   // "unimportable": torch.load's unpickling fails to import a global (Python 2 module names
   // after a PROTO of 3 or more); ptread, importing nothing, makes an object of that class
-  // and does not read it as the Python 3 class it would be below protocol 3.
+  // and does not read it as the Python 3 class it would be below protocol 3. (Not in
+  // [pickle_cases]: fresh_pickles' random pickles.json has no such section.)
   const Json& cases = pickle_cases()["unimportable"];
   REQUIRE(cases.size() > 0);
   for (size_t k = 0; k < cases.size(); ++k) {
