@@ -1,11 +1,14 @@
 #!/usr/bin/python3
 """ptread's pickle VM against Python's unpickler, on random pickles made worse at random.
 
-usage: differential.py [--seed N] [--count N] [--mode mutate|frames] [--vm BINARY]
+usage: differential.py [--seed N] [--count N] [--mode mutate|opcodes|frames] [--vm BINARY]
 
 Builds pickle_vm.cpp (beside this script) with g++ unless --vm names a built one, makes
 --count random pickles (tests/fixtures/gen_random_pickles.py's trees), and then
   mutate  flips, inserts, deletes, cuts and splices a few bytes of each;
+  opcodes deletes, repeats, swaps or replaces a few of each one's opcodes, or inserts
+          opcodes that act on what lies below them (BUILD, SETITEM, APPEND, REDUCE,
+          NEWOBJ, POP, DUP, MARK ...): what a byte flip rarely reaches;
   frames  frames each protocol 4 pickle again at random (tests/fixtures/gen_random_pickles.py).
 Python's verdict is the unpickling torch.load does of a zip checkpoint's data.pkl
 (pickle.Unpickler on a BytesIO: a read crossing a frame's end is read from after the
@@ -31,6 +34,7 @@ import argparse
 import io
 import os
 import pickle
+import pickletools
 import random
 import subprocess
 import sys
@@ -89,6 +93,41 @@ def mutated(rng, data):
     return bytes(b)
 
 
+# Opcodes (with their operands) that act on the values below them, for mutated_opcodes().
+ACTING = [b"b", b"s", b"u", b"a", b"e", b"\x90", b"0", b"1", b"2", b"(", b"R", b"\x81", b"\x92", b"o", b"l", b"d", b"t",
+          b"\x85", b"\x86", b"\x87", b"\x8f", b"\x91", b"\x94", b"N", b"}", b"]", b")", b"\x88", b"\x89", b"K\x00",
+          b"K\x01", b"X\x01\x00\x00\x00a", b"C\x01a", b"h\x00", b"h\x01", b"q\x00"]
+
+
+def mutated_opcodes(rng, data):
+    """data with a few opcodes deleted, repeated, swapped, replaced or inserted (the STOP
+    stays last); data itself where pickletools cannot split it."""
+    try:
+        starts = [pos for _, _, pos in pickletools.genops(data)] + [len(data)]
+    except Exception:  # noqa: BLE001 - a pickle the generator wrote is always valid
+        return data
+    parts = [data[starts[i]:starts[i + 1]] for i in range(len(starts) - 1)]
+    body, stop = parts[:-1], parts[-1]
+    if len(body) < 2:
+        return data
+    for _ in range(rng.randrange(1, 4)):
+        i = rng.randrange(1, len(body))
+        k = rng.randrange(6)
+        if k == 0 and len(body) > 2:
+            del body[i]
+        elif k == 1:
+            body.insert(i, body[rng.randrange(len(body))])
+        elif k == 2 and i + 1 < len(body):
+            body[i], body[i + 1] = body[i + 1], body[i]
+        elif k == 3:
+            body.insert(i, rng.choice(ACTING))
+        elif k == 4:
+            body[i] = rng.choice(ACTING)
+        else:
+            body[i:i] = [rng.choice(ACTING), rng.choice(ACTING)]
+    return b"".join(body) + stop
+
+
 def build_vm():
     out = os.path.join(tempfile.mkdtemp(prefix="ptread-differential-"), "pickle_vm")
     subprocess.run(["g++", "-std=c++17", "-O1", "-I", os.path.join(ROOT, "include"), os.path.join(HERE, "pickle_vm.cpp"),
@@ -100,7 +139,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--count", type=int, default=2000)
-    ap.add_argument("--mode", choices=("mutate", "frames"), default="mutate")
+    ap.add_argument("--mode", choices=("mutate", "opcodes", "frames"), default="mutate")
     ap.add_argument("--vm", help="a built pickle_vm.cpp")
     args = ap.parse_args()
     rng = random.Random(args.seed)
@@ -109,6 +148,10 @@ def main():
         obj, _ = g.Maker(rng).value(0)
         if args.mode == "frames":
             inputs.append(g.reframed(rng, g.dumps(obj, 4)))
+        elif args.mode == "opcodes":
+            data = g.dumps(obj, rng.randrange(6))
+            if len(data) <= 3000:
+                inputs.append(mutated_opcodes(rng, data))
         else:
             data = g.dumps(obj, rng.randrange(6))
             if len(data) <= 4000:
