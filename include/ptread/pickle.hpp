@@ -1539,6 +1539,7 @@ inline bool PickleVM::step() {
       uint32_t kwargs = 0, args = 0, cls = 0;
       if (!pop(&kwargs) || !pop(&args) || !pop(&cls)) return false;
       if (g_.kind(args) != ValueKind::tuple) return fail(ErrorCode::pickle_malformed, "arguments are not a tuple");
+      if (g_.kind(kwargs) != ValueKind::dict) return fail(ErrorCode::pickle_malformed, "keyword arguments are not a dict");
       return call(cls, args, true);
     }
     case 'i': {  // INST module\nname\n (ASCII, as Python decodes them), args from MARK
