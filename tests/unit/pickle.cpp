@@ -233,6 +233,32 @@ TEST_CASE("pickle: globals Python 3 cannot import are kept inert, as the pickle 
   }
 }
 
+TEST_CASE("pickle: the builtin calls of a file share one budget of items and bytes made", "[pickle]") {
+  // bytes(n) given the same n again and again through the memo: a few pickle bytes a call,
+  // n zero bytes each. All the calls share Limits::max_container_items (TorchHooks::spend).
+  ptread::Limits small;
+  small.max_container_items = 1000;
+  auto calls = [](int count, uint8_t n) {
+    Bytes p = {0x80, 0x02, 'c'};
+    p << std::string("__builtin__\nbytes\n");
+    p.insert(p.end(), {'q', 0x00, 'K', n, 0x85, 'q', 0x01, '('});  // memo 0: the class, 1: (n,)
+    for (int k = 0; k < count; ++k) p.insert(p.end(), {'h', 0x00, 'h', 0x01, 'R'});
+    p.insert(p.end(), {'l', '.'});
+    return p;
+  };
+  {
+    auto r = run_pickle(calls(4, 250), small);  // 1000 bytes: at the budget
+    REQUIRE(r->root.ok());
+    CHECK(r->graph().at(*r->root).items.size() == 4);
+  }
+  {
+    auto r = run_pickle(calls(5, 250), small);  // 1250
+    REQUIRE_FALSE(r->root.ok());
+    CHECK(r->root.error().code() == ptread::ErrorCode::limit_exceeded);
+    CHECK(contains(r->root.error().message(), "Limits::max_container_items"));
+  }
+}
+
 TEST_CASE("pickle: memo keys from MEMOIZE, BINPUT, LONG_BINPUT and PUT share one table", "[pickle]") {
   // Checked with Python: pickle.loads of these bytes is [7, 13, 9, 10, 11, 12, 12, 10].
   Bytes p = {0x80, 0x04};

@@ -490,10 +490,12 @@ class TorchHooks : public PickleHooks {
         const ValueKind of = g.kind(a[0]);
         if (a.size() == 1 && (of == ValueKind::list || of == ValueKind::tuple || of == ValueKind::set || of == ValueKind::frozenset)) {
           const Items items = g.at(a[0]).items;
+          PTREAD_CHECK(spend(items.size(), "set()"));
           return g.add_container(made, items.data(), items.size());
         }
         if (a.size() == 1 && of == ValueKind::dict) {
           const Items kv = g.at(a[0]).items;
+          PTREAD_CHECK(spend(kv.size() / 2, "set()"));
           std::vector<uint32_t> keys;
           for (size_t k = 0; k < kv.size(); k += 2) keys.push_back(kv[k]);
           return g.add_container(made, keys.data(), keys.size());
@@ -502,6 +504,7 @@ class TorchHooks : public PickleHooks {
           // a str's characters (one-character strs), a bytes' bytes (ints); the set keeps
           // each once (DictKeys, at STOP)
           const std::string_view t = g.text(a[0]);
+          PTREAD_CHECK(spend(t.size(), "set()"));
           std::vector<uint32_t> items;
           for (size_t k = 0; k < t.size();) {
             size_t n = 1;
@@ -526,6 +529,7 @@ class TorchHooks : public PickleHooks {
       case kTorchSize:
         if (a.size() == 1 && g.kind(a[0]) == ValueKind::tuple) {
           const Items dims = g.at(a[0]).items;
+          PTREAD_CHECK(spend(dims.size(), "torch.Size()"));
           return g.add_container(ValueKind::tuple, dims.data(), dims.size());
         }
         break;
@@ -814,12 +818,14 @@ class TorchHooks : public PickleHooks {
     const ValueKind k = g.kind(x);
     if (k == ValueKind::dict) {
       const Items kv = g.at(x).items;
+      PTREAD_CHECK(spend(kv.size(), "collections' dicts"));
       g.append(d, kv.data(), kv.size());
       return d;
     }
     if (counter && k == ValueKind::none) return d;
     if (!counter && (k == ValueKind::list || k == ValueKind::tuple)) {
       const Items pairs = g.at(x).items;
+      PTREAD_CHECK(spend(2 * pairs.size(), "collections' dicts"));
       for (uint32_t pair : pairs) {
         const NodeView pn = g.at(pair);
         if ((pn.kind != ValueKind::tuple && pn.kind != ValueKind::list) || pn.items.size() != 2) {
@@ -903,9 +909,22 @@ class TorchHooks : public PickleHooks {
   // _codecs.encode(text[, encoding[, errors]]) in the encodings Python's codecs spell
   // latin-1, UTF-8 (the default) or ASCII (python_codec); another is an error, never other
   // bytes.
+  // Items and bytes the builtin calls copy or make (set(x), bytes(x), bytes(n),
+  // _codecs.encode(s), OrderedDict(x), torch.Size(x)). The memo gives one value to a call
+  // again and again (a pickle of a few bytes a call), so all the calls of a file share
+  // one budget, Limits::max_container_items, rather than each its own: beyond it E502.
+  Status spend(uint64_t n, const char* what) {
+    if (n > call_budget_) {
+      return make_error(ErrorCode::limit_exceeded, std::string(what) +
+                                                       ": the builtin calls of this file copy or make more than Limits::max_container_items items or bytes");
+    }
+    call_budget_ -= n;
+    return {};
+  }
+
   // bytes(...) and bytearray(...) (ptread's bytes both) as Python makes them: of nothing;
   // of bytes; of a str with an encoding (and errors), as _codecs.encode; of an int n, n
-  // zero bytes (at most Limits::max_container_items); of a list or tuple of ints in
+  // zero bytes (within spend()'s budget); of a list or tuple of ints in
   // [0, 256). What Python refuses is an error, and so is what ptread does not read (a set's
   // or dict's ints: Python takes them in its hash order).
   Result<uint32_t> bytes_call(Graph& g, const Items& a, const char* name) {
@@ -924,14 +943,12 @@ class TorchHooks : public PickleHooks {
     if (of == ValueKind::integer || of == ValueKind::boolean) {
       const int64_t n = g.at(a[0]).i;
       if (n < 0) return refuse("of a negative count (Python refuses it)");
-      if (static_cast<uint64_t>(n) > limits_.max_container_items) {
-        return make_error(ErrorCode::limit_exceeded, std::string(name) + "() of " + std::to_string(n) +
-                                                         " zero bytes: more than Limits::max_container_items");
-      }
+      PTREAD_CHECK(spend(static_cast<uint64_t>(n), name));
       return g.add_text(ValueKind::bytes, std::string(static_cast<size_t>(n), '\0'));
     }
     if (of == ValueKind::list || of == ValueKind::tuple) {
       const Items items = g.at(a[0]).items;
+      PTREAD_CHECK(spend(items.size(), name));
       std::string out;
       out.reserve(items.size());
       for (const uint32_t v : items) {
@@ -952,7 +969,7 @@ class TorchHooks : public PickleHooks {
   // codecs ptread reads (text codecs: obj must be a str). What Python refuses (other
   // counts, an encoding or errors that is no str, obj of another type, text the codec
   // cannot encode) is an error, and so is a codec ptread does not read.
-  static Result<uint32_t> codecs_encode(Graph& g, const Items& a) {
+  Result<uint32_t> codecs_encode(Graph& g, const Items& a) {
     if (a.empty() || a.size() > 3) {
       return make_error(ErrorCode::pickle_malformed, "_codecs.encode of " + std::to_string(a.size()) +
                                                          " arguments (Python takes 1 to 3)");
@@ -976,6 +993,7 @@ class TorchHooks : public PickleHooks {
                                                          " (a text codec encodes a str)");
     }
     const std::string_view text = known ? g.text(a[0]) : std::string_view();
+    PTREAD_CHECK(spend(text.size(), "_codecs.encode()"));
     if (codec == Codec::latin1) {
       PTREAD_TRY(std::string raw, utf8_to_latin1(text));
       return g.add_text(ValueKind::bytes, raw);
@@ -1339,6 +1357,7 @@ class TorchHooks : public PickleHooks {
   const Limits& limits_;
   const bool legacy_;  // a legacy file's pickle (its format is set before the hooks are made)
   size_t merge_budget_ = size_t{1} << 22;  // items merged_state may still append
+  uint64_t call_budget_ = limits_.max_container_items;  // spend()
   std::vector<uint32_t> storage_by_number_;  // decimal keys: storage_by_number_[n], or npos
   std::vector<std::pair<std::string_view, uint32_t>> hashed_keys_;  // the other keys (views held by the graph), their storage
   StringIndex storage_index_;                // positions in hashed_keys_
