@@ -507,15 +507,10 @@ class TorchHooks : public PickleHooks {
           PTREAD_CHECK(spend(t.size(), "set()"));
           std::vector<uint32_t> items;
           for (size_t k = 0; k < t.size();) {
-            size_t n = 1;
-            if (of == ValueKind::string) {
-              const auto c = static_cast<uint8_t>(t[k]);
-              n = c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;  // (the text is UTF-8, surrogates encoded)
-              n = std::min(n, t.size() - k);
-              items.push_back(g.add_text(ValueKind::string, t.substr(k, n)));
-            } else {
-              items.push_back(g.add_int(static_cast<uint8_t>(t[k])));
-            }
+            uint32_t cp = 0;
+            const size_t n = of == ValueKind::string ? std::max<size_t>(utf8_next(t, k, &cp), 1) : 1;  // (valid UTF-8)
+            items.push_back(of == ValueKind::string ? g.add_text(ValueKind::string, t.substr(k, n))
+                                                    : g.add_int(static_cast<uint8_t>(t[k])));
             k += n;
           }
           return g.add_container(made, items.data(), items.size());
@@ -906,9 +901,6 @@ class TorchHooks : public PickleHooks {
     return Codec::other;
   }
 
-  // _codecs.encode(text[, encoding[, errors]]) in the encodings Python's codecs spell
-  // latin-1, UTF-8 (the default) or ASCII (python_codec); another is an error, never other
-  // bytes.
   // Items and bytes the builtin calls copy or make (set(x), bytes(x), bytes(n),
   // _codecs.encode(s), OrderedDict(x), torch.Size(x)). The memo gives one value to a call
   // again and again (a pickle of a few bytes a call), so all the calls of a file share
@@ -966,7 +958,8 @@ class TorchHooks : public PickleHooks {
   }
 
   // _codecs.encode(obj, encoding='utf-8', errors='strict') as Python calls it, for the
-  // codecs ptread reads (text codecs: obj must be a str). What Python refuses (other
+  // codecs ptread reads, as Python's codecs spell them (python_codec): latin-1, UTF-8 (the
+  // default) or ASCII (text codecs: obj must be a str). What Python refuses (other
   // counts, an encoding or errors that is no str, obj of another type, text the codec
   // cannot encode) is an error, and so is a codec ptread does not read.
   Result<uint32_t> codecs_encode(Graph& g, const Items& a) {
@@ -1206,9 +1199,29 @@ class TorchHooks : public PickleHooks {
 
   Result<uint32_t> sparse(Graph& g, const Items& a, bool csr_only);
 
-  // BUILD on a builtin value (None, a number, str, bytes, list, tuple, set): Python's
+  // BUILD on a builtin value (None, a number, str, bytes, list, tuple, set, dict): Python's
   // unpickler finds no __setstate__ and sets the state's items through __dict__, which these
-  // have not, so only a state of None (and an empty slot-state dict) passes.
+  // have not, so only a state of None (and an empty slot-state dict) passes; an OrderedDict
+  // or Counter (kAttrsTag) has one.
+  // A BUILD state as Python's default BUILD reads it: (state, slots) when a pair, else the
+  // state alone (*slots kNoNode).
+  static void split_build_state(const Graph& g, uint32_t state, uint32_t* dict_state, uint32_t* slots) {
+    *dict_state = state;
+    *slots = kNoNode;
+    if (g.kind(state) == ValueKind::tuple && g.count(state) == 2) {
+      *dict_state = g.at(state).items[0];
+      *slots = g.at(state).items[1];
+    }
+  }
+  // Whether dict node d's keys are all strs (setattr() takes a str).
+  static bool str_keys(const Graph& g, uint32_t d) {
+    const Items kv = g.at(d).items;
+    for (size_t k = 0; k < kv.size(); k += 2) {
+      if (g.kind(kv[k]) != ValueKind::string) return false;
+    }
+    return true;
+  }
+
   static Status check_builtin_build(Graph& g, ValueKind kind, uint8_t tag, uint32_t state) {
     switch (kind) {
       case ValueKind::none: case ValueKind::boolean: case ValueKind::integer: case ValueKind::big_integer:
@@ -1218,11 +1231,8 @@ class TorchHooks : public PickleHooks {
       default:
         return {};
     }
-    uint32_t dict_state = state, slots = kNoNode;
-    if (g.kind(state) == ValueKind::tuple && g.count(state) == 2) {
-      dict_state = g.at(state).items[0];
-      slots = g.at(state).items[1];
-    }
+    uint32_t dict_state = kNoNode, slots = kNoNode;
+    split_build_state(g, state, &dict_state, &slots);
     if (kind == ValueKind::dict && tag == kAttrsTag) {
       // An OrderedDict or Counter: no __setstate__, so Python's default BUILD, which wants
       // a dict (set in __dict__) or None, and slots as a dict of attribute names or none.
@@ -1236,12 +1246,9 @@ class TorchHooks : public PickleHooks {
         return make_error(ErrorCode::pickle_malformed, std::string("BUILD of an OrderedDict or Counter with slots that are a ") +
                                                            value_kind_name(g.kind(slots)) + " (Python's unpickler refuses it: slot state is not a dictionary)");
       }
-      const Items kv = g.at(slots).items;
-      for (size_t k = 0; k < kv.size(); k += 2) {
-        if (g.kind(kv[k]) != ValueKind::string) {
-          return make_error(ErrorCode::pickle_malformed, std::string("BUILD of an OrderedDict or Counter with a slot named by a ") +
-                                                             value_kind_name(g.kind(kv[k])) + " (Python's setattr() takes a str)");
-        }
+      if (!str_keys(g, slots)) {
+        return make_error(ErrorCode::pickle_malformed,
+                          "BUILD of an OrderedDict or Counter with a slot named by other than a str (Python's setattr() takes a str)");
       }
       return {};
     }
@@ -1266,20 +1273,12 @@ class TorchHooks : public PickleHooks {
       default:
         return {};
     }
-    uint32_t dict_state = state, slots = kNoNode;
-    if (g.kind(state) == ValueKind::tuple && g.count(state) == 2) {
-      dict_state = g.at(state).items[0];
-      slots = g.at(state).items[1];
-    }
+    uint32_t dict_state = kNoNode, slots = kNoNode;
+    split_build_state(g, state, &dict_state, &slots);
     auto empty_dict = [&g](uint32_t x) { return g.kind(x) == ValueKind::dict && g.count(x) == 0; };
     // (Counter is a class written in Python: setattr() sets its attributes, named by strs)
     auto settable = [&](uint32_t x) {
-      if (g.global_name(cls) != "Counter" || g.kind(x) != ValueKind::dict) return empty_dict(x);
-      const Items kv = g.at(x).items;
-      for (size_t k = 0; k < kv.size(); k += 2) {
-        if (g.kind(kv[k]) != ValueKind::string) return false;
-      }
-      return true;
+      return g.global_name(cls) == "Counter" && g.kind(x) == ValueKind::dict ? str_keys(g, x) : empty_dict(x);
     };
     if ((g.kind(dict_state) == ValueKind::none || empty_dict(dict_state)) && (slots == kNoNode || settable(slots))) return {};
     return make_error(ErrorCode::pickle_malformed, "BUILD of the class '" + std::string(g.global_module(cls)) + "." +
