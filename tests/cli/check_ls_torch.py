@@ -46,38 +46,59 @@ LOCATIONS = ["mps", "cuda:1"]
 sd["cpu_twin"] = torch.zeros(sd["t0000_"].shape).to(sd["t0000_"].dtype)  # the row before gpu0
 for i in range(4):
     sd[f"gpu{i}"] = torch.zeros(sd["t0000_"].shape).to(sd["t0000_"].dtype)
-location = {sd[f"gpu{i}"].storage().data_ptr(): LOCATIONS[i % 2] for i in range(4)}
 sd["last_" + "z" * 40] = torch.zeros(3, 1, 2)  # the widest name: every row is padded to it
 
-path = os.path.join(work, "ls_rows.pt")
-tag = serialization.location_tag
-serialization.location_tag = lambda storage: location.get(storage.data_ptr()) or tag(storage)
-try:
-    torch.save(sd, path)
-finally:
-    serialization.location_tag = tag
 
-loaded = torch.load(path, map_location="cpu")
-want = []
-for name, t in loaded.items():
-    device = LOCATIONS[int(name[3:]) % 2] if name.startswith("gpu") else "cpu"
-    want.append([name, NAMES[t.dtype], "[" + ", ".join(str(d) for d in t.shape) + "]", device,
-                 str(t.numel() * t.element_size())])
-
-r = subprocess.run([ptread, "ls", path], capture_output=True)
-failures = 0
-if r.returncode != 0:
-    print("FAIL ls exit", r.returncode, r.stderr.decode()[:300])
-    sys.exit(1)
-lines = r.stdout.decode().split("\n")
-rows = lines[1:1 + len(want)]
-total = sum(int(w[4]) for w in want)
-if len(rows) != len(want) or not lines[1 + len(want)].startswith(f"{len(want)} tensors, {total} bytes"):
-    print("FAIL row count or total", len(rows), "!=", len(want), repr(lines[1 + len(want)][:60]))
-    failures += 1
-for line, w in zip(rows, want):
-    if ls_row(lines[0], line) != w:
-        print("FAIL row", repr(line), "!=", w)
+def check(file_name, tensors, location):
+    """Saves a dict of tensors with these storage locations (data_ptr -> tag), lists it, compares every row
+    with torch.load's tensors; returns the failures."""
+    path = os.path.join(work, file_name)
+    tag = serialization.location_tag
+    serialization.location_tag = lambda storage: location.get(storage.data_ptr()) or tag(storage)
+    try:
+        torch.save(tensors, path)
+    finally:
+        serialization.location_tag = tag
+    loaded = torch.load(path, map_location="cpu")
+    want = []
+    for name, t in loaded.items():
+        device = location.get(tensors[name].storage().data_ptr(), "cpu")
+        want.append([name, NAMES[t.dtype], "[" + ", ".join(str(d) for d in t.shape) + "]", device,
+                     str(t.numel() * t.element_size())])
+    r = subprocess.run([ptread, "ls", path], capture_output=True)
+    if r.returncode != 0:
+        print("FAIL ls exit", r.returncode, r.stderr.decode()[:300])
+        return 1
+    failures = 0
+    lines = r.stdout.decode().split("\n")
+    rows = lines[1:1 + len(want)]
+    total = sum(int(w[4]) for w in want)
+    if len(rows) != len(want) or not lines[1 + len(want)].startswith(f"{len(want)} tensors, {total} bytes"):
+        print("FAIL row count or total", len(rows), "!=", len(want), repr(lines[1 + len(want)][:60]))
         failures += 1
-print(f"ls rows against torch.load: {len(want)} rows, {failures} failures")
+    for line, w in zip(rows, want):
+        if ls_row(lines[0], line) != w:
+            print("FAIL row", repr(line), "!=", w)
+            failures += 1
+    print(f"ls rows against torch.load ({file_name}): {len(want)} rows, {failures} failures")
+    return failures
+
+
+failures = check("ls_rows.pt", sd, {sd[f"gpu{i}"].storage().data_ptr(): LOCATIONS[i % 2] for i in range(4)})
+
+# 40,000 tensors: a table the tool measures in parts on threads of their own (32,768 rows
+# or more, with two hardware threads or more), each keeping its own tails. The widest
+# name (not ASCII: measured in columns; one column a character, as ls_row reads them),
+# dtype, shape, device and byte count are all in the second half, and the rows of the
+# first half repeat tails the second formats again: every row must still be padded to the
+# widths of the whole table.
+big = {}
+for i in range(40000):
+    big[f"p{i:05d}"] = torch.zeros(i % 3 + 1)
+big["p30000"] = torch.zeros(2, dtype=torch.bfloat16)
+big["p30001"] = torch.zeros(1).expand(123456, 654321)  # stride 0: numel * 4 bytes, one stored
+big["p30002_" + "\u00e4" * 30] = torch.zeros(2)
+big["p39999_" + "y" * 20] = torch.zeros(1, 2, 3, 4, 5, 6)
+big["p35000"] = torch.zeros(3)
+failures += check("ls_parts.pt", big, {big["p35000"].storage().data_ptr(): "cuda:1"})
 sys.exit(1 if failures else 0)
