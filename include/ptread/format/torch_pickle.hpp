@@ -589,7 +589,10 @@ class TorchHooks : public PickleHooks {
   Status build(Graph& g, uint32_t obj, uint32_t state) override {
     Node& n = g.nodes[obj];
     PTREAD_CHECK(check_builtin_build(g, n.kind, n.tag, state));
-    if (n.kind == ValueKind::global) PTREAD_CHECK(check_class_build(g, obj, state));
+    if (n.kind == ValueKind::global) {
+      PTREAD_CHECK(check_global_build(g, obj, state));
+      PTREAD_CHECK(check_class_build(g, obj, state));
+    }
     if (n.kind == ValueKind::object) {
       const uint32_t before = n.items[kObjState];
       if (before == kNoNode) {
@@ -1261,14 +1264,57 @@ class TorchHooks : public PickleHooks {
                                                        value_kind_name(kind) + " has no attributes to set)");
   }
 
+  // BUILD on a global: the class or function itself. A function has no __setstate__ (and
+  // a class's own would be called unbound, and fail), so Python's default BUILD reads the
+  // state: (state, slots) when a pair; the state None or a dict (its items set in
+  // __dict__), the slots a dict (each set by setattr(), which takes a str name). A function
+  // written in C (_codecs.encode, numpy's _reconstruct and scalar) has no __dict__ at all:
+  // only a state of None and no slots to set pass. Parameter's class has Tensor's
+  // __setstate__, which no state passes (called on the class, it has no tensor).
+  static Status check_global_build(Graph& g, uint32_t glob, uint32_t state) {
+    uint32_t dict_state = kNoNode, slots = kNoNode;
+    split_build_state(g, state, &dict_state, &slots);
+    auto refused = [&](const std::string& what, const char* python) {
+      return make_error(ErrorCode::pickle_malformed, "BUILD of the global '" + std::string(g.global_module(glob)) + "." +
+                                                         std::string(g.global_name(glob)) + "' with " + what +
+                                                         " (Python's unpickler refuses it: " + python + ")");
+    };
+    const ValueKind dk = g.kind(dict_state);
+    if (dk != ValueKind::none && dk != ValueKind::dict) {
+      return refused(std::string("a state that is a ") + value_kind_name(dk), "state is not a dictionary");
+    }
+    if (slots != kNoNode && g.kind(slots) != ValueKind::dict) {
+      const ValueKind sk = g.kind(slots);
+      return refused(sk == ValueKind::none ? std::string("slots that are None") : std::string("slots that are a ") + value_kind_name(sk),
+                     "slot state is not a dictionary");
+    }
+    if (slots != kNoNode && !str_keys(g, slots)) {
+      return refused("a slot named by other than a str", "setattr() takes a str");
+    }
+    switch (global_tag(g, glob)) {
+      case kOldVariable:  // Parameter has Tensor's __setstate__: called unbound, whatever the state
+        if (g.global_name(glob) == "Parameter") return refused("a state", "Tensor.__setstate__ called on no tensor");
+        break;
+      case kCodecsEncode: case kNumpyReconstruct: case kNumpyScalar:
+        if (dk == ValueKind::dict) return refused("a state that is a dict", "a function written in C has no __dict__");
+        if (slots != kNoNode && g.count(slots) != 0) {
+          return refused("slots to set", "a function written in C has no attributes to set");
+        }
+        break;
+      default:
+        break;
+    }
+    return {};
+  }
+
   // BUILD on one of the builtin classes ptread knows (set, frozenset, bytes, bytearray,
-  // OrderedDict, Counter, defaultdict; not the global of a function, whose attributes
+  // OrderedDict, Counter, defaultdict, torch.Size; not the global of a function, whose attributes
   // Python sets): no __setstate__, and its __dict__ a read-only mappingproxy, so Python's
   // default BUILD fails unless the state sets nothing (None or {}, slots {}).
   static Status check_class_build(Graph& g, uint32_t cls, uint32_t state) {
     switch (global_tag(g, cls)) {
       case kBuiltinSet: case kBuiltinFrozenset: case kBuiltinBytes: case kBuiltinBytearray: case kOrderedDict:
-      case kDictLike:
+      case kDictLike: case kTorchSize:
         break;
       default:
         return {};
