@@ -9315,9 +9315,17 @@ class TorchHooks : public PickleHooks {
   Status build(Graph& g, uint32_t obj, uint32_t state) override {
     Node& n = g.nodes[obj];
     PTREAD_CHECK(check_builtin_build(g, n.kind, n.tag, state));
-    if (n.kind == ValueKind::global) {
-      PTREAD_CHECK(check_global_build(g, obj, state));
-      PTREAD_CHECK(check_class_build(g, obj, state));
+    switch (n.kind) {
+      case ValueKind::global:
+        PTREAD_CHECK(check_global_build(g, obj, state));
+        PTREAD_CHECK(check_class_build(g, obj, state));
+        break;
+      case ValueKind::tensor: case ValueKind::quantized: case ValueKind::sparse: case ValueKind::unsupported:
+        return tensor_setstate(g, obj, state);
+      case ValueKind::storage:  // a TypedStorage: no __setstate__, a __dict__
+        return check_default_build(g, "a storage", state);
+      default:
+        break;
     }
     if (n.kind == ValueKind::object) {
       const uint32_t before = n.items[kObjState];
@@ -9990,20 +9998,15 @@ class TorchHooks : public PickleHooks {
                                                        value_kind_name(kind) + " has no attributes to set)");
   }
 
-  // BUILD on a global: the class or function itself. A function has no __setstate__ (and
-  // a class's own would be called unbound, and fail), so Python's default BUILD reads the
-  // state: (state, slots) when a pair; the state None or a dict (its items set in
-  // __dict__), the slots a dict (each set by setattr(), which takes a str name). A function
-  // written in C (_codecs.encode, numpy's _reconstruct and scalar) has no __dict__ at all:
-  // only a state of None and no slots to set pass. Parameter's class has Tensor's
-  // __setstate__, which no state passes (called on the class, it has no tensor).
-  static Status check_global_build(Graph& g, uint32_t glob, uint32_t state) {
+  // Python's default BUILD, of an object with no __setstate__ (`target`, for messages):
+  // (state, slots) when a pair; the state None or a dict (its items set in __dict__), the
+  // slots a dict (each set by setattr(), which takes a str name).
+  static Status check_default_build(Graph& g, const std::string& target, uint32_t state) {
     uint32_t dict_state = kNoNode, slots = kNoNode;
     split_build_state(g, state, &dict_state, &slots);
     auto refused = [&](const std::string& what, const char* python) {
-      return make_error(ErrorCode::pickle_malformed, "BUILD of the global '" + std::string(g.global_module(glob)) + "." +
-                                                         std::string(g.global_name(glob)) + "' with " + what +
-                                                         " (Python's unpickler refuses it: " + python + ")");
+      return make_error(ErrorCode::pickle_malformed,
+                        "BUILD of " + target + " with " + what + " (Python's unpickler refuses it: " + python + ")");
     };
     const ValueKind dk = g.kind(dict_state);
     if (dk != ValueKind::none && dk != ValueKind::dict) {
@@ -10017,6 +10020,24 @@ class TorchHooks : public PickleHooks {
     if (slots != kNoNode && !str_keys(g, slots)) {
       return refused("a slot named by other than a str", "setattr() takes a str");
     }
+    return {};
+  }
+
+  // BUILD on a global: the class or function itself. A function has no __setstate__ (and
+  // a class's own would be called unbound, and fail): Python's default BUILD. A function
+  // written in C (_codecs.encode, numpy's _reconstruct and scalar) has no __dict__ at all:
+  // only a state of None and no slots to set pass. Parameter's class has Tensor's
+  // __setstate__, which no state passes (called on the class, it has no tensor).
+  static Status check_global_build(Graph& g, uint32_t glob, uint32_t state) {
+    const std::string target = "the global '" + std::string(g.global_module(glob)) + "." + std::string(g.global_name(glob)) + "'";
+    PTREAD_CHECK(check_default_build(g, target, state));
+    uint32_t dict_state = kNoNode, slots = kNoNode;
+    split_build_state(g, state, &dict_state, &slots);
+    auto refused = [&](const std::string& what, const char* python) {
+      return make_error(ErrorCode::pickle_malformed,
+                        "BUILD of " + target + " with " + what + " (Python's unpickler refuses it: " + python + ")");
+    };
+    const ValueKind dk = g.kind(dict_state);
     switch (global_tag(g, glob)) {
       case kOldVariable:  // Parameter has Tensor's __setstate__: called unbound, whatever the state
         if (g.global_name(glob) == "Parameter") return refused("a state", "Tensor.__setstate__ called on no tensor");
@@ -10030,6 +10051,62 @@ class TorchHooks : public PickleHooks {
       default:
         break;
     }
+    return {};
+  }
+
+  // BUILD on a tensor: torch.load calls Tensor.__setstate__(state) (torch/_tensor.py, the
+  // same in torch 1.13 and 2.x; no file torch writes has one). 4 items are
+  // Tensor.set_(*state), which points the tensor at other data, and 5 replace its data
+  // (.data = state[0]): neither is applied here, so the file is refused (E406) rather than
+  // read with the data torch.load would not give. 3 items, of a tuple or list, are
+  // (requires_grad, _, backward_hooks): requires_grad a bool, true only for floating point
+  // and complex dtypes, then the tensor's (any hooks object passes). A state of another
+  // length, or with none (None, a number ...), or a str or bytes (whose items are no bool,
+  // no storage, no tensor), is refused by torch too (E402). A dict, set or frozenset of 3
+  // to 5 items is refused as not applied (E406): its order or length before its keys are
+  // deduplicated is not known here. A quantized, sparse or unsupported entry takes a
+  // requires_grad of false only (true: E406, not applied).
+  Status tensor_setstate(Graph& g, uint32_t obj, uint32_t state) {
+    const ValueKind kind = g.kind(obj), sk = g.kind(state);
+    const std::string target = std::string("BUILD of a ") + (kind == ValueKind::unsupported ? "tensor ptread cannot read" : value_kind_name(kind));
+    auto refused = [&](const std::string& why) {
+      return make_error(ErrorCode::bad_tensor_args, target + " with " + why + " (torch refuses it)");
+    };
+    auto not_applied = [&](const std::string& what) {
+      return make_error(ErrorCode::unsupported_tensor, target + " with " + what + ", which ptread does not apply");
+    };
+    size_t items = 0;
+    switch (sk) {
+      case ValueKind::tuple: case ValueKind::list:
+        items = g.count(state);
+        break;
+      case ValueKind::dict: case ValueKind::set: case ValueKind::frozenset:
+        return not_applied(std::string("a state that is a ") + value_kind_name(sk) + " (Tensor.__setstate__ takes its items)");
+      case ValueKind::string: case ValueKind::bytes:
+        return refused(std::string("a state that is a ") + value_kind_name(sk) + " (Tensor.__setstate__ takes no item of it)");
+      default:
+        return refused(std::string("a state that is a ") + value_kind_name(sk) + " (Tensor.__setstate__ takes a sequence)");
+    }
+    if (items == 4) return not_applied("a state of 4 items (Tensor.__setstate__ calls set_(*state): other data)");
+    if (items == 5) return not_applied("a state of 5 items (Tensor.__setstate__ sets .data = state[0]: other data)");
+    if (items != 3) {
+      return refused("a state of " + std::to_string(items) + " items (Tensor.__setstate__ takes 3, 4 or 5)");
+    }
+    const uint32_t requires_grad = g.at(state).items[0];
+    if (g.kind(requires_grad) != ValueKind::boolean) {
+      return refused(std::string("requires_grad a ") + value_kind_name(g.kind(requires_grad)) + ", not a bool");
+    }
+    const bool on = g.at(requires_grad).i != 0;
+    if (kind != ValueKind::tensor) {
+      if (on) return not_applied("requires_grad set");
+      return {};
+    }
+    TensorSpec& spec = m_.specs[g.nodes[obj].ref];
+    if (on && !dtype_is_differentiable(spec.dtype)) {
+      return refused(std::string("requires_grad on a ") + dtype_name(spec.dtype) +
+                     " tensor; only floating point and complex tensors can require gradients");
+    }
+    spec.requires_grad = on;
     return {};
   }
 

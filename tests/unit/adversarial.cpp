@@ -218,6 +218,8 @@ void check_torch_tensor(const ptread::Checkpoint& ck, const Json& e) {
     const ptread::NamedTensor* nt = named(ck.tensors(), name);
     REQUIRE(nt != nullptr);
     check_tensor_entry(*nt, e);
+    CHECK(nt->tensor.requires_grad() == e["requires_grad"].as_bool());
+    CHECK(e["requires_grad"].is_bool());
   } else if (kind == "quantized") {
     const ptread::NamedQuantized* q = named(ck.quantized(), name);
     REQUIRE(q != nullptr);

@@ -45,7 +45,9 @@ def emit(name, data, expected, what, torch=None):
         f.write(bytes(data))
     ENTRIES.append((name, what, expected))
     if torch is not None:
-        assert torch in ("reads", "refuses") and (torch == "reads") == (expected == "ok"), name
+        # "reads_other": torch reads it with data ptread does not apply, which ptread refuses
+        assert torch in ("reads", "refuses", "reads_other"), name
+        assert (torch == "reads") == (expected == "ok") and (torch != "reads_other" or expected == "unsupported_tensor"), name
         TORCH[name] = torch
 
 
@@ -798,6 +800,40 @@ def tensor_files():
          "BUILD of a list with the state {'a': 1} (torch refuses it: a list has no __dict__)", torch="refuses")
     emit("build_on_str_none.pt", ck(pickle(p_dict([(p_str("t"), tensor("0", 4)), (p_str("s"), p_str("x") + b"Nb")]))),
          "ok", "BUILD of a str with the state None: nothing to set (torch reads it)", torch="reads")
+    # BUILD on a tensor: torch.load calls Tensor.__setstate__(state). 4 items are set_(*state)
+    # and 5 replace .data: the tensor then holds other data, which ptread does not apply
+    # (torch reads the file with it: "reads_other"); 3 are (requires_grad, _, hooks).
+    def built(state):
+        return ck(pickle(p_dict([(p_str("a"), tensor("0", 4)), (p_str("b"), tensor("1", 2) + state + b"b")])))
+    emit("build_tensor_set.pt", built(b"(" + pid("FloatStorage", "0", 4) + b"Q" + p_int(1) + p_ints((2,)) + p_ints((1,)) + b"t"),
+         "unsupported_tensor", "BUILD of tensor 'b' with (storage '0', 1, (2,), (1,)): Tensor.__setstate__ calls "
+         "set_(*state), so torch.load gives 'b' elements 1-2 of 'a' (torch reads it, with other data)",
+         torch="reads_other")
+    emit("build_tensor_data.pt", built(b"(" + tensor("0", 4) + b"N" + p_ordered_dict() + b"\x89\x89t"),
+         "unsupported_tensor", "BUILD of tensor 'b' with 5 items: Tensor.__setstate__ sets b.data = state[0], so "
+         "torch.load gives 'b' the data of a tensor of storage '0' (torch reads it, with other data)",
+         torch="reads_other")
+    emit("build_tensor_requires_grad.pt", built(p_tuple([b"\x88", b"N", p_ordered_dict()])), "ok",
+         "BUILD of tensor 'b' with (True, None, OrderedDict()): it requires gradients (torch reads it)", torch="reads")
+    emit("build_tensor_requires_grad_list.pt", built(b"](\x89NK\x05e"), "ok",
+         "BUILD of tensor 'b' with [False, None, 5], a list: any hooks object passes (torch reads it)", torch="reads")
+    emit("build_tensor_requires_grad_int.pt", built(p_tuple([p_int(1), b"N", b"N"])), "bad_tensor_args",
+         "BUILD of tensor 'b' with (1, None, None) (torch refuses it: requires_grad must be a bool)", torch="refuses")
+    emit("build_tensor_none.pt", built(b"N"), "bad_tensor_args",
+         "BUILD of tensor 'b' with the state None (torch refuses it: None has no len())", torch="refuses")
+    emit("build_tensor_two_items.pt", built(p_tuple([b"N", b"N"])), "bad_tensor_args",
+         "BUILD of tensor 'b' with (None, None) (torch refuses it: 3 values to unpack)", torch="refuses")
+    emit("build_int_tensor_requires_grad.pt",
+         ck(pickle(p_dict([(p_str("b"), tensor("1", 1, cls="LongStorage") + p_tuple([b"\x88", b"N", b"N"]) + b"b")]))),
+         "bad_tensor_args", "BUILD of an I64 tensor with (True, None, None) (torch refuses it: only floating point "
+         "and complex tensors can require gradients)", torch="refuses")
+    emit("build_storage_tuple.pt", one(pid("FloatStorage", "0", 4) + b"Q" + p_tuple([p_int(1), p_int(2)]) + b"b"),
+         "pickle_malformed", "BUILD of a storage with the state (1, 2) (torch refuses it: a TypedStorage has no "
+         "__setstate__, and 1 is not a dict)", torch="refuses")
+    emit("build_storage_attrs.pt",
+         ck(pickle(p_dict([(p_str("t"), tensor("0", 4)),
+                           (p_str("s"), pid("FloatStorage", "1", 2) + b"Q" + p_dict([(p_str("x"), p_int(1))]) + b"b")]))),
+         "ok", "BUILD of a storage with the state {'x': 1}: an attribute (torch reads it)", torch="reads")
     later = lambda count: ck(pickle(p_dict([(p_str("a"), tensor("0", 4)),
                                             (p_str("b"), rebuild_v2(b"(" + p_str("storage") + p_global("torch", "FloatStorage") +
                                                                     p_str("0") + p_str("cpu") + count + b"t", 1, (2,), (1,)))])))
@@ -1229,9 +1265,12 @@ def main():
         "`tests/unit/adversarial.cpp` (tag `[adversarial]`) checks them. Files named `deflate_*` hold",
         "deflated records: built without zlib, ptread answers `zip_unsupported_compression` for them.",
         "`torch.json` says, for the files whose description says what torch does, whether torch.load",
-        "reads or refuses them; `check_torch.py` (CTest `adversarial_torch`, with torch) checks it",
-        "against torch 1.13. `torch_tensors.json` holds what torch.load gives for the tensors of the",
-        "files it reads (dtype, shape, sha256 of the bytes), which ptread must give bit for bit;",
+        "reads or refuses them (`reads_other`: reads them with data ptread does not apply, BUILD's",
+        "`Tensor.__setstate__` giving a tensor other data, which ptread refuses with",
+        "`unsupported_tensor` rather than hand out what torch would not); `check_torch.py` (CTest",
+        "`adversarial_torch`, with torch) checks it against torch 1.13. `torch_tensors.json` holds what",
+        "torch.load gives for the tensors of the files it `reads` (dtype, shape, sha256 of the bytes,",
+        "requires_grad), which ptread must give bit for bit;",
         "`check_torch.py --write` writes it after a change here, and the same test checks it.",
         "",
         "The `trunc_*` files are prefixes of `tests/fixtures/tensor_root.pt` (written by torch 1.13);",
