@@ -2,7 +2,7 @@
 """ptread's Checkpoint::open against torch.load, on real checkpoints made worse at random.
 
 usage: checkpoints.py [--seed N] [--count N] [--mode mmap|read] [--keep DIR] [--dump BINARY]
-                      [--pickle-share F] [--verbose]
+                      [--pickle-share F] [--acting] [--verbose]
 
 Writes a few checkpoints with torch (zip format with views, shared storage and eight dtypes;
 nested training state; pickle protocol 4; the same records deflated; the legacy format;
@@ -13,8 +13,9 @@ name lengths, methods, flags, signatures, in local headers, the central director
 (ZIP64) end records), bytes flipped, set, inserted or deleted anywhere or in a record's
 data, cuts; and, for --pickle-share of the copies (0.3), the pickle of the objects (data.pkl,
 or a legacy file's object pickle) changed opcode by opcode instead (deleted, repeated,
-swapped, replaced by another of its opcodes, an int or memo index set to a telling value; a
-zip archive written again by Python's zipfile). Each
+swapped, replaced by another of its opcodes, an int or memo index set to a telling value;
+with --acting also opcodes inserted that act on the values below them, BUILD, SETITEM,
+REDUCE, NEWOBJ, tuples ...; a zip archive written again by Python's zipfile). Each
 copy is read by torch.load(map_location="cpu") (in a worker process with its address
 space limited, 20 s a file) and by checkpoint_dump.cpp (built beside this
 script with g++ unless --dump names a built one); a copy's tensors, named as DESIGN.md
@@ -290,16 +291,29 @@ def encode_int_op(name, value):
     return b"\x8a" + bytes([n]) + value.to_bytes(n, "little", signed=True)  # LONG1
 
 
-def mutate_ops(rng, pkl):
+# Opcodes that act on the values below them (with --acting: inserted before an opcode of
+# the pickle), and values for them to act with: BUILD on a tensor or storage, SETITEM,
+# APPEND, REDUCE and NEWOBJ of what lies there, tuples of it.
+ACTING = [b"b", b"s", b"u", b"a", b"e", b"0", b"1", b"2", b"(", b"R", b"\x81", b"t", b"\x85", b"\x86", b"\x87", b"N",
+          b"}", b"]", b")", b"\x88", b"\x89", b"K\x00", b"K\x01", b"K\x02", b"h\x00", b"h\x01", b"h\x02", b"h\x07"]
+
+
+def mutate_ops(rng, pkl, acting=False):
     """pkl with one to three of its opcodes changed (deleted, repeated, swapped, replaced by
-    another of the pickle's, an int or memo index set to a telling value), and what was done."""
+    another of the pickle's, an int or memo index set to a telling value; with `acting`, also
+    one to three of ACTING inserted), and what was done."""
     what = []
     for _ in range(rng.choice((1, 1, 2, 3))):
         ops = [o for o in pickle_ops(pkl) if o[2].name not in ("PROTO", "STOP", "FRAME")]
         if not ops:
             break
         a, b, op, arg = rng.choice(ops)
-        kind = rng.randrange(5)
+        kind = rng.randrange(6 if acting else 5)
+        if kind == 5:
+            ins = b"".join(rng.choice(ACTING) for _ in range(rng.choice((1, 1, 2, 3))))
+            pkl = pkl[:a] + ins + pkl[a:]
+            what.append(f"op_insert[{ins!r}]@{a}")
+            continue
         if kind == 0:
             pkl = pkl[:a] + pkl[b:]
             what.append(f"op_del[{op.name}]@{a}")
@@ -327,7 +341,7 @@ def mutate_ops(rng, pkl):
     return pkl, " ".join(what)
 
 
-def mutate_pickle(rng, data):
+def mutate_pickle(rng, data, acting=False):
     """A torch.save archive with its data.pkl changed by mutate_ops, written again with
     Python's zipfile (stored): damage the pickle VM and the rebuild calls meet with their
     structure intact around it. None when data is no archive with a data.pkl."""
@@ -340,7 +354,7 @@ def mutate_pickle(rng, data):
     k = next((i for i, info in enumerate(infos) if info.filename.endswith("data.pkl")), None)
     if k is None:
         return None, ""
-    blobs[k], what = mutate_ops(rng, blobs[k])
+    blobs[k], what = mutate_ops(rng, blobs[k], acting)
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
         for info, blob in zip(infos, blobs):
@@ -348,7 +362,7 @@ def mutate_pickle(rng, data):
     return out.getvalue(), what
 
 
-def mutate_legacy_pickle(rng, data):
+def mutate_legacy_pickle(rng, data, acting=False):
     """A legacy file (magic, protocol, sys_info, object and key-list pickles, then the
     storages) with its object pickle changed by mutate_ops. None when the pickles do not parse."""
     f = io.BytesIO(data)
@@ -362,7 +376,7 @@ def mutate_legacy_pickle(rng, data):
     except Exception:  # noqa: BLE001
         return None, ""
     a, b = bounds[3]
-    pkl, what = mutate_ops(rng, data[a:b])
+    pkl, what = mutate_ops(rng, data[a:b], acting)
     return data[:a] + pkl + data[b:], what
 
 
@@ -655,6 +669,8 @@ def main():
     ap.add_argument("--verbose", action="store_true", help="print the known disagreements too")
     ap.add_argument("--pickle-share", type=float, default=0.3,
                     help="the share of zip-based copies whose data.pkl is changed opcode by opcode")
+    ap.add_argument("--acting", action="store_true",
+                    help="pickle changes also insert opcodes that act on the values below them (BUILD, SETITEM, REDUCE ...)")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="ptread-ckdiff-")
     try:
@@ -675,7 +691,8 @@ def main():
             zip_like = "legacy" not in os.path.basename(base)
             m = None
             if rng.random() < args.pickle_share:
-                m, how = mutate_pickle(rng, data) if zip_like else mutate_legacy_pickle(rng, data)
+                m, how = (mutate_pickle(rng, data, args.acting) if zip_like else
+                          mutate_legacy_pickle(rng, data, args.acting))
             if m is None:
                 m, how = mutate(rng, data, zip_like)
             p = os.path.join(tmp, f"m{n}.pt")
