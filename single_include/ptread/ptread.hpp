@@ -9205,9 +9205,11 @@ class TorchHooks : public PickleHooks {
       case kRebuildQTensor: return qtensor(g, a);
       case kRebuildSparse: return sparse(g, a, g.global_name(callable) == "_rebuild_sparse_csr_tensor");
       case kRebuildFromTypeV2:
-        if (a.size() < 3 || g.kind(a[2]) != ValueKind::tuple) {
-          return make_error(ErrorCode::bad_tensor_args, "_rebuild_from_type_v2 needs (func, type, args, state)");
+        if (a.size() != 4 || g.kind(a[2]) != ValueKind::tuple) {
+          return make_error(ErrorCode::bad_tensor_args,
+                            "_rebuild_from_type_v2 takes (func, type, args, state), args a tuple (torch refuses anything else)");
         }
+        PTREAD_CHECK(check_from_type_state(g, a[3]));
         return call(g, a[0], a[2]);
       case kOrderedDict: case kDictLike: return dict_call(g, callable, a);
       case kBuiltinSet: case kBuiltinFrozenset: {  // set(), set(iterable): a list or tuple (what pickle writes), a set, a dict's keys
@@ -9996,6 +9998,32 @@ class TorchHooks : public PickleHooks {
     return make_error(ErrorCode::pickle_malformed, std::string("BUILD of a ") + value_kind_name(kind) +
                                                        " with a state (Python's unpickler refuses it: a " +
                                                        value_kind_name(kind) + " has no attributes to set)");
+  }
+
+  // _rebuild_from_type_v2's state: torch sets each item of its dict (and of its slots, a
+  // state (dict, slots)) on the tensor with setattr() (torch 2.x for every type; 1.13 for a
+  // subclass, such as Parameter, whose __setstate__ is Tensor's). An attribute of its own
+  // changes no value; `data`, `real` and `imag` give the tensor other data and
+  // `requires_grad` changes it (torch 1.13 ignores them on a plain Tensor, 2.x applies
+  // them): ptread applies none, so a state that sets one is refused (E406) rather than read
+  // with data torch.load would not give. torch.save writes the tensor's __dict__ there.
+  static Status check_from_type_state(Graph& g, uint32_t state) {
+    uint32_t parts[2] = {state, kNoNode};
+    split_build_state(g, state, &parts[0], &parts[1]);
+    for (const uint32_t d : parts) {
+      if (d == kNoNode || g.kind(d) != ValueKind::dict) continue;
+      const Items kv = g.at(d).items;
+      for (size_t k = 0; k < kv.size(); k += 2) {
+        if (g.kind(kv[k]) != ValueKind::string) continue;
+        const std::string_view name = g.text(kv[k]);
+        if (name == "data" || name == "real" || name == "imag" || name == "requires_grad") {
+          return make_error(ErrorCode::unsupported_tensor, "_rebuild_from_type_v2 with a state that sets the tensor's '" +
+                                                               std::string(name) +
+                                                               "' (torch sets it with setattr()), which ptread does not apply");
+        }
+      }
+    }
+    return {};
   }
 
   // Python's default BUILD, of an object with no __setstate__ (`target`, for messages):

@@ -827,6 +827,33 @@ def tensor_files():
          ck(pickle(p_dict([(p_str("b"), tensor("1", 1, cls="LongStorage") + p_tuple([b"\x88", b"N", b"N"]) + b"b")]))),
          "bad_tensor_args", "BUILD of an I64 tensor with (True, None, None) (torch refuses it: only floating point "
          "and complex tensors can require gradients)", torch="refuses")
+    # _rebuild_from_type_v2(func, type, args, state): torch sets the state's items on the
+    # tensor with setattr(); `data`, `real`, `imag` and `requires_grad` change it.
+    def from_type(new_type, state, nargs=4):
+        args = [p_global("torch._utils", "_rebuild_tensor_v2"), p_global(*new_type),
+                b"(" + pid("FloatStorage", "1", 2) + b"Q" + p_int(0) + p_ints((2,)) + p_ints((1,)) + b"\x89" +
+                p_ordered_dict() + b"t", state][:nargs]
+        return ck(pickle(p_dict([(p_str("a"), tensor("0", 4)),
+                                 (p_str("b"), p_global("torch._tensor", "_rebuild_from_type_v2") + b"(" + b"".join(args) +
+                                  b"tR")])))
+    param, plain = ("torch.nn.parameter", "Parameter"), ("torch", "Tensor")
+    emit("from_type_parameter_data.pt", from_type(param, p_dict([(p_str("data"), tensor("0", 4))])),
+         "unsupported_tensor", "_rebuild_from_type_v2 of a Parameter with the state {'data': tensor of storage '0'}: "
+         "torch.load gives 'b' the data of 'a' (torch reads it, with other data)", torch="reads_other")
+    emit("from_type_parameter_real.pt", from_type(param, p_dict([(p_str("real"), tensor("0", 2))])),
+         "unsupported_tensor", "_rebuild_from_type_v2 of a Parameter with the state {'real': a tensor}: setattr() "
+         "copies it into 'b' (torch reads it, with other data)", torch="reads_other")
+    emit("from_type_parameter_requires_grad.pt", from_type(param, p_dict([(p_str("requires_grad"), b"\x88")])),
+         "unsupported_tensor", "_rebuild_from_type_v2 of a Parameter with the state {'requires_grad': True} (torch "
+         "reads it, and 'b' requires gradients)", torch="reads_other")
+    emit("from_type_tensor_data.pt", from_type(plain, p_dict([(p_str("data"), tensor("0", 4))])),
+         "unsupported_tensor", "_rebuild_from_type_v2 of a plain Tensor with the state {'data': tensor of storage "
+         "'0'}: torch 1.13 ignores a plain Tensor's state, torch 2.x sets it")
+    emit("from_type_parameter_attribute.pt", from_type(param, p_dict([(p_str("note"), p_int(1))])), "ok",
+         "_rebuild_from_type_v2 of a Parameter with the state {'note': 1}: an attribute of its own (torch reads it)",
+         torch="reads")
+    emit("from_type_three_arguments.pt", from_type(plain, b"", nargs=3), "bad_tensor_args",
+         "_rebuild_from_type_v2 without its state argument (torch refuses it)", torch="refuses")
     emit("build_storage_tuple.pt", one(pid("FloatStorage", "0", 4) + b"Q" + p_tuple([p_int(1), p_int(2)]) + b"b"),
          "pickle_malformed", "BUILD of a storage with the state (1, 2) (torch refuses it: a TypedStorage has no "
          "__setstate__, and 1 is not a dict)", torch="refuses")
@@ -1266,7 +1293,7 @@ def main():
         "deflated records: built without zlib, ptread answers `zip_unsupported_compression` for them.",
         "`torch.json` says, for the files whose description says what torch does, whether torch.load",
         "reads or refuses them (`reads_other`: reads them with data ptread does not apply, BUILD's",
-        "`Tensor.__setstate__` giving a tensor other data, which ptread refuses with",
+        "`Tensor.__setstate__` or a `_rebuild_from_type_v2` state giving a tensor other data, which ptread refuses with",
         "`unsupported_tensor` rather than hand out what torch would not); `check_torch.py` (CTest",
         "`adversarial_torch`, with torch) checks it against torch 1.13. `torch_tensors.json` holds what",
         "torch.load gives for the tensors of the files it `reads` (dtype, shape, sha256 of the bytes,",
