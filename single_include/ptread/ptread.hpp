@@ -9815,15 +9815,33 @@ class TorchHooks : public PickleHooks {
     return count;
   }
   // ... and their values (ints), copied to out when it is given: into the graph's arena,
-  // as a list could still grow later.
-  PTREAD_ALWAYS_INLINE static Status read_dims(const Graph& g, uint32_t i, const char* what, int64_t* out) {
+  // as a list could still grow later. With `set_args`, as torch's argument parser takes the
+  // sizes and strides of Tensor.set_ (the rebuild functions): it checks the first item's
+  // type alone, so a bool after it is an int, 0 or 1 (torch 1.13 reads (2, False) as
+  // [2, 0] and refuses (False, 2)).
+  PTREAD_ALWAYS_INLINE static Status read_dims(const Graph& g, uint32_t i, const char* what, int64_t* out,
+                                               bool set_args = false) {
     const Items items = g.at(i).items;
     for (size_t k = 0; k < items.size(); ++k) {
       const Node& e = g.nodes[items[k]];
-      if (e.kind != ValueKind::integer) {
+      if (e.kind != ValueKind::integer && !(set_args && k > 0 && e.kind == ValueKind::boolean)) {
         return make_error(ErrorCode::bad_tensor_args, std::string(what) + " holds a " + value_kind_name(e.kind));
       }
       if (out) out[k] = e.i;
+    }
+    return {};
+  }
+  // dims[rank ...]: the contiguous strides of sizes dims[0 ... rank), as torch computes them
+  // (a size of 0 or less counts as 1).
+  static Status contiguous_strides(int64_t* dims, size_t rank) {
+    int64_t step = 1;
+    for (size_t d = rank; d-- > 0;) {
+      dims[rank + d] = step;
+      const int64_t n = std::max<int64_t>(dims[d], 1);
+      if (d > 0 && step > INT64_MAX / n) {
+        return make_error(ErrorCode::shape_overflow, "the contiguous strides of the size overflow 64 bits");
+      }
+      step *= n;
     }
     return {};
   }
@@ -9874,9 +9892,18 @@ class TorchHooks : public PickleHooks {
     }
     PTREAD_TRY(size_t rank, dims_count(g, a[2], "size"));
     int64_t* dims = new_dims(g, rank);
-    PTREAD_CHECK(read_dims(g, a[2], "size", dims));
-    PTREAD_TRY(size_t stride_rank, dims_count(g, a[3], "stride"));
-    PTREAD_CHECK(read_dims(g, a[3], "stride", stride_rank == rank ? dims + rank : nullptr));
+    PTREAD_CHECK(read_dims(g, a[2], "size", dims, true));
+    size_t stride_rank = rank;
+    const ValueKind stride_kind = g.kind(a[3]);
+    if (stride_kind == ValueKind::none ||
+        ((stride_kind == ValueKind::tuple || stride_kind == ValueKind::list) && g.count(a[3]) == 0)) {
+      // Tensor.set_ takes a stride of None, or an empty one, as the size's contiguous strides
+      // (torch 1.13 reads _rebuild_tensor_v2(s, 0, (2, 3), None, ...) with strides (3, 1)).
+      PTREAD_CHECK(contiguous_strides(dims, rank));
+    } else {
+      PTREAD_TRY(stride_rank, dims_count(g, a[3], "stride"));
+      PTREAD_CHECK(read_dims(g, a[3], "stride", stride_rank == rank ? dims + rank : nullptr, true));
+    }
     TensorSpec t;
     t.offset = g.at(a[1]).i;
     t.dims = dims;

@@ -716,6 +716,23 @@ def tensor_files():
          "stride 2^63-1 over 4 elements: the view's extent overflows 64 bits")
     emit("tensor_rank_mismatch.pt", one(tensor("0", 4, size=(2, 2), stride=(1,))), "bad_tensor_args",
          "2 sizes, 1 stride")
+    # torch's argument parser checks the type of the first item of set_'s size and stride
+    # alone: a bool after it is an int (torch 1.13).
+    emit("tensor_size_bool_after_first.pt", one(tensor("0", 4, size_ops=p_tuple([p_int(2), b"\x89"]),
+                                                       stride_ops=p_ints((1, 1)))), "ok",
+         "size (2, False), stride (1, 1): torch reads the bool as 0, a [2, 0] tensor (torch reads it)", torch="reads")
+    emit("tensor_stride_bool_after_first.pt", one(tensor("0", 4, size=(2, 2), stride_ops=p_tuple([p_int(2), b"\x88"]))),
+         "ok", "size (2, 2), stride (2, True): torch reads the bool as 1 (torch reads it)", torch="reads")
+    # set_ takes a stride of None, or an empty one, as the contiguous strides of the size.
+    emit("tensor_stride_none.pt", one(tensor("0", 4, size=(2, 2), stride_ops=b"N")), "ok",
+         "size (2, 2), stride None: the contiguous strides (2, 1) (torch reads it)", torch="reads")
+    emit("tensor_stride_empty.pt", one(tensor("0", 4, size=(2, 1, 2), stride_ops=b")")), "ok",
+         "size (2, 1, 2), stride (): the contiguous strides (2, 2, 1) (torch reads it)", torch="reads")
+    emit("tensor_stride_none_past_storage.pt", one(tensor("0", 4, size=(3, 2), stride_ops=b"N")), "view_out_of_bounds",
+         "size (3, 2), stride None over 4 elements: 6 contiguous ones do not fit (torch refuses it)", torch="refuses")
+    emit("tensor_size_bool_first.pt", one(tensor("0", 4, size_ops=p_tuple([b"\x88", p_int(2)]), stride_ops=p_ints((2, 1)))),
+         "bad_tensor_args", "size (True, 2): torch's argument parser wants an int first (torch refuses it)",
+         torch="refuses")
     emit("tensor_size_not_int.pt", one(tensor("0", 4, size_ops=p_tuple([p_str("4")]))), "bad_tensor_args",
          "a size that is a string")
 
