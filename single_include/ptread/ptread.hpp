@@ -11799,6 +11799,8 @@ class ZipArchive {
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 #include <optional>
 
@@ -12043,6 +12045,75 @@ inline Status plan_zip(const Source& src, const ReadOptions& opt, const ZipArchi
   return {};
 }
 
+// torch.jit.load reads a TorchScript archive's pickles (data.pkl, constants.pkl) with its
+// own unpickler (torch/csrc/jit/serialization/unpickler.cpp), which wants PROTO 2 first and
+// then reads only the opcodes below, a LONG1 only of 8 bytes; any other opcode (POP, DUP,
+// APPEND, FRAME, a protocol 4 one ...) it refuses ("Unknown opcode for unpickling"): this
+// refuses what torch.jit.load would, up to STOP. A pickle that ends before is the VM's to
+// report.
+inline Status check_script_opcodes(const uint8_t* p, size_t n, std::string_view name) {
+  auto refused = [&](size_t at, const std::string& what) {
+    return make_error(ErrorCode::pickle_unsupported_opcode,
+                      what + " at byte " + std::to_string(at) + " of '" + std::string(name) +
+                          "' in a TorchScript archive: torch.jit.load's unpickler, which reads it, refuses it");
+  };
+  if (n < 2 || p[0] != 0x80 || p[1] != 2) return refused(0, "a pickle that does not start with PROTO 2");
+  size_t i = 2;
+  while (i < n) {
+    const uint8_t op = p[i];
+    size_t len = 1;  // the opcode and its operand
+    switch (op) {
+      case '.':  // STOP
+        return {};
+      case ']': case ')': case '(': case 0x88: case 0x89: case 'N': case 't': case 0x85: case 0x86: case 0x87:
+      case '}': case 'e': case 'l': case 'd': case 'u': case 0x81: case 'b': case 'R': case 'Q': case 's':
+        break;
+      case 'q': case 'K': case 'h':  // BINPUT, BININT1, BINGET
+        len = 2;
+        break;
+      case 'M':  // BININT2
+        len = 3;
+        break;
+      case 'r': case 'J': case 'j':  // LONG_BINPUT, BININT, LONG_BINGET
+        len = 5;
+        break;
+      case 'G':  // BINFLOAT
+        len = 9;
+        break;
+      case 0x8a:  // LONG1
+        if (n - i < 2) return {};
+        if (p[i + 1] != 8) return refused(i, "a LONG1 of " + std::to_string(p[i + 1]) + " bytes (it reads 8 only)");
+        len = 10;
+        break;
+      case 'X': {  // BINUNICODE
+        if (n - i < 5) return {};
+        const uint64_t text = load_u32(p + i + 1);
+        if (text > n - i - 5) return {};
+        len = 5 + static_cast<size_t>(text);
+        break;
+      }
+      case 'c': {  // GLOBAL: two lines
+        const void* a = std::memchr(p + i + 1, '\n', n - i - 1);
+        if (a == nullptr) return {};
+        const uint8_t* a_end = static_cast<const uint8_t*>(a) + 1;
+        const void* b = std::memchr(a_end, '\n', static_cast<size_t>(p + n - a_end));
+        if (b == nullptr) return {};
+        len = static_cast<size_t>(static_cast<const uint8_t*>(b) + 1 - (p + i));
+        break;
+      }
+      default: {
+        const char* known = opcode_name(op);
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "0x%02x", op);
+        return refused(i, known != nullptr ? std::string("opcode ") + known : std::string("byte ") + hex);
+      }
+    }
+    if (len > n - i) return {};
+    i += len;
+  }
+  return {};
+}
+
 // The storages of data.pkl ("data/<key>") and constants.pkl ("constants/<key>") for the
 // hooks' loader: every storage but the views of numbered records in memory, which the
 // hooks make themselves.
@@ -12180,6 +12251,7 @@ inline Status read_zip_constants(const ReadOptions& opt, Model& m, const ZipArch
   TorchHooks chooks(m, storages.loader(), opt.limits);
   PickleVM cvm(m.graph, chooks, opt.limits, std::string(constants->name));
   cvm.set_tensor_runs(opt.tensor_runs);
+  PTREAD_CHECK(check_script_opcodes(cpkl.data, cpkl.size, constants->name));
   PTREAD_TRY(m.constants_root, cvm.run(cpkl.data, cpkl.size));
   PTREAD_CHECK(check_retyped(m, chooks));
   return chooks.finish();
@@ -12208,6 +12280,8 @@ inline Status read_data_pkl(const std::shared_ptr<const Source>& src, const Read
   hooks.expect_storages(w.data_records);
   m.storage_table.set_source(src);
   if (!copy_storages) hooks.set_stored_records(&w.data_by_number, m.big_endian);  // views without the loader
+  // (torch.jit.load's refusal of an opcode comes before any error of the VM's)
+  if (m.format == Format::torchscript) PTREAD_CHECK(check_script_opcodes(pkl, size, plan.pkl->name));
   PickleVM vm(m.graph, hooks, opt.limits, std::string(plan.pkl->name));
   vm.set_tensor_runs(opt.tensor_runs);
   vm.set_unframed(unframed);
@@ -12320,6 +12394,9 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
     apply_plan(plan, m);
     PTREAD_CHECK(check_retyped(m, hooks));
     PTREAD_CHECK(check_refusal(m, hooks));
+    if (m.format == Format::torchscript) {  // (where the VM failed, read_data_pkl checks it first)
+      PTREAD_CHECK(check_script_opcodes(pickle, static_cast<size_t>(first.uncompressed_size), first.name));
+    }
     PTREAD_CHECK(read_zip_constants(opt, m, zip, plan, storages));
     return true;
   };

@@ -1268,6 +1268,25 @@ def torchscript_files():
     emit("ts_rebuild_v2_extra_argument.pt", rezip(src, {"ts_script/data.pkl": eight}), "ok",
          "tests/fixtures/ts_script.pt whose first _rebuild_tensor_v2 has 8 arguments (metadata {} and 7): "
          "torch.jit.load reads the first five (torch reads it)", torch="reads")
+    # torch.jit.load's own unpickler wants PROTO 2 and reads a subset of the opcodes.
+    k1 = next(pos for op, _, pos in ops if op.name == "BININT1")
+    value = pkl[k1 + 1]
+    emit("ts_opcode_pop.pt", rezip(src, {"ts_script/data.pkl": pkl[:2] + b"}0" + pkl[2:]}), "pickle_unsupported_opcode",
+         "tests/fixtures/ts_script.pt with EMPTY_DICT, POP after its PROTO: torch.jit.load's unpickler has no POP "
+         "(torch refuses it: Unknown opcode for unpickling)", torch="refuses")
+    emit("ts_opcode_int_text.pt", rezip(src, {"ts_script/data.pkl": pkl[:k1] + b"I%d\n" % value + pkl[k1 + 2:]}),
+         "pickle_unsupported_opcode", "tests/fixtures/ts_script.pt with its first BININT1 written as protocol 0's "
+         "INT (torch refuses it: Unknown opcode for unpickling)", torch="refuses")
+    emit("ts_long1_one_byte.pt", rezip(src, {"ts_script/data.pkl": pkl[:k1] + b"\x8a\x01" + bytes([value]) + pkl[k1 + 2:]}),
+         "pickle_unsupported_opcode", "tests/fixtures/ts_script.pt with its first BININT1 written as a LONG1 of one "
+         "byte (torch refuses it: Expected length to be 8)", torch="refuses")
+    emit("ts_long1_eight_bytes.pt",
+         rezip(src, {"ts_script/data.pkl": pkl[:k1] + b"\x8a\x08" + value.to_bytes(8, "little") + pkl[k1 + 2:]}), "ok",
+         "tests/fixtures/ts_script.pt with its first BININT1 written as a LONG1 of 8 bytes (torch reads it)",
+         torch="reads")
+    emit("ts_proto_3.pt", rezip(src, {"ts_script/data.pkl": b"\x80\x03" + pkl[2:]}), "pickle_unsupported_opcode",
+         "tests/fixtures/ts_script.pt whose data.pkl starts with PROTO 3 (torch refuses it: Only Pickle protocol 2 "
+         "is supported)", torch="refuses")
     for order in (b"big", b"liptle"):
         emit("ts_byteorder_%s.pt" % order.decode(), rezip(src, {}, add=[("ts_script/byteorder", order)]), "ok",
              "tests/fixtures/ts_script.pt with a byteorder record '%s' (its bytes little-endian): torch.jit.load "
