@@ -10056,13 +10056,14 @@ class TorchHooks : public PickleHooks {
   // Python's default BUILD, of an object with no __setstate__ (`target`, for messages):
   // (state, slots) when a pair; the state None or a dict (its items set in __dict__), the
   // slots a dict (each set by setattr(), which takes a str name).
+  static Error build_refused(const std::string& target, const std::string& what, const char* python) {
+    return make_error(ErrorCode::pickle_malformed,
+                      "BUILD of " + target + " with " + what + " (Python's unpickler refuses it: " + python + ")");
+  }
   static Status check_default_build(Graph& g, const std::string& target, uint32_t state) {
     uint32_t dict_state = kNoNode, slots = kNoNode;
     split_build_state(g, state, &dict_state, &slots);
-    auto refused = [&](const std::string& what, const char* python) {
-      return make_error(ErrorCode::pickle_malformed,
-                        "BUILD of " + target + " with " + what + " (Python's unpickler refuses it: " + python + ")");
-    };
+    auto refused = [&](const std::string& what, const char* python) { return build_refused(target, what, python); };
     const ValueKind dk = g.kind(dict_state);
     if (dk != ValueKind::none && dk != ValueKind::dict) {
       return refused(std::string("a state that is a ") + value_kind_name(dk), "state is not a dictionary");
@@ -10088,10 +10089,7 @@ class TorchHooks : public PickleHooks {
     PTREAD_CHECK(check_default_build(g, target, state));
     uint32_t dict_state = kNoNode, slots = kNoNode;
     split_build_state(g, state, &dict_state, &slots);
-    auto refused = [&](const std::string& what, const char* python) {
-      return make_error(ErrorCode::pickle_malformed,
-                        "BUILD of " + target + " with " + what + " (Python's unpickler refuses it: " + python + ")");
-    };
+    auto refused = [&](const std::string& what, const char* python) { return build_refused(target, what, python); };
     const ValueKind dk = g.kind(dict_state);
     switch (global_tag(g, glob)) {
       case kOldVariable:  // Parameter has Tensor's __setstate__: called unbound, whatever the state
