@@ -12390,11 +12390,12 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
       return false;
     }
     apply_plan(plan, m);
-    PTREAD_CHECK(check_retyped(m, hooks));
-    PTREAD_CHECK(check_refusal(m, hooks));
-    if (m.format == Format::torchscript) {  // (where the VM failed, read_data_pkl checks it first)
+    // (first, as read_data_pkl checks it, which reads the pickle again where the VM failed)
+    if (m.format == Format::torchscript) {
       PTREAD_CHECK(check_script_opcodes(pickle, static_cast<size_t>(first.uncompressed_size), first.name));
     }
+    PTREAD_CHECK(check_retyped(m, hooks));
+    PTREAD_CHECK(check_refusal(m, hooks));
     PTREAD_CHECK(read_zip_constants(opt, m, zip, plan, storages));
     return true;
   };
