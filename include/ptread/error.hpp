@@ -44,7 +44,7 @@ enum class ErrorCode : int {
   zip_unsupported_feature = 207,      // an encrypted record, or an archive split across disks
   // 3xx: pickle
   pickle_unknown_opcode = 300,      // a byte that is no pickle opcode
-  pickle_unsupported_opcode = 301,  // a real opcode a checkpoint cannot use (EXT*, buffers)
+  pickle_unsupported_opcode = 301,  // a real opcode a checkpoint cannot use (EXT*, buffers; TorchScript: jit's subset)
   pickle_truncated = 302,           // the pickle ends inside an opcode or before STOP
   pickle_malformed = 303,           // stack underflow, missing MARK, bad memo key, wrong operand
   // 4xx: tensors
@@ -54,7 +54,7 @@ enum class ErrorCode : int {
   view_out_of_bounds = 403,     // offset/shape/strides reach past the storage
   storage_too_small = 404,      // a record holds fewer bytes than its storage needs
   shape_overflow = 405,         // element or byte counts overflow 64 bits
-  unsupported_tensor = 406,     // quantized, sparse, nested, meta ... entries
+  unsupported_tensor = 406,     // a tensor torch.load would give other data than the file (BUILD, set_) ...
   dtype_mismatch = 407,         // data<T>() with a T that is not the tensor's dtype
   not_contiguous = 408,         // a contiguous view was asked of a strided tensor
   unsupported_conversion = 409, // copy_to between dtypes with no defined conversion
