@@ -550,12 +550,23 @@ struct V {
   using R = __m512;
   static constexpr size_t L = 16;
   static constexpr int MB = 4;  // 32 zmm registers: 4 x 4 accumulators, 4 weights, 1 input
-  static constexpr int GEMV_NB = 4;  // (8, AVX2's choice, not measured on an AVX-512 machine yet)
-  static constexpr int STREAM_M = MB;  // (AVX2's 16: not measured here yet)
-  static constexpr int PIN_FROM = 0;  // never (AVX2's 16: not measured here yet)
+  // The constants below as measured on an AVX-512 AMD EPYC VM (2026-11-28; bench/README.md,
+  // "The AVX-512 kernels' constants measured"), each against the one before it in
+  // alternating runs of two builds that differed in it alone.
+  // 8 rows of W at once for a GEMV, as with AVX2: 4096 x 4096 F32 in three A/B runs, warm
+  // 0.93-1.01x the time of 4 rows on one thread and 0.82-0.91x on two; cold 0.96x and 0.95-1.04x.
+  static constexpr int GEMV_NB = 8;
+  // F32 rows of W streamed whole up to 16 rows of x, as with AVX2: 4096 x 4096, M = 8 to 16,
+  // 0.78-0.92x the time of K blocks from M = 5 on.
+  static constexpr int STREAM_M = 16;
+  // Never: with 32 registers GCC keeps a tile's W vectors in them. Pinned from M = 16 on:
+  // 0.98-1.05x the time at M = 16 to 32, no gain.
+  static constexpr int PIN_FROM = 0;
   PTREAD_NN_TARGET_AVX512 static void pin(R&) noexcept {}
   static constexpr int BAG = static_cast<int>(kNnBagPassBytes / (L * sizeof(float)));  // 4 accumulators
-  static constexpr int BAG_ADD = BAG;  // (not measured on an AVX-512 machine yet)
+  // Sums without a factor: 8 accumulators, one pass over a D=128 bag: 0.82x the time of
+  // two passes of 4 (D=128 sum, one and two threads; D=32 and the other modes unchanged).
+  static constexpr int BAG_ADD = 2 * BAG;
   PTREAD_NN_TARGET_AVX512 static R zero() noexcept { return _mm512_setzero_ps(); }
   PTREAD_NN_TARGET_AVX512 static R set1(float a) noexcept { return _mm512_set1_ps(a); }
   PTREAD_NN_TARGET_AVX512 static R loadf(const float* p) noexcept { return _mm512_loadu_ps(p); }

@@ -9,11 +9,11 @@
 // blocked dot-product kernels over W's rows where the checkpoint holds them (no copy: in mmap
 // mode they are read from the mapped file), widened to F32 as they are loaded, compiled for
 // AVX-512, AVX2 and plain C++ and chosen at run time from the CPU; batch 1 streams each row
-// once (a GEMV, 8 rows of W at once with AVX2, 4 otherwise), and with AVX2 up to 16 rows of
-// x stream F32 rows of W whole too. From kGemmMinRows (40) rows of x on, on AVX2 and
-// AVX-512, the packed product of detail/nn_gemm.hpp instead: blocks of W and x copied into a
-// buffer of each thread's own (about 570 KiB, kept for the thread's next call) and
-// multiplied there. Threads split the output features (LinearOptions::threads, std::thread).
+// once (a GEMV, 8 rows of W at once with AVX2 and AVX-512, 4 otherwise), and with AVX2 and
+// AVX-512 up to 16 rows of x stream F32 rows of W whole too. From kGemmMinRows (40) rows of x
+// on, on AVX2 and AVX-512, the packed product of detail/nn_gemm.hpp instead: blocks of W and
+// x copied into a buffer of each thread's own (about 570 KiB, kept for the thread's next
+// call) and multiplied there. Threads split the output features (LinearOptions::threads, std::thread).
 // A weight whose rows are not contiguous (a transposed view, say) is copied once, contiguous
 // and in its own dtype, when the layer is made: that copy is the only one. The bias is kept as
 // F32 (out_features floats).
