@@ -333,6 +333,54 @@ TEST_CASE("Linear (portable) equals F.linear", "[nn]") {
   CHECK_FALSE(nb->has_bias());
 }
 
+TEST_CASE("Linear's tiles split across threads give the bits of one thread", "[nn]") {
+  // A 2048 x 1024 F32 weight (8 MiB): at M = 1 and 2 the call stays on the caller (under 8M
+  // multiply-adds and 16 MiB of W), at M = 4 and 24 its output features are split into tasks
+  // (the dot-product tiles: under kGemmMinRows rows). Each output is summed by one thread in
+  // the same order either way, so the bits must not change.
+  const size_t N = 2048, K = 1024;
+  auto bytes = std::make_shared<std::vector<float>>(N * K);
+  for (size_t k = 0; k < bytes->size(); ++k) (*bytes)[k] = static_cast<float>(static_cast<int>(k % 97) - 48) / 64.0f;
+  auto storage = std::make_shared<const ptread::Storage>(reinterpret_cast<const uint8_t*>(bytes->data()),
+                                                         bytes->size() * sizeof(float), bytes);
+  const std::vector<int64_t> shape{static_cast<int64_t>(N), static_cast<int64_t>(K)}, strides{static_cast<int64_t>(K), 1};
+  auto wt = ptread::Tensor::view(storage, ptread::DType::F32, shape, strides, 0);
+  REQUIRE(wt.ok());
+  std::vector<ptread::NamedTensor> items;
+  items.push_back({"fc.weight", *wt});
+  const char* dir = std::getenv("TMPDIR");
+  const std::string path = std::string(dir && *dir ? dir : "/tmp") + "/ptread_nn_split_" +
+                           std::to_string(reinterpret_cast<uintptr_t>(&N)) + ".pt";
+  REQUIRE(ptread::save_pt(path, items).ok());
+  auto ck = ptread::Checkpoint::open(path, ptread::Options{});
+  std::remove(path.c_str());
+  REQUIRE(ck.ok());
+  IsaRestore restore;
+  for (NnIsa isa : isa_levels()) {
+    ptread::detail::nn_set_isa(isa);
+    for (size_t m : {size_t{1}, size_t{2}, size_t{4}, size_t{24}}) {
+      INFO("isa " << ptread::detail::nn_isa_name(isa) << " m " << m);
+      std::vector<float> x(m * K);
+      for (size_t k = 0; k < x.size(); ++k) x[k] = static_cast<float>(static_cast<int>(k % 31) - 15) / 16.0f;
+      std::vector<float> one(m * N, -1.0f), two(m * N, -2.0f), three(m * N, -3.0f);
+      nn::LinearOptions o1, o2, o3;
+      o1.threads = 1;
+      o2.threads = 2;
+      o3.threads = 3;
+      REQUIRE(nn::Linear::from(*ck, "fc", o1)->forward(x.data(), m, one.data()).ok());
+      REQUIRE(nn::Linear::from(*ck, "fc", o2)->forward(x.data(), m, two.data()).ok());
+      REQUIRE(nn::Linear::from(*ck, "fc", o3)->forward(x.data(), m, three.data()).ok());
+      CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+      CHECK(std::memcmp(one.data(), three.data(), one.size() * sizeof(float)) == 0);
+      // And one value, in double: every product and partial sum is a multiple of 2^-10 under
+      // 2^10 in magnitude, exact in float in any order.
+      double want = 0;
+      for (size_t k = 0; k < K; ++k) want += static_cast<double>(x[k]) * static_cast<double>((*bytes)[5 * K + k]);
+      CHECK(static_cast<double>(one[5]) == want);
+    }
+  }
+}
+
 TEST_CASE("Linear's packed product over several blocks of W rows equals F.linear", "[nn]") {
   // detail::nn_gemm itself, on all 520 rows of fc_wide_f32 at once: more than one block of
   // kGemmNc rows, which Linear never hands one task (its tasks are a block at most).

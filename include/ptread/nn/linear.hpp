@@ -184,9 +184,14 @@ class Linear {
       // stream W: one task a thread, so each thread keeps reading the same rows (they stay
       // in its cache from call to call). Larger ones: up to 16 tasks a thread, so a thread
       // the OS delays holds back little.
+      // A call under 8M multiply-adds and 16 MiB of W runs on the caller alone: waking a
+      // sleeping worker cost its caller 40 us and the worker began 90-200 us late on the
+      // AVX-512 VM of bench/README.md ("Small calls on one thread"), where two threads
+      // made 1024 x 1024 at M = 1 to 4 and 1536 x 1536 at M = 1 and 2 1.1-1.5x slower.
       const size_t groups = (N + 3) / 4;
       const size_t min_groups = (size_t{1} << 18) / (4 * m * K) + 1;
-      tasks = detail::task_count(groups, min_groups, threads, m <= 4 ? 1 : 16);
+      const bool small = m * N * K < (size_t{1} << 23) && N * K * w_.element_size() < (size_t{1} << 24);
+      tasks = small ? 1 : detail::task_count(groups, min_groups, threads, m <= 4 ? 1 : 16);
     }
     const size_t units = (N + rows - 1) / rows;
     const size_t per = (units + tasks - 1) / tasks;
