@@ -14050,6 +14050,14 @@ inline Result<WeightMatrix> weight_matrix(const Checkpoint& ck, const std::strin
 }
 
 // Splits `count` items into tasks of at least `min_items`, at most `per_thread` a thread.
+// Embedding and EmbeddingBag read fewer row elements than this in a call on the caller alone:
+// on the AVX-512 VM of bench/README.md ("Small calls on one thread") waking the pool's sleeping
+// worker cost its caller 35-44 us and the worker began 90-230 us late: two threads made
+// gathers and bags of 0.13-0.33 M elements 1.0-2.9x slower; from 0.5 M elements (2 MiB of
+// F32 rows) they took 0.5-0.86x the time after a pause (up to 1.5x with every row already
+// in cache). (Only which thread computes what changes: the results are the same bits.)
+constexpr size_t kMinSplitFloats = size_t{1} << 19;
+
 inline size_t task_count(size_t count, size_t min_items, unsigned threads, size_t per_thread = 4) {
   if (threads <= 1 || count < 2 * min_items) return 1;
   const size_t by_size = count / min_items;
@@ -14234,7 +14242,7 @@ class Embedding {
     const size_t dim = w_.cols;
     const unsigned threads = ptread::detail::resolve_threads(threads_);
     const size_t min_rows = dim == 0 ? n + 1 : (size_t{1} << 14) / dim + 1;  // >= 64 KiB of output a task
-    const size_t tasks = detail::task_count(n, min_rows, threads);
+    const size_t tasks = n * dim < detail::kMinSplitFloats ? 1 : detail::task_count(n, min_rows, threads);
     const size_t per = (n + tasks - 1) / (tasks == 0 ? 1 : tasks);
     ptread::detail::parallel_for(threads, tasks, [&](size_t t) {
       const size_t begin = t * per, end = std::min(n, begin + per);
@@ -14317,7 +14325,7 @@ class EmbeddingBag {
     const unsigned threads = ptread::detail::resolve_threads(threads_);
     const size_t avg = num_bags == 0 ? 0 : n / num_bags + 1;
     const size_t min_bags = (size_t{1} << 14) / (avg * (dim == 0 ? 1 : dim) + 1) + 1;
-    const size_t tasks = detail::task_count(num_bags, min_bags, threads);
+    const size_t tasks = n * dim < detail::kMinSplitFloats ? 1 : detail::task_count(num_bags, min_bags, threads);
     const size_t per = (num_bags + tasks - 1) / (tasks == 0 ? 1 : tasks);
     ptread::detail::parallel_for(threads, tasks, [&](size_t t) {
       const size_t bag_begin = t * per, bag_end = std::min(num_bags, bag_begin + per);

@@ -80,7 +80,7 @@ TEST_CASE("Embedding reads rows in place, and threads split a large batch", "[nn
   REQUIRE(w != nullptr);
   CHECK(emb->weight().data_ptr() == w->data_ptr());  // no copy of the table
   const auto rows = w->to_float32().value();
-  std::vector<int64_t> idx(20000);
+  std::vector<int64_t> idx(50000);  // 600,000 elements: over kMinSplitFloats, so the threads split it
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>((i * 37) % 50);
   IsaRestore restore;
   for (NnIsa isa : isa_levels()) {
