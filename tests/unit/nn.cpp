@@ -98,6 +98,27 @@ TEST_CASE("Embedding reads rows in place, and threads split a large batch", "[nn
         for (size_t c = 0; c < 12; ++c) same = same && out[i * 12 + c] == bf[static_cast<size_t>(idx[i]) * 12 + c];
       }
       CHECK(same);
+      // EmbeddingBag over the same indices, 5,000 bags of 10: split too; each bag is reduced
+      // by one thread in the same order, so the bits equal one thread's (and max the rows').
+      std::vector<int64_t> offsets(5000);
+      for (size_t b = 0; b < offsets.size(); ++b) offsets[b] = static_cast<int64_t>(b * 10);
+      for (nn::Reduce r : {nn::Reduce::sum, nn::Reduce::mean, nn::Reduce::max}) {
+        nn::EmbeddingOptions one;
+        one.threads = 1;
+        auto b1 = nn::EmbeddingBag::from(nn_ck(), "emb_bf16", r, one);
+        auto bt = nn::EmbeddingBag::from(nn_ck(), "emb_bf16", r, opt);
+        REQUIRE(b1.ok());
+        REQUIRE(bt.ok());
+        std::vector<float> want(offsets.size() * 12, -1.0f), got(offsets.size() * 12, -2.0f);
+        REQUIRE(b1->forward(idx.data(), idx.size(), offsets.data(), offsets.size(), nullptr, want.data()).ok());
+        REQUIRE(bt->forward(idx.data(), idx.size(), offsets.data(), offsets.size(), nullptr, got.data()).ok());
+        CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+        if (r == nn::Reduce::max) {
+          float m = bf[static_cast<size_t>(idx[49990]) * 12 + 3];
+          for (size_t i = 49991; i < 50000; ++i) m = std::max(m, bf[static_cast<size_t>(idx[i]) * 12 + 3]);
+          CHECK(got[4999 * 12 + 3] == m);  // the last bag, column 3
+        }
+      }
     }
   }
   (void)rows;
