@@ -14049,7 +14049,6 @@ inline Result<WeightMatrix> weight_matrix(const Checkpoint& ck, const std::strin
   return w;
 }
 
-// Splits `count` items into tasks of at least `min_items`, at most `per_thread` a thread.
 // Embedding and EmbeddingBag read fewer row elements than this in a call on the caller alone:
 // on the AVX-512 VM of bench/README.md ("Small calls on one thread") waking the pool's sleeping
 // worker cost its caller 35-44 us and the worker began 90-230 us late: two threads made
@@ -14058,6 +14057,7 @@ inline Result<WeightMatrix> weight_matrix(const Checkpoint& ck, const std::strin
 // in cache). (Only which thread computes what changes: the results are the same bits.)
 constexpr size_t kMinSplitFloats = size_t{1} << 19;
 
+// Splits `count` items into tasks of at least `min_items`, at most `per_thread` a thread.
 inline size_t task_count(size_t count, size_t min_items, unsigned threads, size_t per_thread = 4) {
   if (threads <= 1 || count < 2 * min_items) return 1;
   const size_t by_size = count / min_items;
@@ -14394,7 +14394,8 @@ class EmbeddingBag {
 // AVX-512 up to 16 rows of x stream F32 rows of W whole too. From kGemmMinRows (40) rows of x
 // on, on AVX2 and AVX-512, the packed product of detail/nn_gemm.hpp instead: blocks of W and
 // x copied into a buffer of each thread's own (about 570 KiB, kept for the thread's next
-// call) and multiplied there. Threads split the output features (LinearOptions::threads, std::thread).
+// call) and multiplied there. Threads split the output features (LinearOptions::threads,
+// std::thread).
 // A weight whose rows are not contiguous (a transposed view, say) is copied once, contiguous
 // and in its own dtype, when the layer is made: that copy is the only one. The bias is kept as
 // F32 (out_features floats).
@@ -14800,7 +14801,7 @@ class Linear {
       // in its cache from call to call). Larger ones: up to 16 tasks a thread, so a thread
       // the OS delays holds back little.
       // A call under 8M multiply-adds and 16 MiB of W runs on the caller alone: waking a
-      // sleeping worker cost its caller 40 us and the worker began 90-200 us late on the
+      // sleeping worker cost its caller 35-44 us and the worker began 90-230 us late on the
       // AVX-512 VM of bench/README.md ("Small calls on one thread"), where two threads
       // made 1024 x 1024 at M = 1 to 4 and 1536 x 1536 at M = 1 and 2 1.1-1.5x slower.
       const size_t groups = (N + 3) / 4;

@@ -101,7 +101,6 @@ inline Result<WeightMatrix> weight_matrix(const Checkpoint& ck, const std::strin
   return w;
 }
 
-// Splits `count` items into tasks of at least `min_items`, at most `per_thread` a thread.
 // Embedding and EmbeddingBag read fewer row elements than this in a call on the caller alone:
 // on the AVX-512 VM of bench/README.md ("Small calls on one thread") waking the pool's sleeping
 // worker cost its caller 35-44 us and the worker began 90-230 us late: two threads made
@@ -110,6 +109,7 @@ inline Result<WeightMatrix> weight_matrix(const Checkpoint& ck, const std::strin
 // in cache). (Only which thread computes what changes: the results are the same bits.)
 constexpr size_t kMinSplitFloats = size_t{1} << 19;
 
+// Splits `count` items into tasks of at least `min_items`, at most `per_thread` a thread.
 inline size_t task_count(size_t count, size_t min_items, unsigned threads, size_t per_thread = 4) {
   if (threads <= 1 || count < 2 * min_items) return 1;
   const size_t by_size = count / min_items;

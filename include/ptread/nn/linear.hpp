@@ -13,7 +13,8 @@
 // AVX-512 up to 16 rows of x stream F32 rows of W whole too. From kGemmMinRows (40) rows of x
 // on, on AVX2 and AVX-512, the packed product of detail/nn_gemm.hpp instead: blocks of W and
 // x copied into a buffer of each thread's own (about 570 KiB, kept for the thread's next
-// call) and multiplied there. Threads split the output features (LinearOptions::threads, std::thread).
+// call) and multiplied there. Threads split the output features (LinearOptions::threads,
+// std::thread).
 // A weight whose rows are not contiguous (a transposed view, say) is copied once, contiguous
 // and in its own dtype, when the layer is made: that copy is the only one. The bias is kept as
 // F32 (out_features floats).
@@ -185,7 +186,7 @@ class Linear {
       // in its cache from call to call). Larger ones: up to 16 tasks a thread, so a thread
       // the OS delays holds back little.
       // A call under 8M multiply-adds and 16 MiB of W runs on the caller alone: waking a
-      // sleeping worker cost its caller 40 us and the worker began 90-200 us late on the
+      // sleeping worker cost its caller 35-44 us and the worker began 90-230 us late on the
       // AVX-512 VM of bench/README.md ("Small calls on one thread"), where two threads
       // made 1024 x 1024 at M = 1 to 4 and 1536 x 1536 at M = 1 and 2 1.1-1.5x slower.
       const size_t groups = (N + 3) / 4;
