@@ -131,6 +131,12 @@ inline bool torch_save_names(DType t, const char** storage_class, const char** v
     case DType::U16: *v3_dtype = "uint16"; return true;
     case DType::U32: *v3_dtype = "uint32"; return true;
     case DType::U64: *v3_dtype = "uint64"; return true;
+    case DType::F4_E2M1FN_X2: *v3_dtype = "float4_e2m1fn_x2"; return true;
+    case DType::BITS8: *v3_dtype = "bits8"; return true;
+    case DType::BITS16: *v3_dtype = "bits16"; return true;
+    case DType::BITS1X8: *v3_dtype = "bits1x8"; return true;
+    case DType::BITS2X4: *v3_dtype = "bits2x4"; return true;
+    case DType::BITS4X2: *v3_dtype = "bits4x2"; return true;
     default: return false;  // quantized: not a plain tensor
   }
 }

@@ -51,9 +51,10 @@ PTREAD_DTYPE_OF(double, d == DType::F64)
 PTREAD_DTYPE_OF(int8_t, d == DType::I8 || d == DType::QINT8)
 PTREAD_DTYPE_OF(uint8_t, d == DType::U8 || d == DType::BOOL || d == DType::QUINT8 ||
                              d == DType::QUINT4X2 || d == DType::QUINT2X4 ||
-                             (d >= DType::F8_E4M3 && d <= DType::F8_E8M0))
+                             (d >= DType::F8_E4M3 && d <= DType::F8_E8M0) ||
+                             (dtype_is_opaque(d) && d != DType::BITS16))
 PTREAD_DTYPE_OF(int16_t, d == DType::I16)
-PTREAD_DTYPE_OF(uint16_t, d == DType::U16 || d == DType::F16 || d == DType::BF16)
+PTREAD_DTYPE_OF(uint16_t, d == DType::U16 || d == DType::F16 || d == DType::BF16 || d == DType::BITS16)
 PTREAD_DTYPE_OF(int32_t, d == DType::I32 || d == DType::QINT32)
 PTREAD_DTYPE_OF(uint32_t, d == DType::U32)
 PTREAD_DTYPE_OF(int64_t, d == DType::I64)
@@ -100,7 +101,7 @@ inline F scalar_as(const Scalar& s) {
 }
 
 inline bool is_real_numeric(DType t) {
-  return !dtype_is_complex(t) && t != DType::QUINT4X2 && t != DType::QUINT2X4;
+  return !dtype_is_complex(t) && t != DType::QUINT4X2 && t != DType::QUINT2X4 && !dtype_is_opaque(t);
 }
 
 // Whether copy_to can convert from `from` to `to`.

@@ -376,28 +376,34 @@ enum class DType : uint8_t {
   F16, BF16, F32, F64, C32, C64, C128,
   F8_E4M3, F8_E5M2, F8_E4M3FNUZ, F8_E5M2FNUZ, F8_E8M0,
   QINT8, QUINT8, QINT32, QUINT4X2, QUINT2X4,
+  // torch 2.x's opaque types: two FP4 (E2M1) values a byte, and raw bits. Read and written as
+  // stored; no conversion is defined (torch defines none either).
+  F4_E2M1FN_X2, BITS8, BITS16, BITS1X8, BITS2X4, BITS4X2,
 };
-inline constexpr int kDTypeCount = 26;
+inline constexpr int kDTypeCount = 32;
 
 inline const char* dtype_name(DType t) noexcept {
   static const char* const names[kDTypeCount] = {
       "BOOL", "U8", "I8", "I16", "U16", "I32", "U32", "I64", "U64",
       "F16", "BF16", "F32", "F64", "C32", "C64", "C128",
       "F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "F8_E8M0",
-      "QINT8", "QUINT8", "QINT32", "QUINT4X2", "QUINT2X4"};
+      "QINT8", "QUINT8", "QINT32", "QUINT4X2", "QUINT2X4",
+      "F4_E2M1FN_X2", "BITS8", "BITS16", "BITS1X8", "BITS2X4", "BITS4X2"};
   auto i = static_cast<unsigned>(t);
   return i < static_cast<unsigned>(kDTypeCount) ? names[i] : "?";
 }
 
-// Bytes per element (QUINT4X2 and QUINT2X4 pack several values into one byte, as torch does).
+// Bytes per element (QUINT4X2, QUINT2X4, F4_E2M1FN_X2 and the BITS*X* types pack several
+// values into one byte, as torch does).
 inline size_t dtype_size(DType t) noexcept {
   switch (t) {
     case DType::BOOL: case DType::U8: case DType::I8:
     case DType::F8_E4M3: case DType::F8_E5M2: case DType::F8_E4M3FNUZ: case DType::F8_E5M2FNUZ:
     case DType::F8_E8M0: case DType::QINT8: case DType::QUINT8: case DType::QUINT4X2:
-    case DType::QUINT2X4:
+    case DType::QUINT2X4: case DType::F4_E2M1FN_X2: case DType::BITS8: case DType::BITS1X8: case DType::BITS2X4:
+    case DType::BITS4X2:
       return 1;
-    case DType::I16: case DType::U16: case DType::F16: case DType::BF16:
+    case DType::I16: case DType::U16: case DType::F16: case DType::BF16: case DType::BITS16:
       return 2;
     case DType::I32: case DType::U32: case DType::F32: case DType::C32: case DType::QINT32:
       return 4;
@@ -415,12 +421,16 @@ inline bool dtype_is_complex(DType t) noexcept {
 inline bool dtype_is_quantized(DType t) noexcept {
   return t >= DType::QINT8 && t <= DType::QUINT2X4;
 }
+// Stored bits no conversion reads: F4_E2M1FN_X2 and the BITS types.
+inline bool dtype_is_opaque(DType t) noexcept {
+  return t >= DType::F4_E2M1FN_X2 && t <= DType::BITS4X2;
+}
 // Floating point and complex dtypes: those torch lets require gradients.
 inline bool dtype_is_differentiable(DType t) noexcept {
   switch (t) {
     case DType::F16: case DType::BF16: case DType::F32: case DType::F64: case DType::C32: case DType::C64:
     case DType::C128: case DType::F8_E4M3: case DType::F8_E5M2: case DType::F8_E4M3FNUZ: case DType::F8_E5M2FNUZ:
-    case DType::F8_E8M0:
+    case DType::F8_E8M0: case DType::F4_E2M1FN_X2:  // (torch 2.x's is_floating_point includes float4_e2m1fn_x2)
       return true;
     default:
       return false;
@@ -460,7 +470,9 @@ inline bool dtype_from_storage_class(std::string_view cls, DType* out) noexcept 
       {"UInt16", DType::U16}, {"UInt32", DType::U32}, {"UInt64", DType::U64},
       {"Float8_e4m3fn", DType::F8_E4M3}, {"Float8_e5m2", DType::F8_E5M2},
       {"Float8_e4m3fnuz", DType::F8_E4M3FNUZ}, {"Float8_e5m2fnuz", DType::F8_E5M2FNUZ},
-      {"Float8_e8m0fnu", DType::F8_E8M0},
+      {"Float8_e8m0fnu", DType::F8_E8M0}, {"Float4_e2m1fn_x2", DType::F4_E2M1FN_X2},
+      {"Bits8", DType::BITS8}, {"Bits16", DType::BITS16}, {"Bits1x8", DType::BITS1X8},
+      {"Bits2x4", DType::BITS2X4}, {"Bits4x2", DType::BITS4X2},
       // An untyped storage holds bytes; _rebuild_tensor_v3 names the dtype.
       {"Untyped", DType::U8},
   };
@@ -492,6 +504,8 @@ inline bool dtype_from_torch_name(std::string_view n, DType* out) noexcept {
       {"float8_e5m2fnuz", DType::F8_E5M2FNUZ}, {"float8_e8m0fnu", DType::F8_E8M0},
       {"qint8", DType::QINT8}, {"quint8", DType::QUINT8}, {"qint32", DType::QINT32},
       {"quint4x2", DType::QUINT4X2}, {"quint2x4", DType::QUINT2X4},
+      {"float4_e2m1fn_x2", DType::F4_E2M1FN_X2}, {"bits8", DType::BITS8}, {"bits16", DType::BITS16},
+      {"bits1x8", DType::BITS1X8}, {"bits2x4", DType::BITS2X4}, {"bits4x2", DType::BITS4X2},
   };
   for (const auto& e : table) {
     if (n == e.name) {
@@ -2284,9 +2298,10 @@ PTREAD_DTYPE_OF(double, d == DType::F64)
 PTREAD_DTYPE_OF(int8_t, d == DType::I8 || d == DType::QINT8)
 PTREAD_DTYPE_OF(uint8_t, d == DType::U8 || d == DType::BOOL || d == DType::QUINT8 ||
                              d == DType::QUINT4X2 || d == DType::QUINT2X4 ||
-                             (d >= DType::F8_E4M3 && d <= DType::F8_E8M0))
+                             (d >= DType::F8_E4M3 && d <= DType::F8_E8M0) ||
+                             (dtype_is_opaque(d) && d != DType::BITS16))
 PTREAD_DTYPE_OF(int16_t, d == DType::I16)
-PTREAD_DTYPE_OF(uint16_t, d == DType::U16 || d == DType::F16 || d == DType::BF16)
+PTREAD_DTYPE_OF(uint16_t, d == DType::U16 || d == DType::F16 || d == DType::BF16 || d == DType::BITS16)
 PTREAD_DTYPE_OF(int32_t, d == DType::I32 || d == DType::QINT32)
 PTREAD_DTYPE_OF(uint32_t, d == DType::U32)
 PTREAD_DTYPE_OF(int64_t, d == DType::I64)
@@ -2333,7 +2348,7 @@ inline F scalar_as(const Scalar& s) {
 }
 
 inline bool is_real_numeric(DType t) {
-  return !dtype_is_complex(t) && t != DType::QUINT4X2 && t != DType::QUINT2X4;
+  return !dtype_is_complex(t) && t != DType::QUINT4X2 && t != DType::QUINT2X4 && !dtype_is_opaque(t);
 }
 
 // Whether copy_to can convert from `from` to `to`.
@@ -9933,6 +9948,10 @@ class TorchHooks : public PickleHooks {
       };
       t.conj = flag("conj");
       t.neg = flag("neg");
+      if (PTREAD_UNLIKELY(t.neg && dtype_is_opaque(dtype))) {  // no value to negate: refused, not guessed
+        return make_error(ErrorCode::bad_tensor_args,
+                          std::string("a ") + dtype_name(dtype) + " tensor with the neg bit (torch negates no such tensor)");
+      }
     }
     return add_tensor(g, t, stride_rank);
   }
@@ -13627,6 +13646,12 @@ inline bool torch_save_names(DType t, const char** storage_class, const char** v
     case DType::U16: *v3_dtype = "uint16"; return true;
     case DType::U32: *v3_dtype = "uint32"; return true;
     case DType::U64: *v3_dtype = "uint64"; return true;
+    case DType::F4_E2M1FN_X2: *v3_dtype = "float4_e2m1fn_x2"; return true;
+    case DType::BITS8: *v3_dtype = "bits8"; return true;
+    case DType::BITS16: *v3_dtype = "bits16"; return true;
+    case DType::BITS1X8: *v3_dtype = "bits1x8"; return true;
+    case DType::BITS2X4: *v3_dtype = "bits2x4"; return true;
+    case DType::BITS4X2: *v3_dtype = "bits4x2"; return true;
     default: return false;  // quantized: not a plain tensor
   }
 }

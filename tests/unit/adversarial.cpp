@@ -54,7 +54,7 @@ std::string expected_for(const std::string& file, const std::string& listed) {
 
 bool is_float_convertible(ptread::DType t) {
   using ptread::DType;
-  return !ptread::dtype_is_complex(t) && t != DType::QUINT4X2 && t != DType::QUINT2X4;
+  return !ptread::dtype_is_complex(t) && t != DType::QUINT4X2 && t != DType::QUINT2X4 && !ptread::dtype_is_opaque(t);
 }
 
 // A bounded walk of the object tree: at most 64 levels, 64 items a container and 100000

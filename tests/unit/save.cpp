@@ -88,7 +88,8 @@ bool shared(const ptread::Checkpoint& ck, size_t i, size_t j) {
 const DType kPlainDTypes[] = {DType::BOOL, DType::U8, DType::I8, DType::I16, DType::U16, DType::I32, DType::U32,
                               DType::I64, DType::U64, DType::F16, DType::BF16, DType::F32, DType::F64, DType::C32,
                               DType::C64, DType::C128, DType::F8_E4M3, DType::F8_E5M2, DType::F8_E4M3FNUZ,
-                              DType::F8_E5M2FNUZ, DType::F8_E8M0};
+                              DType::F8_E5M2FNUZ, DType::F8_E8M0, DType::F4_E2M1FN_X2, DType::BITS8, DType::BITS16,
+                              DType::BITS1X8, DType::BITS2X4, DType::BITS4X2};
 
 }  // namespace
 
@@ -407,7 +408,7 @@ TEST_CASE("save_safetensors refuses or skips what the format cannot hold", "[sav
   const Tensor ok = view(st, DType::F32, {2}, {1});
   const std::vector<std::pair<std::string, Tensor>> items = {
       {"c128", view(st, DType::C128, {2}, {1})}, {"c32", view(st, DType::C32, {2}, {1})},
-      {"fnuz", view(st, DType::F8_E4M3FNUZ, {2}, {1})}, {"__metadata__", ok},
+      {"fnuz", view(st, DType::F8_E4M3FNUZ, {2}, {1})}, {"f4", view(st, DType::F4_E2M1FN_X2, {2}, {1})}, {"__metadata__", ok},
       {"bad\xed\xa0\x80", ok}, {"kept", ok}, {"kept", ok}};
   auto r = ptread::save_safetensors(out.path, items);
   CHECK(r.code() == ErrorCode::unsupported_tensor);
@@ -420,11 +421,12 @@ TEST_CASE("save_safetensors refuses or skips what the format cannot hold", "[sav
   r = ptread::save_safetensors(out.path, items, o);
   REQUIRE(r.ok());
   CHECK(r->tensors == 1);
-  REQUIRE(r->skipped.size() == 6);
+  REQUIRE(r->skipped.size() == 7);
   CHECK(r->skipped[0].reason == "dtype C128 has no safetensors equivalent");
-  CHECK(r->skipped[3].reason == "the name is reserved in safetensors");
-  CHECK(r->skipped[4].reason == "the name is not valid UTF-8");
-  CHECK(r->skipped[5].reason == "an earlier tensor has the same name");
+  CHECK(r->skipped[3].reason == "dtype F4_E2M1FN_X2 has no safetensors equivalent");
+  CHECK(r->skipped[4].reason == "the name is reserved in safetensors");
+  CHECK(r->skipped[5].reason == "the name is not valid UTF-8");
+  CHECK(r->skipped[6].reason == "an earlier tensor has the same name");
   const Safetensors file = read_safetensors(out.path);
   CHECK(file.header.size() == 1);
   CHECK(file.header.contains("kept"));

@@ -164,11 +164,45 @@ TEST_CASE("dtype names and storage classes", "[dtype]") {
   CHECK((dtype_from_storage_class("ComplexHalfStorage", &t) && t == ptread::DType::C32));
   CHECK(!dtype_from_storage_class("Float", &t));
   CHECK(!dtype_from_storage_class("Storage", &t));
-  CHECK(!dtype_from_storage_class("Bits16Storage", &t));
+  CHECK((dtype_from_storage_class("Bits16Storage", &t) && t == ptread::DType::BITS16));
+  CHECK(!dtype_from_storage_class("Float6_e3m2fnStorage", &t));
   using ptread::detail::dtype_from_torch_name;
   CHECK((dtype_from_torch_name("float8_e5m2fnuz", &t) && t == ptread::DType::F8_E5M2FNUZ));
   CHECK((dtype_from_torch_name("cfloat", &t) && t == ptread::DType::C64));
-  CHECK(!dtype_from_torch_name("float4_e2m1fn_x2", &t));
+  CHECK((dtype_from_torch_name("float4_e2m1fn_x2", &t) && t == ptread::DType::F4_E2M1FN_X2));
+  CHECK((dtype_from_torch_name("bits2x4", &t) && t == ptread::DType::BITS2X4));
+  CHECK(!dtype_from_torch_name("uint4", &t));  // torch names it but saves no such tensor
+}
+
+TEST_CASE("opaque dtypes give their bytes and refuse every conversion", "[dtype][tensor]") {
+  // F4_E2M1FN_X2 (two FP4 values a byte) and the BITS types: torch defines no conversion of
+  // them, so neither does copy_to; data<uint8_t>() (data<uint16_t>() for BITS16) gives the bytes.
+  auto st = storage_of({1.5f, -2.0f, 0.25f, 3.0f});
+  using ptread::DType;
+  for (DType d : {DType::F4_E2M1FN_X2, DType::BITS8, DType::BITS16, DType::BITS1X8, DType::BITS2X4, DType::BITS4X2}) {
+    INFO(ptread::dtype_name(d));
+    CHECK(ptread::dtype_is_opaque(d));
+    const int64_t n = static_cast<int64_t>(16 / ptread::dtype_size(d));
+    auto t = ptread::Tensor::view(st, d, {n}, {1}, 0);
+    REQUIRE(t.ok());
+    for (DType to : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::C64, DType::U8, DType::I64}) {
+      std::vector<uint8_t> out(16 * 16);
+      CHECK(t->copy_to(out.data(), out.size(), to).code() != ptread::ErrorCode::ok);
+    }
+    CHECK(t->to_float32().code() != ptread::ErrorCode::ok);
+    std::vector<uint8_t> same(16);
+    REQUIRE(t->copy_to(same.data(), same.size(), d).ok());  // as stored
+    CHECK(std::memcmp(same.data(), st->data(), 16) == 0);
+    if (d == DType::BITS16) {
+      CHECK(t->data<uint16_t>().ok());
+      CHECK(t->data<uint8_t>().code() == ptread::ErrorCode::dtype_mismatch);
+    } else {
+      auto p = t->data<uint8_t>();
+      REQUIRE(p.ok());
+      CHECK((*p)[3] == st->data()[3]);
+    }
+  }
+  for (DType d : {DType::F8_E4M3, DType::U16, DType::QUINT4X2, DType::F32}) CHECK_FALSE(ptread::dtype_is_opaque(d));
 }
 
 TEST_CASE("shape and strides of any rank survive copies, moves and clones", "[tensor]") {

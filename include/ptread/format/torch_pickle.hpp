@@ -1196,6 +1196,10 @@ class TorchHooks : public PickleHooks {
       };
       t.conj = flag("conj");
       t.neg = flag("neg");
+      if (PTREAD_UNLIKELY(t.neg && dtype_is_opaque(dtype))) {  // no value to negate: refused, not guessed
+        return make_error(ErrorCode::bad_tensor_args,
+                          std::string("a ") + dtype_name(dtype) + " tensor with the neg bit (torch negates no such tensor)");
+      }
     }
     return add_tensor(g, t, stride_rank);
   }

@@ -748,6 +748,17 @@ def tensor_files():
     emit("rebuild_v2_extra_argument.pt", one(call("_rebuild_tensor_v2", v2 + [p_dict([]), p_int(0)])),
          "bad_tensor_args", "_rebuild_tensor_v2 with 8 arguments, one more than it takes (torch refuses it)",
          torch="refuses")
+    # torch 2.x's opaque dtypes (float4_e2m1fn_x2, bits*): read as stored; no negation exists for them
+    f4 = [pid("UntypedStorage", "0", 16) + b"Q", p_int(0), p_ints((16,)), p_ints((1,)), b"\x89", p_ordered_dict(),
+          p_global("torch", "float4_e2m1fn_x2")]
+    emit("rebuild_v3_float4.pt", one(call("_rebuild_tensor_v3", f4)), "ok",
+         "_rebuild_tensor_v3 of float4_e2m1fn_x2, as torch >= 2.8 writes it (1.13 has no such dtype)")
+    emit("rebuild_v3_float4_neg_bit.pt", one(call("_rebuild_tensor_v3", f4 + [p_dict([(p_str("neg"), b"\x88")])])),
+         "bad_tensor_args", "float4_e2m1fn_x2 with the neg bit in its metadata (torch negates no such tensor)")
+    emit("rebuild_v3_bits16_neg_bit.pt",
+         one(call("_rebuild_tensor_v3", f4[:2] + [p_ints((8,)), p_ints((1,))] + f4[4:6] +
+                  [p_global("torch", "bits16"), p_dict([(p_str("neg"), b"\x88")])])),
+         "bad_tensor_args", "bits16 with the neg bit in its metadata (torch negates no such tensor)")
     emit("rebuild_v1_extra_argument.pt", one(call("_rebuild_tensor", v2[:4] + [b"\x89"])), "bad_tensor_args",
          "_rebuild_tensor (storage, offset, size, stride) with a fifth argument (torch refuses it)",
          torch="refuses")
