@@ -26,6 +26,9 @@ inline std::string fixture_dir() {
   return env && *env ? std::string(env) : std::string(PTREAD_TEST_FIXTURES);
 }
 inline std::string corpus_dir() { return PTREAD_TEST_CORPUS; }
+// The fixtures torch 2.x wrote (tests/fixtures/torch2, gen_torch2.py): always the committed
+// ones (PTREAD_FIXTURES, fresh torch 1.13 files, has none of them).
+inline std::string torch2_dir() { return std::string(PTREAD_TEST_FIXTURES) + "/torch2"; }
 // The adversarial corpus (tests/data/adversarial, written by its make.py).
 inline std::string adversarial_dir() { return std::string(PTREAD_TEST_FIXTURES) + "/../data/adversarial"; }
 

@@ -54,7 +54,9 @@ void check_quantized(const ptread::QuantizedTensor& q, const Json& e) {
   CHECK(q.dequantize(small.data(), small.size()).code() == ptread::ErrorCode::invalid_argument);
 }
 
-void check_sparse(const ptread::SparseTensor& s, const Json& e) {
+// flag_saved: the file holds COO's is_coalesced (torch >= 2.1 pickles it; 1.13 does not,
+// and its torch.load reports False).
+void check_sparse(const ptread::SparseTensor& s, const Json& e, bool flag_saved = false) {
   CHECK(std::string(ptread::sparse_layout_name(s.layout)) == e["layout"].as_string());
   CHECK(shape_str(s.shape) == shape_str(e["shape"]));
   CHECK(std::string(ptread::dtype_name(s.dtype())) == e["dtype"].as_string());
@@ -62,8 +64,14 @@ void check_sparse(const ptread::SparseTensor& s, const Json& e) {
   if (s.layout == ptread::SparseLayout::coo) {
     check_tensor(s.indices, e, "indices");
     CHECK(s.indices.shape()[0] == e["sparse_dim"].as_int());
-    // torch 1.13 does not save the coalesced flag: torch.load reports False.
-    if (!e["is_coalesced"].as_bool()) CHECK(s.coalesced != 1);
+    if (flag_saved) {
+      CHECK(s.coalesced == (e["is_coalesced"].as_bool() ? 1 : 0));
+    } else if (!e["is_coalesced"].as_bool()) {
+      CHECK(s.coalesced != 1);
+    }
+  } else if (e.contains("compressed_indices_sha256")) {  // csc, bsr, bsc (gen_torch2.py)
+    check_tensor(s.compressed_indices, e, "compressed_indices");
+    check_tensor(s.plain_indices, e, "plain_indices");
   } else {
     check_tensor(s.compressed_indices, e, "crow_indices");
     check_tensor(s.plain_indices, e, "col_indices");
@@ -110,5 +118,30 @@ TEST_CASE("sparse tensors: layout, shape, index and value tensors as torch gives
     check_sparse(s.tensor, list[k]);
     CHECK(ck->root()[std::string_view(s.name)].as_sparse().ok());
     CHECK(ck->root()[std::string_view(s.name)].as_tensor().code() != ptread::ErrorCode::ok);
+  }
+}
+
+// torch 2.x's sparse tensors (tests/fixtures/gen_torch2.py: t2_sparse.pt, written by torch
+// 2.x, which pickles COO's is_coalesced and rebuilds every compressed layout through
+// _rebuild_sparse_tensor): COO coalesced, uncoalesced and hybrid, CSR, CSC, BSR, BSC.
+TEST_CASE("torch 2.x's sparse layouts: parts and the coalesced flag as torch 2.x gives them", "[quantized][torch2]") {
+  const std::string dir = torch2_dir();
+  const Json& list = cached_json(dir + "/expected.json")["files"]["t2_sparse.pt"]["sparse"];
+  REQUIRE(list.size() == 7);
+  for (auto mode : {ptread::LoadMode::mmap, ptread::LoadMode::read, ptread::LoadMode::memory}) {
+    std::vector<unsigned char> keep;
+    auto ck = open_in_mode(dir + "/t2_sparse.pt", mode, &keep);
+    REQUIRE(ck.ok());
+    REQUIRE(ck->sparse().size() == list.size());
+    CHECK(ck->unsupported().empty());
+    std::map<std::string, int> layouts;
+    for (size_t k = 0; k < list.size(); ++k) {
+      const auto& s = ck->sparse()[k];
+      INFO("sparse " << s.name << " in mode " << ptread::load_mode_name(mode));
+      CHECK(s.name == list[k]["name"].as_string());
+      check_sparse(s.tensor, list[k], /*flag_saved=*/true);
+      ++layouts[list[k]["layout"].as_string()];
+    }
+    CHECK(layouts == std::map<std::string, int>{{"coo", 3}, {"csr", 1}, {"csc", 1}, {"bsr", 1}, {"bsc", 1}});
   }
 }

@@ -456,41 +456,51 @@ TEST_CASE("a stride-0 view that stands for more bytes than the disk holds is ref
 }
 
 TEST_CASE("the torch-written fixtures, re-saved with save_pt, read as torch read them", "[save]") {
-  const ptread_test::Json& files = ptread_test::expected_json()["files"];
-  for (const auto& f : files.as_object()) {
-    INFO(f.first);
-    auto src = ptread::Checkpoint::open(ptread_test::fixture_dir() + "/" + f.first);
-    if (!src && src.code() == ErrorCode::zip_unsupported_compression) continue;  // deflate.pt without zlib
-    REQUIRE(src.ok());
-    TempPath out("fixture.pt");
-    auto r = ptread::save_pt(out.path, src->tensors());
-    INFO((r ? "" : r.error().str()));
-    const ptread_test::Json& want = f.second["tensors"];
-    std::set<std::string> names;
-    bool repeated = false;  // torch's result names two tensors alike (dict_keys.pt: two NaN keys)
-    for (size_t k = 0; k < want.size(); ++k) repeated = !names.insert(want[k]["name"].as_string()).second || repeated;
-    if (repeated) {  // a state dict cannot hold both: refused, naming the name
-      REQUIRE_FALSE(r.ok());
-      CHECK(r.code() == ErrorCode::invalid_argument);
-      CHECK(r.error().str().find("two tensors are named") != std::string::npos);
-      CHECK_FALSE(ptread_test::path_exists(out.path));
-      continue;
+  // torch 1.13's (generate.py) and torch 2.x's (gen_torch2.py, torch2/)
+  for (const std::string& dir : {ptread_test::fixture_dir(), ptread_test::torch2_dir()}) {
+    const ptread_test::Json& files = ptread_test::cached_json(dir + "/expected.json")["files"];
+    for (const auto& f : files.as_object()) {
+      INFO(dir << "/" << f.first);
+      auto src = ptread::Checkpoint::open(dir + "/" + f.first);
+      if (!src && src.code() == ErrorCode::zip_unsupported_compression) continue;  // deflate.pt without zlib
+      REQUIRE(src.ok());
+      TempPath out("fixture.pt");
+      auto r = ptread::save_pt(out.path, src->tensors());
+      INFO((r ? "" : r.error().str()));
+      const ptread_test::Json& want = f.second["tensors"];
+      std::set<std::string> names;
+      bool repeated = false;  // torch's result names two tensors alike (dict_keys.pt: two NaN keys)
+      for (size_t k = 0; k < want.size(); ++k) repeated = !names.insert(want[k]["name"].as_string()).second || repeated;
+      if (repeated) {  // a state dict cannot hold both: refused, naming the name
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.code() == ErrorCode::invalid_argument);
+        CHECK(r.error().str().find("two tensors are named") != std::string::npos);
+        CHECK_FALSE(ptread_test::path_exists(out.path));
+        continue;
+      }
+      REQUIRE(r.ok());
+      auto ck = reopen(out.path);
+      if (src->tensors().size() != want.size()) continue;  // TorchScript without zlib lists extras (tested elsewhere)
+      REQUIRE(ck.tensors().size() == want.size());
+      std::map<int64_t, const ptread::Storage*> group;
+      size_t own = 0;  // tensors with the conj or neg bit: a record of their own, the bit applied
+      for (size_t k = 0; k < want.size(); ++k) {
+        const ptread_test::Json& e = want[k];
+        const ptread::Tensor& t = ck.tensors()[k].tensor;
+        ptread_test::check_tensor_entry(ck.tensors()[k], e);
+        CHECK(ptread_test::shape_str(t.strides()) == ptread_test::shape_str(e["strides"]));
+        CHECK(t.storage_offset() == e["storage_offset"].as_int());
+        if (src->tensors()[k].tensor.is_conj() || src->tensors()[k].tensor.is_neg()) {
+          CHECK_FALSE((t.is_conj() || t.is_neg()));
+          ++own;
+          continue;
+        }
+        // torch's storage groups: one Storage each (numpy arrays and quantized parts aside)
+        auto g = group.emplace(e["storage_group"].as_int(), t.storage().get());
+        CHECK(g.first->second == t.storage().get());
+      }
+      CHECK(r->storages == group.size() + own);
     }
-    REQUIRE(r.ok());
-    auto ck = reopen(out.path);
-    if (src->tensors().size() != want.size()) continue;  // TorchScript without zlib lists extras (tested elsewhere)
-    REQUIRE(ck.tensors().size() == want.size());
-    std::map<int64_t, const ptread::Storage*> group;
-    for (size_t k = 0; k < want.size(); ++k) {
-      const ptread_test::Json& e = want[k];
-      ptread_test::check_tensor_entry(ck.tensors()[k], e);
-      CHECK(ptread_test::shape_str(ck.tensors()[k].tensor.strides()) == ptread_test::shape_str(e["strides"]));
-      CHECK(ck.tensors()[k].tensor.storage_offset() == e["storage_offset"].as_int());
-      // torch's storage groups: one Storage each (numpy arrays and quantized parts aside)
-      auto g = group.emplace(e["storage_group"].as_int(), ck.tensors()[k].tensor.storage().get());
-      CHECK(g.first->second == ck.tensors()[k].tensor.storage().get());
-    }
-    CHECK(r->storages == group.size());
   }
 }
 
