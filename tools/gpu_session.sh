@@ -12,6 +12,10 @@
 #   build.txt         the programs built here, if any
 #   fixtures.txt      tests/fixtures/gen_cuda.py (torch 2.x, real CUDA tensors) and --check;
 #   cuda_fixtures.tar the files it wrote (tests/fixtures/cuda), to commit
+#   torch2.txt        tests/fixtures/gen_torch2.py (torch 2.x's own forms) and --check, then
+#                     tests/writers/check_writers_torch2.py: torch 2.x reads back what
+#                     `ptread convert` writes from them and from tests/fixtures/cuda
+#   torch2_fixtures.tar the files gen_torch2.py wrote (compare with tests/fixtures/torch2)
 #   cuda_tests.txt    ptread_cuda_tests (the gpu-labelled tests, these fixtures included),
 #                     then examples/cuda_split on examples/nn_model.pt
 #   bench.txt         bench/run_cuda.sh (GIB GiB upload, PTREAD_GPU_BENCH_GIB, default 4)
@@ -64,7 +68,7 @@ cat "$out/machine.txt"
 
 # The programs: BUILD_DIR's, else built here.
 bin=$(mktemp -d)
-trap 'rm -rf "$bin"' EXIT
+trap 'rm -rf "$bin" "${t2:-}"' EXIT
 catch=${PTREAD_CATCH_INCLUDE:-/usr/include}
 zlib=()
 [[ -f /usr/include/zlib.h ]] && zlib=(-DPTREAD_WITH_ZLIB=1 -lz)
@@ -83,11 +87,25 @@ pick() {  # pick NAME BUILD_PATH SOURCES...: a program that starts, into $bin/NA
 pick ptread_cuda_tests tests/cuda/ptread_cuda_tests tests/main.cpp tests/cuda/all.cu
 pick cuda_bench bench/cuda_bench bench/cuda_bench.cu
 pick cuda_split examples/cuda_split examples/cuda_split.cu
+if [[ -x $build/ptread ]] && ! ldd "$build/ptread" 2>&1 | grep -q 'not found'; then
+  cp "$build/ptread" "$bin/ptread"
+else
+  step "build ptread" 300 build.txt g++ -std=c++17 -O2 -pthread -Iinclude tools/ptread.cpp "${zlib[@]}" -o "$bin/ptread"
+fi
 
 # Fixtures saved from real CUDA tensors, first: the upload tests read them.
 step fixtures 120 fixtures.txt "$py" tests/fixtures/gen_cuda.py &&
   step "fixtures --check" 60 fixtures.txt "$py" tests/fixtures/gen_cuda.py --check tests/fixtures/cuda &&
   tar -cf "$out/cuda_fixtures.tar" -C tests/fixtures cuda
+
+# Torch 2.x's own forms, and ptread's writers read back by torch 2.x.
+t2=$(mktemp -d)
+step "torch2 fixtures" 120 torch2.txt "$py" tests/fixtures/gen_torch2.py --out "$t2/torch2" &&
+  step "torch2 fixtures --check" 60 torch2.txt "$py" tests/fixtures/gen_torch2.py --check "$t2/torch2" &&
+  tar -cf "$out/torch2_fixtures.tar" -C "$t2" torch2
+step "writers under torch 2.x" 120 torch2.txt "$py" tests/writers/check_writers_torch2.py "$bin/ptread" "$t2/w" \
+  tests/fixtures/torch2/t2_{sd,nocrc,align4k,legacy,subclass,model,train,script}.pt tests/fixtures/torch2/t2_dtype_*.pt \
+  tests/fixtures/cuda/*.pt
 
 export PTREAD_FIXTURES=$root/tests/fixtures PTREAD_NN_FIXTURES=$root/tests/fixtures/nn
 step "cuda tests" 240 cuda_tests.txt "$bin/ptread_cuda_tests" --durations yes
