@@ -369,12 +369,9 @@ TEST_CASE("Linear's tiles split across threads give the bits of one thread", "[n
   REQUIRE(wt.ok());
   std::vector<ptread::NamedTensor> items;
   items.push_back({"fc.weight", *wt});
-  const char* dir = std::getenv("TMPDIR");
-  const std::string path = std::string(dir && *dir ? dir : "/tmp") + "/ptread_nn_split_" +
-                           std::to_string(reinterpret_cast<uintptr_t>(&N)) + ".pt";
-  REQUIRE(ptread::save_pt(path, items).ok());
-  auto ck = ptread::Checkpoint::open(path, ptread::Options{});
-  std::remove(path.c_str());
+  const ptread_test::TempFile file("nn_split.pt");
+  REQUIRE(ptread::save_pt(file.path, items).ok());
+  auto ck = ptread::Checkpoint::open(file.path, ptread::Options{});
   REQUIRE(ck.ok());
   IsaRestore restore;
   for (NnIsa isa : isa_levels()) {
