@@ -24,6 +24,7 @@
 #include "io.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -84,22 +85,40 @@ class ZipArchive {
     PTREAD_CHECK(z.read_end_records());
     return Result<ZipArchive>(std::move(z));
   }
+  // The entry keep() is given names its record with bytes that last for the call only (they
+  // may be in a read buffer: see FileWindow); an entry kept names it in the directory.
   template <class Keep>
   Status walk(Keep&& keep, bool keeps_most = false) {
     reserve_huge(entries_, static_cast<size_t>(keeps_most ? count_ : std::min<uint64_t>(count_, 64)));
     size_t pos = 0;
+    // A large mapped directory is read through the file a window at a time (FileWindow).
+    const bool mapped = src_->base() != nullptr && cd_.data == src_->base() + directory_offset_;
+    std::optional<FileWindow> window;
+    if (mapped && cd_.size >= kWindowedDirectory) window.emplace(*src_);
     for (uint64_t i = 0; i < count_; ++i) {
+      const size_t at = pos;
+      const uint8_t* h = cd_.data + at;
+      if (window && cd_.size - at >= 46) {
+        h = window->at(directory_offset_ + at, 46);
+        const size_t len = 46 + size_t{le16(h + 28)} + le16(h + 30) + le16(h + 32);
+        if (len <= cd_.size - at) h = window->at(directory_offset_ + at, len);
+      }
       ZipEntry z;
-      PTREAD_CHECK(parse_entry(i, &pos, &z));
-      if (keep(*this, static_cast<const ZipEntry&>(z))) entries_.push_back(z);
+      PTREAD_CHECK(parse_entry(i, &pos, &z, h));
+      if (keep(*this, static_cast<const ZipEntry&>(z))) {
+        z.name = std::string_view(reinterpret_cast<const char*>(cd_.data + at + 46), z.name.size());
+        entries_.push_back(z);
+      }
     }
     return {};
   }
+  // Directories of this many bytes or more are walked through a FileWindow.
+  static constexpr size_t kWindowedDirectory = size_t{64} << 10;
   // The directory's first record, parsed as walk() parses it (after locate(), from any
   // thread while walk() runs); false when there is none or walk() would stop at it.
   bool first_entry(ZipEntry* out) const {
     size_t pos = 0;
-    return count_ != 0 && static_cast<bool>(parse_entry(0, &pos, out));
+    return count_ != 0 && static_cast<bool>(parse_entry(0, &pos, out, cd_.data));
   }
 
   const std::vector<ZipEntry>& entries() const noexcept { return entries_; }
@@ -127,12 +146,16 @@ class ZipArchive {
 
   // The record's data offset when its local header is as expected (what data_offset()
   // returns without error), for a source held in memory; false otherwise.
-  bool try_data_offset(const ZipEntry& e, uint64_t* out) const {
+  bool try_data_offset(const ZipEntry& e, uint64_t* out) const { return try_data_offset(e, out, nullptr); }
+  // The same, reading the 30 bytes of the local header through `window` when given.
+  bool try_data_offset(const ZipEntry& e, uint64_t* out, FileWindow* window) const {
     const uint8_t* base = src_->base();
     if (base == nullptr || (e.flags & kUnreadableFlags) != 0) return false;
     uint64_t off = 0;
     if (PTREAD_LIKELY(range_inside(e.local_header_offset, 30, src_->size())) &&
-        PTREAD_LIKELY(local_data_offset(e, base + e.local_header_offset, &off) == LocalHeader::ok)) {
+        PTREAD_LIKELY(local_data_offset(e, window != nullptr ? window->at(e.local_header_offset, 30)
+                                                             : base + e.local_header_offset,
+                                        &off) == LocalHeader::ok)) {
       *out = off;
       return true;
     }
@@ -339,16 +362,17 @@ class ZipArchive {
     return {};
   }
 
-  // Entry i of the directory at *pos (parsed up to there); *pos moves past it.
-  Status parse_entry(uint64_t i, size_t* pos, ZipEntry* out) const {
+  // Entry i of the directory at *pos (parsed up to there); *pos moves past it. h: the
+  // entry's bytes (cd_.data + *pos, or a copy of as many as it spans or the directory
+  // holds after *pos, whichever is fewer); the entry's name points there.
+  Status parse_entry(uint64_t i, size_t* pos, ZipEntry* out, const uint8_t* h) const {
     const Bytes& cd = cd_;
     const size_t at = *pos;
-    if (cd.size - at < 46 || le32(cd.data + at) != 0x02014b50u) {
+    if (cd.size - at < 46 || le32(h) != 0x02014b50u) {
       return make_error(ErrorCode::zip_corrupt,
                         "zip: central directory entry " + std::to_string(i) + " at byte " +
                             std::to_string(directory_offset_ + at) + " is malformed");
     }
-    const uint8_t* h = cd.data + at;
     const size_t name_len = le16(h + 28), extra_len = le16(h + 30), comment_len = le16(h + 32);
     if (cd.size - at - 46 < name_len + extra_len + comment_len) {
       return make_error(ErrorCode::zip_corrupt,

@@ -608,11 +608,13 @@ inline float fp8_to_float(uint8_t b, DType t) noexcept {
 // #include "error.hpp": inlined above
 // #include "limits.hpp": inlined above
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 
 #if PTREAD_POSIX
@@ -720,10 +722,21 @@ class Source : public std::enable_shared_from_this<Source> {
     return read_impl(offset, static_cast<uint8_t*>(dst), n);
   }
 
+  // Copies bytes [offset, offset + n) into dst through the file rather than through base():
+  // false where the source has no file open (memory, a mapped file after open() has
+  // returned) or the read fails or comes up short. For a walk over many small pieces of a
+  // mapped file (FileWindow): on VMs whose host shadows the guest's page tables, the first
+  // access to each page of a mapping costs about 1.5 us even when the guest has mapped it,
+  // while a read copies at memory speed.
+  bool copy_from_file(uint64_t offset, void* dst, size_t n) const noexcept {
+    return range_inside(offset, n, size_) && file_copy_impl(offset, static_cast<uint8_t*>(dst), n);
+  }
+
  protected:
   virtual Status read_impl(uint64_t, uint8_t*, size_t) const {
     return make_error(ErrorCode::io_error, "source cannot be read");
   }
+  virtual bool file_copy_impl(uint64_t, uint8_t*, size_t) const noexcept { return false; }
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
   std::string name_;
@@ -773,12 +786,13 @@ class FileSource final : public Source {
         ::close(fd);
         return errno_error("cannot mmap", path, err);
       }
-      ::close(fd);  // the mapping stays valid without the descriptor
       src->base_ = static_cast<const uint8_t*>(p);
       src->map_size_ = static_cast<size_t>(src->size_);
-    } else {
-      src->fd_ = fd;
     }
+    // Kept until close_file() (Checkpoint::open closes it when open() is done): read mode
+    // reads through it; mmap mode's directory walk may copy through it (copy_from_file).
+    // The mapping stays valid without it.
+    src->fd_ = fd;
     return src;
   }
 
@@ -789,7 +803,7 @@ class FileSource final : public Source {
   FileSource(const FileSource&) = delete;
   FileSource& operator=(const FileSource&) = delete;
 
-  // Read mode: after open has read everything it needs, the descriptor is closed.
+  // After open has read everything it needs, the descriptor is closed.
   void close_file() {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
@@ -817,10 +831,58 @@ class FileSource final : public Source {
     }
     return {};
   }
+  bool file_copy_impl(uint64_t offset, uint8_t* dst, size_t n) const noexcept override {
+    while (fd_ >= 0 && n > 0) {
+      const ssize_t got = ::pread(fd_, dst, n, static_cast<off_t>(offset));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) return false;
+      dst += got;
+      offset += static_cast<uint64_t>(got);
+      n -= static_cast<size_t>(got);
+    }
+    return n == 0;
+  }
   int fd_ = -1;
   size_t map_size_ = 0;
 };
 #endif
+
+// Pieces of a mapped source read a window at a time through its file (copy_from_file), for
+// walks over many small pieces in order (a zip directory's entries, the local headers of
+// 100,000 small records): at(off, n) gives [off, off + n) from the window, reading the
+// window again from `off` when the piece is not in it, or from base() where the file cannot
+// be read (no descriptor, a failed read: from then on) or the piece is larger than the
+// window. The same bytes either way; a pointer stays good until the next call. Callers
+// check that [off, off + n) lies inside the source; base() must be non-null.
+class FileWindow {
+ public:
+  static constexpr size_t kBytes = size_t{32} << 10;
+  explicit FileWindow(const Source& src) : src_(&src) {}
+  FileWindow(const FileWindow&) = delete;
+  FileWindow& operator=(const FileWindow&) = delete;
+
+  const uint8_t* at(uint64_t off, size_t n) {
+    if (hi_ != lo_ && off >= lo_ && off - lo_ + n <= hi_ - lo_) return buf_.get() + (off - lo_);
+    if (on_ && n <= kBytes) {
+      if (!buf_) buf_.reset(new (std::nothrow) uint8_t[kBytes]);
+      const size_t len = static_cast<size_t>(std::min<uint64_t>(kBytes, src_->size() - off));  // >= n
+      if (buf_ && len >= n && src_->copy_from_file(off, buf_.get(), len)) {
+        lo_ = off;
+        hi_ = off + len;
+        return buf_.get();
+      }
+      on_ = false;
+      lo_ = hi_ = 0;
+    }
+    return src_->base() + off;
+  }
+
+ private:
+  const Source* src_;
+  std::unique_ptr<uint8_t[]> buf_;
+  uint64_t lo_ = 0, hi_ = 0;  // the window holds [lo_, hi_)
+  bool on_ = true;
+};
 
 }  // namespace detail
 }  // namespace ptread
@@ -1006,6 +1068,15 @@ inline void populate_read(const void* p, size_t n) noexcept {
   (void)p;
   (void)n;
 #endif
+}
+
+// Reads one byte of each 4 KiB page of [p, p + n). On VMs whose host shadows the guest's
+// page tables, the first access to each page of a mapping traps to the host (about 1.5 us
+// a page measured, after populate_read as before it); the shadow entries are the process's,
+// so a page one thread has touched costs the others nothing. Elsewhere a load a page.
+inline void touch_pages(const void* p, size_t n) noexcept {
+  const volatile uint8_t* b = static_cast<const volatile uint8_t*>(p);
+  for (size_t off = 0; off < n; off += 4096) static_cast<void>(b[off]);
 }
 
 // Asks for transparent huge pages on the whole 2 MiB pages inside [p, p + n), memory not
@@ -11306,6 +11377,7 @@ inline Result<std::shared_ptr<Model>> read_tar_checkpoint(std::shared_ptr<const 
 // #include "io.hpp": inlined above
 
 #include <algorithm>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -11366,22 +11438,40 @@ class ZipArchive {
     PTREAD_CHECK(z.read_end_records());
     return Result<ZipArchive>(std::move(z));
   }
+  // The entry keep() is given names its record with bytes that last for the call only (they
+  // may be in a read buffer: see FileWindow); an entry kept names it in the directory.
   template <class Keep>
   Status walk(Keep&& keep, bool keeps_most = false) {
     reserve_huge(entries_, static_cast<size_t>(keeps_most ? count_ : std::min<uint64_t>(count_, 64)));
     size_t pos = 0;
+    // A large mapped directory is read through the file a window at a time (FileWindow).
+    const bool mapped = src_->base() != nullptr && cd_.data == src_->base() + directory_offset_;
+    std::optional<FileWindow> window;
+    if (mapped && cd_.size >= kWindowedDirectory) window.emplace(*src_);
     for (uint64_t i = 0; i < count_; ++i) {
+      const size_t at = pos;
+      const uint8_t* h = cd_.data + at;
+      if (window && cd_.size - at >= 46) {
+        h = window->at(directory_offset_ + at, 46);
+        const size_t len = 46 + size_t{le16(h + 28)} + le16(h + 30) + le16(h + 32);
+        if (len <= cd_.size - at) h = window->at(directory_offset_ + at, len);
+      }
       ZipEntry z;
-      PTREAD_CHECK(parse_entry(i, &pos, &z));
-      if (keep(*this, static_cast<const ZipEntry&>(z))) entries_.push_back(z);
+      PTREAD_CHECK(parse_entry(i, &pos, &z, h));
+      if (keep(*this, static_cast<const ZipEntry&>(z))) {
+        z.name = std::string_view(reinterpret_cast<const char*>(cd_.data + at + 46), z.name.size());
+        entries_.push_back(z);
+      }
     }
     return {};
   }
+  // Directories of this many bytes or more are walked through a FileWindow.
+  static constexpr size_t kWindowedDirectory = size_t{64} << 10;
   // The directory's first record, parsed as walk() parses it (after locate(), from any
   // thread while walk() runs); false when there is none or walk() would stop at it.
   bool first_entry(ZipEntry* out) const {
     size_t pos = 0;
-    return count_ != 0 && static_cast<bool>(parse_entry(0, &pos, out));
+    return count_ != 0 && static_cast<bool>(parse_entry(0, &pos, out, cd_.data));
   }
 
   const std::vector<ZipEntry>& entries() const noexcept { return entries_; }
@@ -11409,12 +11499,16 @@ class ZipArchive {
 
   // The record's data offset when its local header is as expected (what data_offset()
   // returns without error), for a source held in memory; false otherwise.
-  bool try_data_offset(const ZipEntry& e, uint64_t* out) const {
+  bool try_data_offset(const ZipEntry& e, uint64_t* out) const { return try_data_offset(e, out, nullptr); }
+  // The same, reading the 30 bytes of the local header through `window` when given.
+  bool try_data_offset(const ZipEntry& e, uint64_t* out, FileWindow* window) const {
     const uint8_t* base = src_->base();
     if (base == nullptr || (e.flags & kUnreadableFlags) != 0) return false;
     uint64_t off = 0;
     if (PTREAD_LIKELY(range_inside(e.local_header_offset, 30, src_->size())) &&
-        PTREAD_LIKELY(local_data_offset(e, base + e.local_header_offset, &off) == LocalHeader::ok)) {
+        PTREAD_LIKELY(local_data_offset(e, window != nullptr ? window->at(e.local_header_offset, 30)
+                                                             : base + e.local_header_offset,
+                                        &off) == LocalHeader::ok)) {
       *out = off;
       return true;
     }
@@ -11621,16 +11715,17 @@ class ZipArchive {
     return {};
   }
 
-  // Entry i of the directory at *pos (parsed up to there); *pos moves past it.
-  Status parse_entry(uint64_t i, size_t* pos, ZipEntry* out) const {
+  // Entry i of the directory at *pos (parsed up to there); *pos moves past it. h: the
+  // entry's bytes (cd_.data + *pos, or a copy of as many as it spans or the directory
+  // holds after *pos, whichever is fewer); the entry's name points there.
+  Status parse_entry(uint64_t i, size_t* pos, ZipEntry* out, const uint8_t* h) const {
     const Bytes& cd = cd_;
     const size_t at = *pos;
-    if (cd.size - at < 46 || le32(cd.data + at) != 0x02014b50u) {
+    if (cd.size - at < 46 || le32(h) != 0x02014b50u) {
       return make_error(ErrorCode::zip_corrupt,
                         "zip: central directory entry " + std::to_string(i) + " at byte " +
                             std::to_string(directory_offset_ + at) + " is malformed");
     }
-    const uint8_t* h = cd.data + at;
     const size_t name_len = le16(h + 28), extra_len = le16(h + 30), comment_len = le16(h + 32);
     if (cd.size - at - 46 < name_len + extra_len + comment_len) {
       return make_error(ErrorCode::zip_corrupt,
@@ -11885,7 +11980,7 @@ struct ZipWalk {
   BlockPool pool;  // data_by_number's blocks
   SegmentedVector<StoredRecord> data_by_number{&pool};
   size_t data_records = 0;  // all data/ records under the folder, numbered or not
-  std::string_view walk_prefix;
+  std::string walk_prefix;
   bool walk_has_prefix = false;
   size_t walk_from = SIZE_MAX;  // the index of the first entry kept after that data.pkl
 
@@ -11904,11 +11999,22 @@ struct ZipWalk {
   }
   // A stored record's bytes where the source holds them in memory (its local header as
   // expected), or nullptr.
-  static const uint8_t* in_memory(const ZipArchive& z, const ZipEntry& e) {
+  static const uint8_t* in_memory(const ZipArchive& z, const ZipEntry& e, FileWindow* headers = nullptr) {
     const uint8_t* base = z.source().base();
     uint64_t off;
-    const bool here = base != nullptr && e.method == 0 && e.compressed_size == e.uncompressed_size && z.try_data_offset(e, &off);
+    const bool here = base != nullptr && e.method == 0 && e.compressed_size == e.uncompressed_size &&
+                      z.try_data_offset(e, &off, headers);
     return here ? base + off : nullptr;
+  }
+  // Whether the walk reads the local headers through a FileWindow: a mapped archive whose
+  // records lie closer together on average than kDenseRecordBytes (100,000 tensors of a
+  // few elements: a header every ~200 bytes, every page of the file touched for 30 bytes
+  // each). Records far apart (large tensors) are read where they lie: a window would copy
+  // kBytes to read 30.
+  static constexpr uint64_t kDenseRecordBytes = 1024;
+  static bool dense(const ZipArchive& z) {
+    return z.source().base() != nullptr && z.record_count() >= 1024 &&
+           z.source().size() / z.record_count() <= kDenseRecordBytes;
   }
 };
 
@@ -11926,12 +12032,15 @@ struct NoTick {
 template <class Tick = NoTick>
 inline Status walk_zip(ZipArchive& z, ZipWalk& w, Tick tick = Tick()) {
   uint32_t seen = 0;
-  auto take = [&w, &tick, &seen](const ZipArchive& a, const ZipEntry& e) {
+  std::optional<FileWindow> headers;
+  if (ZipWalk::dense(z)) headers.emplace(z.source());
+  FileWindow* window = headers ? &*headers : nullptr;
+  auto take = [&w, &tick, &seen, window](const ZipArchive& a, const ZipEntry& e) {
     if (PTREAD_UNLIKELY((++seen & 1023) == 0)) tick();
     const std::string_view name = e.name;
     if (!w.walk_has_prefix) {
       if (is_data_pkl(name)) {
-        w.walk_prefix = name.substr(0, name.size() - 8);
+        w.walk_prefix = std::string(name.substr(0, name.size() - 8));  // (e.name lasts for this call only)
         w.walk_has_prefix = true;
         w.walk_from = a.entries().size() + 1;
       }
@@ -11945,7 +12054,7 @@ inline Status walk_zip(ZipArchive& z, ZipWalk& w, Tick tick = Tick()) {
     const size_t index = a.entries().size();  // its index, if kept
     StoredRecord* r = ZipWalk::numbered_data(rest, a.record_count(), &n) ? w.claim(n, index) : nullptr;
     if (r == nullptr) return true;
-    const uint8_t* data = ZipWalk::in_memory(a, e);
+    const uint8_t* data = ZipWalk::in_memory(a, e, window);
     *r = StoredRecord{data, ZipArchive::data_size(e), data != nullptr ? StringIndex::npos : static_cast<uint32_t>(index)};
     return data == nullptr;  // taken out when its bytes are at hand
   };
@@ -12378,8 +12487,11 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
   hooks.set_placeholders();
   // With a pickle of a megabyte or more, the thread walking the directory faults in the
   // first chunks of the graph and memo (ChunkReserve), then maps the pickle's pages and
-  // walks the directory a slice at a time, topping the chunks up between slices (the
-  // pickle's thread takes one about every 1.5 ms; a walk of 100,000 records lasts 6-10 ms),
+  // touches each once (touch_pages: on VMs with shadowed page tables that took 3-7 ms off
+  // the pickle's thread for 100,000 tensors), and walks the directory a slice at a time,
+  // topping the chunks up between slices (the pickle's thread takes one about every 1.5
+  // ms; a walk of 100,000 records lasts 6-10 ms, reading the directory and the records'
+  // local headers through the file: FileWindow),
   // then keeps them ahead of the pickle until it ends. A pickle of torch's takes about 3
   // bytes of chunks per byte (100,000 tensors: 9.1 MB of pickle, 26 MiB); the reserve (4
   // per byte, at most 1 GiB; the pools map their own after it) is address space only, and
@@ -12457,7 +12569,9 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
         top_up();
         constexpr size_t kSlice = size_t{1} << 20;
         for (size_t at = 0; big && at < pickle_size; at += kSlice) {
-          populate_read(pickle + at, std::min<size_t>(kSlice, static_cast<size_t>(pickle_size) - at));
+          const size_t n = std::min<size_t>(kSlice, static_cast<size_t>(pickle_size) - at);
+          populate_read(pickle + at, n);
+          touch_pages(pickle + at, n);  // (shadowed page tables: see touch_pages)
           top_up();
         }
         static_cast<void>(walked = walk_zip(zip, w, top_up));

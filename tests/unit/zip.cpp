@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -520,6 +521,137 @@ TEST_CASE("zip: ZipArchive::open with a filter keeps only what it returns true f
   CHECK(zip->entries()[1].name == "archive/version");
   CHECK(zip->find("archive/data/0") == nullptr);
   CHECK(zip->find("archive/version") == &zip->entries()[1]);
+}
+
+// A large directory and dense records: a mapped file's walk reads them through the file a
+// window at a time (FileWindow), with the same result as reading them where they lie.
+
+TEST_CASE("zip: FileWindow gives the source's bytes, read through the file while it is open", "[zip]") {
+  using ptread::detail::FileWindow;
+  std::vector<uint8_t> bytes(3 * FileWindow::kBytes + 123);
+  for (size_t k = 0; k < bytes.size(); ++k) bytes[k] = static_cast<uint8_t>(k * 131 + (k >> 9));
+  TempFile f("file_window.bin");
+  REQUIRE(write_file(f.path, bytes.data(), bytes.size()));
+  auto src = ptread::detail::FileSource::open(f.path, /*map=*/true);
+  REQUIRE(src.ok());
+  const uint8_t* base = (*src)->base();
+  REQUIRE(base != nullptr);
+  auto mapped = [&](const uint8_t* p) { return p >= base && p < base + bytes.size(); };
+  {
+    FileWindow w(**src);
+    const uint8_t* p = w.at(100, 30);
+    CHECK_FALSE(mapped(p));  // a copy, read through the descriptor
+    CHECK(std::memcmp(p, base + 100, 30) == 0);
+    CHECK(w.at(130, 50) == p + 30);  // inside the same window: no second read
+    const uint8_t* q = w.at(100 + FileWindow::kBytes, 16);  // past it: read again from there
+    CHECK_FALSE(mapped(q));
+    CHECK(std::memcmp(q, base + 100 + FileWindow::kBytes, 16) == 0);
+    const uint64_t tail = bytes.size() - 20;  // the window ends at the file's end
+    const uint8_t* t = w.at(tail, 20);
+    CHECK(std::memcmp(t, base + tail, 20) == 0);
+    CHECK(w.at(7, FileWindow::kBytes + 1) == base + 7);  // larger than the window: where it lies
+  }
+  (*src)->close_file();
+  FileWindow closed(**src);
+  CHECK(closed.at(100, 30) == base + 100);  // no descriptor: the mapping
+  ptread::detail::MemorySource mem(bytes.data(), bytes.size(), "<memory>");
+  FileWindow in_memory(mem);
+  CHECK(in_memory.at(5, 10) == bytes.data() + 5);
+}
+
+TEST_CASE("zip: a large directory and dense records walk the same through the file as in memory", "[zip]") {
+  using ptread::detail::ZipArchive;
+  using ptread::detail::ZipWalk;
+  constexpr size_t kRecords = 3000;
+  auto writer = [](bool long_name) {
+    ZipWriter w;
+    w.add("archive/data.pkl", records().pkl);
+    for (size_t k = 0; k < kRecords; ++k) {
+      w.add("archive/data/" + std::to_string(k), std::vector<uint8_t>(4, static_cast<uint8_t>(k)));
+      // A name longer than the window, half way: that entry is read where it lies.
+      if (long_name && k == kRecords / 2) w.add("archive/" + std::string(40000, 'n'), {1, 2, 3});
+    }
+    w.add("archive/version", records().version);
+    return w;
+  };
+  // What a walk found: its status, the kept entries' names, each numbered record's data
+  // offset (or none) and entry index.
+  struct Walked {
+    std::string status;
+    std::vector<std::string> kept;
+    std::vector<std::pair<int64_t, uint32_t>> records;
+    bool operator==(const Walked& o) const { return status == o.status && kept == o.kept && records == o.records; }
+  };
+  auto walk = [](const std::shared_ptr<const ptread::detail::Source>& src) {
+    Walked r;
+    auto zip = ZipArchive::locate(src, ptread::Limits{});
+    REQUIRE(zip.ok());
+    ZipWalk w;
+    const ptread::Status st = ptread::detail::walk_zip(*zip, w);
+    r.status = st ? "ok" : st.error().str();
+    for (const auto& e : zip->entries()) r.kept.emplace_back(e.name);
+    for (size_t n = 0; n < w.data_by_number.size(); ++n) {
+      const ptread::detail::StoredRecord& s = w.data_by_number[n];
+      r.records.emplace_back(s.data == nullptr ? -1 : static_cast<int64_t>(s.data - src->base()), s.entry);
+    }
+    return r;
+  };
+  // The same archive walked from a mapped file (its descriptor open, as during open()) and
+  // from memory (never a window), after `mutate`.
+  auto both = [&](const ZipBuilt& z, const std::function<void(std::vector<uint8_t>&)>& mutate) {
+    std::vector<uint8_t> file = z.flat();
+    mutate(file);
+    TempFile f("dense_walk.zip");
+    REQUIRE(write_file(f.path, file.data(), file.size()));
+    auto src = ptread::detail::FileSource::open(f.path, /*map=*/true);
+    REQUIRE(src.ok());
+    const std::shared_ptr<const ptread::detail::Source> mapped = *src;
+    auto zip = ZipArchive::locate(mapped, ptread::Limits{});
+    REQUIRE(zip.ok());
+    REQUIRE(ZipWalk::dense(*zip));  // the headers through a window
+    REQUIRE(z.cd_size >= ZipArchive::kWindowedDirectory);  // the directory too
+    const Walked through_file = walk(mapped);
+    auto mem = std::make_shared<ptread::detail::MemorySource>(file.data(), file.size(), f.path);
+    const Walked in_memory = walk(mem);
+    CHECK(through_file.status == in_memory.status);
+    CHECK(through_file.kept == in_memory.kept);
+    CHECK(through_file.records == in_memory.records);
+    (*src)->close_file();
+    CHECK(walk(mapped) == in_memory);  // no descriptor: the mapping, the same again
+    return in_memory;
+  };
+  const ZipBuilt z = writer(false).build();
+  SECTION("as written") {
+    const Walked r = both(z, [](std::vector<uint8_t>&) {});
+    CHECK(r.status == "ok");
+    CHECK(r.kept == std::vector<std::string>{"archive/data.pkl", "archive/version"});
+    REQUIRE(r.records.size() == kRecords);
+    for (size_t k = 0; k < kRecords; ++k) {
+      INFO("record " << k);
+      CHECK(r.records[k].first == static_cast<int64_t>(layout(z, "archive/data/" + std::to_string(k)).data_offset));
+    }
+  }
+  SECTION("a local header without its signature, deep in the file: that record is kept, not taken") {
+    const ZipEntryLayout& bad = layout(z, "archive/data/2345");
+    const Walked r = both(z, [&](std::vector<uint8_t>& f) { put32(f, static_cast<size_t>(bad.local_offset), 0x01020304); });
+    CHECK(r.status == "ok");
+    CHECK(r.records[2345].first == -1);
+    CHECK(r.records[2345].second == 1);  // entries(): data.pkl, data/2345, version
+    CHECK(r.kept == std::vector<std::string>{"archive/data.pkl", "archive/data/2345", "archive/version"});
+  }
+  SECTION("a directory entry without its signature, past the first window") {
+    const ZipEntryLayout& bad = layout(z, "archive/data/2999");
+    const Walked r = both(z, [&](std::vector<uint8_t>& f) { put32(f, static_cast<size_t>(bad.central_offset), 0); });
+    CHECK(r.status.find("central directory entry 3000 at byte " + std::to_string(bad.central_offset) + " is malformed") !=
+          std::string::npos);
+  }
+  SECTION("a directory entry longer than the window") {
+    const ZipBuilt zl = writer(true).build();
+    const Walked r = both(zl, [](std::vector<uint8_t>&) {});
+    CHECK(r.status == "ok");
+    REQUIRE(r.kept.size() == 3);
+    CHECK(r.kept[1] == "archive/" + std::string(40000, 'n'));  // named in the mapped directory
+  }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -72,7 +72,7 @@ struct ZipWalk {
   BlockPool pool;  // data_by_number's blocks
   SegmentedVector<StoredRecord> data_by_number{&pool};
   size_t data_records = 0;  // all data/ records under the folder, numbered or not
-  std::string_view walk_prefix;
+  std::string walk_prefix;
   bool walk_has_prefix = false;
   size_t walk_from = SIZE_MAX;  // the index of the first entry kept after that data.pkl
 
@@ -91,11 +91,22 @@ struct ZipWalk {
   }
   // A stored record's bytes where the source holds them in memory (its local header as
   // expected), or nullptr.
-  static const uint8_t* in_memory(const ZipArchive& z, const ZipEntry& e) {
+  static const uint8_t* in_memory(const ZipArchive& z, const ZipEntry& e, FileWindow* headers = nullptr) {
     const uint8_t* base = z.source().base();
     uint64_t off;
-    const bool here = base != nullptr && e.method == 0 && e.compressed_size == e.uncompressed_size && z.try_data_offset(e, &off);
+    const bool here = base != nullptr && e.method == 0 && e.compressed_size == e.uncompressed_size &&
+                      z.try_data_offset(e, &off, headers);
     return here ? base + off : nullptr;
+  }
+  // Whether the walk reads the local headers through a FileWindow: a mapped archive whose
+  // records lie closer together on average than kDenseRecordBytes (100,000 tensors of a
+  // few elements: a header every ~200 bytes, every page of the file touched for 30 bytes
+  // each). Records far apart (large tensors) are read where they lie: a window would copy
+  // kBytes to read 30.
+  static constexpr uint64_t kDenseRecordBytes = 1024;
+  static bool dense(const ZipArchive& z) {
+    return z.source().base() != nullptr && z.record_count() >= 1024 &&
+           z.source().size() / z.record_count() <= kDenseRecordBytes;
   }
 };
 
@@ -113,12 +124,15 @@ struct NoTick {
 template <class Tick = NoTick>
 inline Status walk_zip(ZipArchive& z, ZipWalk& w, Tick tick = Tick()) {
   uint32_t seen = 0;
-  auto take = [&w, &tick, &seen](const ZipArchive& a, const ZipEntry& e) {
+  std::optional<FileWindow> headers;
+  if (ZipWalk::dense(z)) headers.emplace(z.source());
+  FileWindow* window = headers ? &*headers : nullptr;
+  auto take = [&w, &tick, &seen, window](const ZipArchive& a, const ZipEntry& e) {
     if (PTREAD_UNLIKELY((++seen & 1023) == 0)) tick();
     const std::string_view name = e.name;
     if (!w.walk_has_prefix) {
       if (is_data_pkl(name)) {
-        w.walk_prefix = name.substr(0, name.size() - 8);
+        w.walk_prefix = std::string(name.substr(0, name.size() - 8));  // (e.name lasts for this call only)
         w.walk_has_prefix = true;
         w.walk_from = a.entries().size() + 1;
       }
@@ -132,7 +146,7 @@ inline Status walk_zip(ZipArchive& z, ZipWalk& w, Tick tick = Tick()) {
     const size_t index = a.entries().size();  // its index, if kept
     StoredRecord* r = ZipWalk::numbered_data(rest, a.record_count(), &n) ? w.claim(n, index) : nullptr;
     if (r == nullptr) return true;
-    const uint8_t* data = ZipWalk::in_memory(a, e);
+    const uint8_t* data = ZipWalk::in_memory(a, e, window);
     *r = StoredRecord{data, ZipArchive::data_size(e), data != nullptr ? StringIndex::npos : static_cast<uint32_t>(index)};
     return data == nullptr;  // taken out when its bytes are at hand
   };
@@ -565,8 +579,11 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
   hooks.set_placeholders();
   // With a pickle of a megabyte or more, the thread walking the directory faults in the
   // first chunks of the graph and memo (ChunkReserve), then maps the pickle's pages and
-  // walks the directory a slice at a time, topping the chunks up between slices (the
-  // pickle's thread takes one about every 1.5 ms; a walk of 100,000 records lasts 6-10 ms),
+  // touches each once (touch_pages: on VMs with shadowed page tables that took 3-7 ms off
+  // the pickle's thread for 100,000 tensors), and walks the directory a slice at a time,
+  // topping the chunks up between slices (the pickle's thread takes one about every 1.5
+  // ms; a walk of 100,000 records lasts 6-10 ms, reading the directory and the records'
+  // local headers through the file: FileWindow),
   // then keeps them ahead of the pickle until it ends. A pickle of torch's takes about 3
   // bytes of chunks per byte (100,000 tensors: 9.1 MB of pickle, 26 MiB); the reserve (4
   // per byte, at most 1 GiB; the pools map their own after it) is address space only, and
@@ -644,7 +661,9 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
         top_up();
         constexpr size_t kSlice = size_t{1} << 20;
         for (size_t at = 0; big && at < pickle_size; at += kSlice) {
-          populate_read(pickle + at, std::min<size_t>(kSlice, static_cast<size_t>(pickle_size) - at));
+          const size_t n = std::min<size_t>(kSlice, static_cast<size_t>(pickle_size) - at);
+          populate_read(pickle + at, n);
+          touch_pages(pickle + at, n);  // (shadowed page tables: see touch_pages)
           top_up();
         }
         static_cast<void>(walked = walk_zip(zip, w, top_up));
