@@ -135,6 +135,8 @@ class PickleVM {
     pool_.set_reserve(r);
     reserve_ = r;
   }
+  // Its pool's first chunk taken from the reserve now (BlockPool::prime).
+  void prime_pool() { pool_.prime(); }
   // After the pickle: up to `max` of the 2 MiB chunks its memo took, to pool `to`
   // (BlockPool::give_chunks). The VM runs no pickle after.
   void give_chunks(BlockPool& to, size_t max) { pool_.give_chunks(to, max); }

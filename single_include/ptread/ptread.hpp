@@ -1070,15 +1070,6 @@ inline void populate_read(const void* p, size_t n) noexcept {
 #endif
 }
 
-// Reads one byte of each 4 KiB page of [p, p + n). On VMs whose host shadows the guest's
-// page tables, the first access to each page of a mapping traps to the host (about 1.5 us
-// a page measured, after populate_read as before it); the shadow entries are the process's,
-// so a page one thread has touched costs the others nothing. Elsewhere a load a page.
-inline void touch_pages(const void* p, size_t n) noexcept {
-  const volatile uint8_t* b = static_cast<const volatile uint8_t*>(p);
-  for (size_t off = 0; off < n; off += 4096) static_cast<void>(b[off]);
-}
-
 // Asks for transparent huge pages on the whole 2 MiB pages inside [p, p + n), memory not
 // touched yet (a vector just reserved): a hint, nothing happens where it is not offered.
 inline void advise_huge(const void* p, size_t n) noexcept {
@@ -1152,13 +1143,19 @@ class ChunkReserve {
     do {
       if (k > count_ - n) return nullptr;
     } while (!taken_.compare_exchange_weak(k, k + n, std::memory_order_relaxed));
+    if (!begun_) early_.store(k + n, std::memory_order_relaxed);
     last_take_.store(done_.load(std::memory_order_relaxed), std::memory_order_relaxed);
     return base_ + k * kHugePage;
   }
 
-  // The taking thread: begin() before its first take(), end() after its last; fill() waits
-  // for takes only in between.
-  void begin() noexcept { taking_.store(true, std::memory_order_release); }
+  // The taking thread: begin() before its first take() of the work, end() after its last;
+  // fill() waits for takes only in between. Chunks taken before the thread that fills
+  // starts and before begin() (memory the work will write from its start, sized before it)
+  // are faulted in by fill() first, though taken.
+  void begin() noexcept {
+    begun_ = true;
+    taking_.store(true, std::memory_order_release);
+  }
   void end() noexcept { ended_.store(true, std::memory_order_release); }
 
   // The taking thread's progress through its work: `total` units (set before fill() runs),
@@ -1183,7 +1180,7 @@ class ChunkReserve {
 #endif
     while (base_ != nullptr && !failed_ && !ended_.load(std::memory_order_acquire)) {
       const size_t taken = taken_.load(std::memory_order_relaxed);
-      if (filled_ < taken) filled_ = taken;  // those the taker faulted in itself
+      if (filled_ < taken && filled_ >= early_.load(std::memory_order_relaxed)) filled_ = taken;  // those the taker faulted in itself
       if (filled_ >= count_) return;
       if (filled_ >= taken + std::min(ahead, still_needed(taken))) {
         if (!wait || !taking_.load(std::memory_order_acquire)) return;
@@ -1238,6 +1235,8 @@ class ChunkReserve {
   std::atomic<size_t> last_take_{0};  // done_ at the latest take()
   std::atomic<size_t> taken_{0};
   size_t filled_ = 0;  // fill()'s: chunks [0, filled_) are faulted in or taken
+  std::atomic<size_t> early_{0};  // chunks [0, early_) were taken before begin()
+  bool begun_ = false;  // the taking thread's: begin() was called
   bool failed_ = false;
   bool small_ = false;  // fill()'s: the chunks from filled_ on are advised small pages
   std::atomic<bool> taking_{false}, ended_{false};
@@ -1285,6 +1284,22 @@ class BlockPool {
   // Where its 2 MiB chunks come from while the reserve has some (nullptr: none). The
   // reserve must outlive the pool's use of it; the chunks are the pool's.
   void set_reserve(ChunkReserve* r) noexcept { reserve_ = r; }
+
+  // With a reserve that has a chunk left: takes it now as the block the next allocations
+  // are cut from, and 2 MiB chunks from then on (no blocks of 64 and 256 KiB first: 80
+  // fresh pages of 4 KiB, each faulted in by the thread that writes it). Called before
+  // the reserve's filling thread starts, that thread faults the chunk in first
+  // (ChunkReserve::begin).
+  void prime() {
+    if (reserve_ == nullptr || PTREAD_ASAN) return;
+    chunks_.reserve(chunks_.size() + 1);  // before taking: no leak if this fails
+    void* r = reserve_->take(1);
+    if (r == nullptr) return;
+    chunks_.push_back({static_cast<char*>(r), kHugePage});
+    cur_ = static_cast<char*>(r);
+    left_ = kHugePage;
+    next_ = kHugePage;
+  }
 
   // Moves up to `max` of its 2 MiB chunks to `to`, which hands them out before any other
   // (their bytes are what they held: a pool's memory is written before it is read). For a
@@ -1350,6 +1365,63 @@ class BlockPool {
   char* cur_ = nullptr;
   size_t left_ = 0;
   size_t next_ = size_t{64} << 10;  // 64 KiB, 256 KiB, then 2 MiB
+};
+
+// A vector of plain values in a BlockPool's memory, which the pool frees: for arrays that
+// should live in chunks faulted in by another thread (ChunkReserve) or already faulted in
+// (BlockPool::give_chunks) rather than in fresh pages of their own. On the VM measured
+// (bench/README.md, "Shadowed page tables") a fresh 4 KiB page costs the thread that first
+// writes it 15-24 us; an array of 100,000 uint32_t is 100 such pages. Growing past the
+// capacity copies into a new block and leaves the old one to the pool (at most as much
+// again): reserve() what is known.
+template <class T>
+class PoolVector {
+  static_assert(std::is_trivially_copyable<T>::value && std::is_trivially_destructible<T>::value,
+                "PoolVector holds plain values");
+
+ public:
+  explicit PoolVector(BlockPool* pool) noexcept : pool_(pool) {}
+  PoolVector(const PoolVector&) = delete;
+  PoolVector& operator=(const PoolVector&) = delete;
+
+  size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  T* data() noexcept { return data_; }
+  const T* data() const noexcept { return data_; }
+  PTREAD_ALWAYS_INLINE T& operator[](size_t i) noexcept { return data_[i]; }
+  PTREAD_ALWAYS_INLINE const T& operator[](size_t i) const noexcept { return data_[i]; }
+
+  void reserve(size_t n) {
+    if (n > cap_) regrow(n);
+  }
+  // n elements: the first min(n, size()) kept, the others v.
+  void resize(size_t n, const T& v) {
+    if (n > cap_) regrow(n);
+    for (size_t k = size_; k < n; ++k) data_[k] = v;
+    size_ = n;
+  }
+  void assign(size_t n, const T& v) {
+    size_ = 0;
+    resize(n, v);
+  }
+  PTREAD_ALWAYS_INLINE void push_back(const T& v) {
+    if (PTREAD_UNLIKELY(size_ == cap_)) regrow(cap_ < 8 ? 16 : 2 * cap_);
+    data_[size_++] = v;
+  }
+
+ private:
+  PTREAD_NOINLINE void regrow(size_t n) {
+    if (n > (SIZE_MAX >> 1) / sizeof(T)) out_of_memory();
+    T* d = static_cast<T*>(pool_->allocate(n * sizeof(T)));
+    if (size_ != 0) std::memcpy(static_cast<void*>(d), data_, size_ * sizeof(T));
+    data_ = d;
+    cap_ = n;
+  }
+
+  BlockPool* pool_;
+  T* data_ = nullptr;
+  size_t size_ = 0;
+  size_t cap_ = 0;
 };
 
 // Index of the highest set bit of v (v != 0).
@@ -5090,6 +5162,8 @@ class PickleVM {
     pool_.set_reserve(r);
     reserve_ = r;
   }
+  // Its pool's first chunk taken from the reserve now (BlockPool::prime).
+  void prime_pool() { pool_.prime(); }
   // After the pickle: up to `max` of the 2 MiB chunks its memo took, to pool `to`
   // (BlockPool::give_chunks). The VM runs no pickle after.
   void give_chunks(BlockPool& to, size_t max) { pool_.give_chunks(to, max); }
@@ -7676,9 +7750,10 @@ struct Model {
   std::vector<ScriptClass> script_classes;  // TorchScript archives: from code/  // per named entry: its qspecs / sparse_specs index
   std::vector<Tensor> tensors;          // tensors listed under no name
   // Per spec, once named: its first position in the tensor list, or kUnnamed | its
-  // position in `tensors`.
+  // position in `tensors`. (In the pool: the chunks the pickle's pool was done with,
+  // BlockPool::give_chunks.)
   static constexpr uint32_t kUnnamed = 0x80000000u;
-  std::vector<uint32_t> tensor_home;
+  PoolVector<uint32_t> tensor_home{&pool};
 
   size_t listed_count() const noexcept { return listed.size(); }
   std::string_view listed_name(size_t k) const noexcept { return listed[k].name_view(); }
@@ -8418,14 +8493,14 @@ class Namer {
   }
 
   Status run() {
-    on_path_.assign(g_.nodes.size(), 0);
+    on_path_.assign(g_.nodes.size() / 64 + 1, 0);
     m_.tensor_home.assign(m_.specs.size(), kNoNode);
     max_steps_ = uint64_t{16} * g_.nodes.size() + (uint64_t{1} << 20);
     PTREAD_CHECK(visit(m_.root, 0, kKeyNone, 0));
     while (!frames_.empty()) {
       Frame& f = frames_.back();
       if (f.next == f.end) {  // all children named: leave the container
-        on_path_[f.node] = 0;
+        on_path_[f.node / 64] &= ~(uint64_t{1} << (f.node % 64));
         children_.resize(f.child_base);
         frames_.pop_back();
         continue;
@@ -8525,7 +8600,7 @@ class Namer {
       default:
         return {};  // scalars, strings, sets, globals: metadata, not tensors
     }
-    if (on_path_[i]) return {};  // a cycle back into the path
+    if ((on_path_[i / 64] >> (i % 64)) & 1) return {};  // a cycle back into the path
     PTREAD_CHECK(enter(key, key_kind, depth));
     if (depth >= limits_.max_nesting_depth) {
       return make_error(ErrorCode::limit_exceeded,
@@ -8551,7 +8626,7 @@ class Namer {
       if (name_bytes_ > name_budget_) return names_over_budget();  // a module's name (add_module)
       f.end = static_cast<uint32_t>(children_.size() - f.child_base);
     }
-    on_path_[i] = 1;
+    on_path_[i / 64] |= uint64_t{1} << (i % 64);
     frames_.push_back(f);
     return {};
   }
@@ -8783,7 +8858,7 @@ class Namer {
   const Limits& limits_;
   std::vector<Frame> frames_;      // the containers on the path, innermost last
   std::vector<Child> children_;    // the children of the objects on the path
-  std::vector<uint8_t> on_path_;
+  PoolVector<uint64_t> on_path_{&m_.pool};  // a bit per graph node: a container on the path (in the model's pool, as tensor_home)
   std::string path_;               // the name of the item being visited
   std::vector<size_t> path_len_;   // path_len_[d]: length of the name of the last item visited at depth d
   std::unordered_map<std::string, const ScriptClass*, KeyedHash> script_index_;
@@ -8996,11 +9071,18 @@ class TorchHooks : public PickleHooks {
     return true;
   }
 
-  // Room for n storages (a hint: a zip archive's count of data records).
+  // Room for n storages (a hint: a zip archive's count of data records). With a reserve
+  // (set_chunk_reserve, before its filling thread starts), the tables of more than about
+  // 10,000 storages (64 KiB) take a chunk of it, which that thread faults in first
+  // (ChunkReserve::begin): they are written from the pickle's start (100,000 storages':
+  // 150 pages of 4 KiB, else faulted in one by one by the pickle's thread).
   void expect_storages(size_t n) {
-    reserve_huge(table_dtype_, n);
-    reserve_huge(storage_by_number_, n + n / 2 + 2);  // keys "0" to n - 1, as torch numbers them
+    storage_by_number_.reserve(n + n / 2 + 2);  // keys "0" to n - 1, as torch numbers them
+    table_dtype_.reserve(n);
   }
+  // Where the hooks' pool takes its 2 MiB chunks from (nullptr: none); the reserve must
+  // outlive its use (the calls that add storages).
+  void set_chunk_reserve(ChunkReserve* r) noexcept { pool_.set_reserve(r); }
 
   Result<uint32_t> persistent_load(Graph& g, uint32_t pid) override {
     const NodeView n = g.at(pid);
@@ -10360,13 +10442,14 @@ class TorchHooks : public PickleHooks {
   const bool legacy_;  // a legacy file's pickle (its format is set before the hooks are made)
   size_t merge_budget_ = size_t{1} << 22;  // items merged_state may still append
   uint64_t call_budget_ = limits_.max_container_items;  // spend()
-  std::vector<uint32_t> storage_by_number_;  // decimal keys: storage_by_number_[n], or npos
+  BlockPool pool_;                           // the next two tables' memory
+  PoolVector<uint32_t> storage_by_number_{&pool_};  // decimal keys: storage_by_number_[n], or npos
+  PoolVector<uint8_t> table_dtype_{&pool_};  // per storage_table entry made from a persistent id
   std::vector<std::pair<std::string_view, uint32_t>> hashed_keys_;  // the other keys (views held by the graph), their storage
   StringIndex storage_index_;                // positions in hashed_keys_
   std::vector<std::pair<std::string_view, uint32_t>> int_keys_;  // int keys (their digits), their storage
   StringIndex int_index_;                    // positions in int_keys_
   std::vector<uint8_t> sliced_;              // per storage: a legacy view slice, or the root of one
-  std::vector<uint8_t> table_dtype_;         // per storage_table entry made from a persistent id
   std::string retyped_;                      // retyped()
   std::optional<Error> zip_refusal_, script_refusal_;  // refusal()
   void note_refusal(Format f, Error e) {
@@ -12344,10 +12427,12 @@ class ZipStorages {
   std::string name_;
 };
 
-// The 2 MiB chunks the tensor list of m's specs will take (Model::listed, made by the naming
-// walk after the pickle): how many the pickle VM gives the model's pool when it is done.
-inline size_t listed_chunks(const Model& m) {
-  return (m.specs.size() * sizeof(Model::Listed) + kHugePage - 1) / kHugePage;
+// The 2 MiB chunks the naming walk after the pickle will take for m's specs and graph (the
+// tensor list, Model::listed; Model::tensor_home; the walk's bit per node): how many the
+// pickle VM gives the model's pool when it is done.
+inline size_t naming_chunks(const Model& m) {
+  const size_t bytes = m.specs.size() * (sizeof(Model::Listed) + sizeof(uint32_t)) + m.graph.nodes.size() / 8;
+  return (bytes + kHugePage - 1) / kHugePage;
 }
 
 // The plan's fields that the model keeps.
@@ -12429,7 +12514,7 @@ inline Status read_data_pkl(const std::shared_ptr<const Source>& src, const Read
     return {};
   }
   PTREAD_TRY(m.root, std::move(root));
-  vm.give_chunks(m.pool, listed_chunks(m));
+  vm.give_chunks(m.pool, naming_chunks(m));
   PTREAD_CHECK(check_retyped(m, hooks));
   PTREAD_CHECK(check_refusal(m, hooks));
   PTREAD_CHECK(hooks.finish());
@@ -12481,29 +12566,32 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
   StorageLoader none = [](std::string_view, uint64_t, DType) -> Result<std::shared_ptr<const Storage>> {
     return make_error(ErrorCode::invalid_argument, "not a placeholder");  // never used: the hooks make them
   };
-  TorchHooks hooks(m, std::move(none), opt.limits);
-  hooks.expect_storages(static_cast<size_t>(zip.record_count()));
-  m.storage_table.set_source(src);
-  hooks.set_placeholders();
   // With a pickle of a megabyte or more, the thread walking the directory faults in the
-  // first chunks of the graph and memo (ChunkReserve), then maps the pickle's pages and
-  // touches each once (touch_pages: on VMs with shadowed page tables that took 3-7 ms off
-  // the pickle's thread for 100,000 tensors), and walks the directory a slice at a time,
-  // topping the chunks up between slices (the pickle's thread takes one about every 1.5
-  // ms; a walk of 100,000 records lasts 6-10 ms, reading the directory and the records'
-  // local headers through the file: FileWindow),
-  // then keeps them ahead of the pickle until it ends. A pickle of torch's takes about 3
-  // bytes of chunks per byte (100,000 tensors: 9.1 MB of pickle, 26 MiB); the reserve (4
-  // per byte, at most 1 GiB; the pools map their own after it) is address space only, and
-  // at most kAhead chunks are faulted in before they are taken: no more than the rest of
-  // the pickle will take at the rate so far (the VM reports the bytes it has read), so that
-  // near its end no chunk is faulted in for nothing.
+  // chunks taken before it starts (the storage tables', the graph's and the memo's first:
+  // written from the pickle's first bytes) and the next ones (ChunkReserve), then maps the
+  // pickle's pages, and walks the directory a slice at a time, topping the chunks up
+  // between slices (the pickle's thread takes one about every 1.5 ms; a walk of 100,000
+  // records lasts 10-15 ms, reading the directory and the records' local headers through
+  // the file: FileWindow), then keeps them ahead of the pickle until it ends. (On VMs with
+  // shadowed page tables, that thread reading a byte of each of the pickle's pages saved
+  // the pickle's thread 3-7 ms, but the walk, then the longer task, ended later: not done.
+  // bench/README.md, "Fresh pages the pickle's thread no longer faults in".) A pickle of
+  // torch's takes about 3 bytes of chunks per byte (100,000 tensors: 9.1 MB of pickle, 26
+  // MiB); the reserve (4 per byte, at most 1 GiB; the pools map their own after it) is
+  // address space only, and at most kAhead chunks are faulted in before they are taken: no
+  // more than the rest of the pickle will take at the rate so far (the VM reports the bytes
+  // it has read), so that near its end no chunk is faulted in for nothing.
   constexpr size_t kAhead = 4;
   ChunkReserve reserve;
   const uint64_t pickle_size = first.uncompressed_size;
   const bool big = pickle_size >= (uint64_t{1} << 20);
   if (big) reserve.map(static_cast<size_t>(std::min<uint64_t>(pickle_size / (kHugePage / 4) + kAhead, 512)));
   reserve.expect(static_cast<size_t>(pickle_size));
+  TorchHooks hooks(m, std::move(none), opt.limits);  // (after the reserve: destroyed before it)
+  hooks.set_chunk_reserve(&reserve);
+  hooks.expect_storages(static_cast<size_t>(zip.record_count()));  // (before the filling thread starts)
+  m.storage_table.set_source(src);
+  hooks.set_placeholders();
   struct PoolReserve {  // m.pool takes from the reserve while it lives
     BlockPool& pool;
     PoolReserve(BlockPool& p, ChunkReserve& r) : pool(p) { pool.set_reserve(&r); }
@@ -12511,6 +12599,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
     PoolReserve(const PoolReserve&) = delete;
     PoolReserve& operator=(const PoolReserve&) = delete;
   } pool_reserve(m.pool, reserve);
+  m.pool.prime();  // (before the filling thread starts: it faults the chunk in first)
   // Made here: its chunks are not unmapped while fill() runs. The walking thread destroys
   // it once the pickle is read and fill() has returned (its memo, 6.6 MB for 100,000
   // tensors, unmapped while the pickle's thread binds the storages), else it goes with
@@ -12518,6 +12607,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
   std::optional<PickleVM> vm(std::in_place, m.graph, hooks, opt.limits, std::string(first.name));
   vm->set_tensor_runs(opt.tensor_runs);
   vm->set_chunk_reserve(&reserve);
+  vm->prime_pool();
   Status walked, parsed;
   bool otherwise = false;  // vm->torch_reads_otherwise(): read again (read_zip_pickles)
   std::atomic<bool> walk_done{false}, vm_done{false};
@@ -12553,7 +12643,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
         reserve.begin();
         auto root = vm->run(pickle, static_cast<size_t>(first.uncompressed_size));
         otherwise = vm->torch_reads_otherwise();
-        vm->give_chunks(m.pool, listed_chunks(m));  // before vm_done: the other thread destroys the VM after
+        vm->give_chunks(m.pool, naming_chunks(m));  // before vm_done: the other thread destroys the VM after
         vm_done.store(true, std::memory_order_release);  // before end(): fill() returns after both
         reserve.end();
         if (root) {
@@ -12571,7 +12661,6 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
         for (size_t at = 0; big && at < pickle_size; at += kSlice) {
           const size_t n = std::min<size_t>(kSlice, static_cast<size_t>(pickle_size) - at);
           populate_read(pickle + at, n);
-          touch_pages(pickle + at, n);  // (shadowed page tables: see touch_pages)
           top_up();
         }
         static_cast<void>(walked = walk_zip(zip, w, top_up));

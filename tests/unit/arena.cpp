@@ -162,6 +162,42 @@ TEST_CASE("BlockPool: 2 MiB chunks given by another pool are handed out first an
   CHECK(b[1] == 1);
 }
 
+TEST_CASE("PoolVector: grows in its pool's blocks and keeps its values", "[arena]") {
+  using ptread::detail::PoolVector;
+  BlockPool pool;
+  PoolVector<uint32_t> v(&pool);
+  CHECK(v.empty());
+  v.resize(0, 1);  // nothing to allocate
+  CHECK(v.size() == 0);
+  for (uint32_t k = 0; k < 100000; ++k) v.push_back(k * 7);  // regrown many times
+  REQUIRE(v.size() == 100000);
+  bool same = true;
+  for (uint32_t k = 0; k < 100000; ++k) same = same && v[k] == k * 7;
+  CHECK(same);
+  v.resize(100010, 5);
+  REQUIRE(v.size() == 100010);
+  CHECK(v[99999] == 99999u * 7);
+  CHECK((v[100000] == 5 && v[100009] == 5));
+  v.resize(3, 9);
+  v.resize(6, 8);  // the three after the kept ones are the new value
+  const std::vector<uint32_t> six(v.data(), v.data() + v.size());
+  CHECK(six == std::vector<uint32_t>{0, 7, 14, 8, 8, 8});
+  v.assign(4, 1);
+  CHECK(std::vector<uint32_t>(v.data(), v.data() + v.size()) == std::vector<uint32_t>{1, 1, 1, 1});
+  // Within a reserve, nothing moves.
+  PoolVector<uint8_t> w(&pool);
+  w.reserve(5000);
+  const uint8_t* at = w.data();
+  for (int k = 0; k < 5000; ++k) w.push_back(static_cast<uint8_t>(k));
+  CHECK(w.data() == at);
+  w.resize(7000, 0xee);  // past it: copied
+  CHECK(w.data() != at);
+  same = true;
+  for (int k = 0; k < 5000; ++k) same = same && w[static_cast<size_t>(k)] == static_cast<uint8_t>(k);
+  CHECK(same);
+  CHECK(w[6999] == 0xee);
+}
+
 TEST_CASE("HugePagePolicy: after a slow first huge-page fault, the next 8 large blocks take small pages", "[arena]") {
   using ptread::detail::HugePagePolicy;
   using std::chrono::microseconds;
@@ -428,4 +464,70 @@ TEST_CASE("ChunkReserve: a pool takes its 2 MiB chunks from it while set, then m
   }  // the pool frees its chunks, the reserve's among them
   ptread::detail::block_free(probe, kHugePage);
 }
+TEST_CASE("ChunkReserve: chunks taken before begin() are faulted in by fill() first, later takes are the taker's", "[arena]") {
+  // read_zip_overlapped takes the storage tables', the graph's and the memo's first chunks
+  // before the walking thread starts: they are written from the pickle's first bytes.
+  using ptread::detail::ChunkReserve;
+  ChunkReserve r;
+  REQUIRE(r.map(6));
+  auto* early = static_cast<uint8_t*>(r.take(1));  // before begin()
+  REQUIRE(early != nullptr);
+  r.begin();
+  auto* later = static_cast<uint8_t*>(r.take(1));  // after: the taker faults it in itself
+  REQUIRE(later == early + kHugePage);
+  CHECK_FALSE(resident(early + kHugePage - 4096));
+  r.fill(1, false);
+  const bool offered = populate_offered();
+  INFO("MADV_POPULATE_WRITE offered: " << offered);
+  CHECK(resident(early + kHugePage - 4096) == offered);  // taken, and faulted in
+  CHECK_FALSE(resident(later + kHugePage - 4096));       // skipped
+  CHECK(resident(later + 2 * kHugePage - 4096) == offered);  // the one ahead
+  CHECK_FALSE(resident(early + 3 * kHugePage));
+  r.end();
+  for (size_t i = 0; i < kHugePage; i += 4096) CHECK(early[i] == 0);
+  early[5] = 9;
+  later[5] = 8;
+  CHECK(early[5] == 9);
+  CHECK(later[5] == 8);
+  ptread::detail::block_free(early, kHugePage);
+  ptread::detail::block_free(later, kHugePage);
+}
+
+TEST_CASE("BlockPool: prime() makes the reserve's next chunk the block its allocations are cut from", "[arena]") {
+  using ptread::detail::ChunkReserve;
+  ChunkReserve r;
+  REQUIRE(r.map(2));
+  {
+    BlockPool pool;
+    pool.set_reserve(&r);
+    pool.prime();
+    auto* a = static_cast<char*>(pool.allocate(1000));
+    auto* b = static_cast<char*>(pool.allocate(70000));  // past the 64 KiB block an unprimed pool starts with
+    std::memset(a, 1, 1000);
+    std::memset(b, 2, 70000);
+    auto* next = static_cast<char*>(r.take(1));
+    if (PTREAD_ASAN) {  // (every block its own: prime() takes nothing)
+      CHECK(next != nullptr);
+    } else {
+      REQUIRE(next != nullptr);
+      const uintptr_t lo = reinterpret_cast<uintptr_t>(next) - kHugePage, hi = reinterpret_cast<uintptr_t>(next);
+      CHECK(reinterpret_cast<uintptr_t>(a) == lo);
+      CHECK(reinterpret_cast<uintptr_t>(b) >= lo + 1000);
+      CHECK(reinterpret_cast<uintptr_t>(b) + 70000 <= hi);
+    }
+    // The reserve spent: prime() takes nothing, the pool maps its own.
+    pool.prime();
+    auto* c = static_cast<char*>(pool.allocate(3 * kHugePage));
+    std::memset(c, 3, 3 * kHugePage);
+    CHECK((a[999] == 1 && b[0] == 2 && b[69999] == 2 && c[0] == 3));
+    pool.set_reserve(nullptr);
+    if (next != nullptr) ptread::detail::block_free(next, kHugePage);
+  }
+  BlockPool bare;  // no reserve: prime() does nothing
+  bare.prime();
+  auto* d = static_cast<char*>(bare.allocate(100));
+  std::memset(d, 4, 100);
+  CHECK(d[99] == 4);
+}
+
 #endif

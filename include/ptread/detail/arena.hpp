@@ -168,15 +168,6 @@ inline void populate_read(const void* p, size_t n) noexcept {
 #endif
 }
 
-// Reads one byte of each 4 KiB page of [p, p + n). On VMs whose host shadows the guest's
-// page tables, the first access to each page of a mapping traps to the host (about 1.5 us
-// a page measured, after populate_read as before it); the shadow entries are the process's,
-// so a page one thread has touched costs the others nothing. Elsewhere a load a page.
-inline void touch_pages(const void* p, size_t n) noexcept {
-  const volatile uint8_t* b = static_cast<const volatile uint8_t*>(p);
-  for (size_t off = 0; off < n; off += 4096) static_cast<void>(b[off]);
-}
-
 // Asks for transparent huge pages on the whole 2 MiB pages inside [p, p + n), memory not
 // touched yet (a vector just reserved): a hint, nothing happens where it is not offered.
 inline void advise_huge(const void* p, size_t n) noexcept {
@@ -250,13 +241,19 @@ class ChunkReserve {
     do {
       if (k > count_ - n) return nullptr;
     } while (!taken_.compare_exchange_weak(k, k + n, std::memory_order_relaxed));
+    if (!begun_) early_.store(k + n, std::memory_order_relaxed);
     last_take_.store(done_.load(std::memory_order_relaxed), std::memory_order_relaxed);
     return base_ + k * kHugePage;
   }
 
-  // The taking thread: begin() before its first take(), end() after its last; fill() waits
-  // for takes only in between.
-  void begin() noexcept { taking_.store(true, std::memory_order_release); }
+  // The taking thread: begin() before its first take() of the work, end() after its last;
+  // fill() waits for takes only in between. Chunks taken before the thread that fills
+  // starts and before begin() (memory the work will write from its start, sized before it)
+  // are faulted in by fill() first, though taken.
+  void begin() noexcept {
+    begun_ = true;
+    taking_.store(true, std::memory_order_release);
+  }
   void end() noexcept { ended_.store(true, std::memory_order_release); }
 
   // The taking thread's progress through its work: `total` units (set before fill() runs),
@@ -281,7 +278,7 @@ class ChunkReserve {
 #endif
     while (base_ != nullptr && !failed_ && !ended_.load(std::memory_order_acquire)) {
       const size_t taken = taken_.load(std::memory_order_relaxed);
-      if (filled_ < taken) filled_ = taken;  // those the taker faulted in itself
+      if (filled_ < taken && filled_ >= early_.load(std::memory_order_relaxed)) filled_ = taken;  // those the taker faulted in itself
       if (filled_ >= count_) return;
       if (filled_ >= taken + std::min(ahead, still_needed(taken))) {
         if (!wait || !taking_.load(std::memory_order_acquire)) return;
@@ -336,6 +333,8 @@ class ChunkReserve {
   std::atomic<size_t> last_take_{0};  // done_ at the latest take()
   std::atomic<size_t> taken_{0};
   size_t filled_ = 0;  // fill()'s: chunks [0, filled_) are faulted in or taken
+  std::atomic<size_t> early_{0};  // chunks [0, early_) were taken before begin()
+  bool begun_ = false;  // the taking thread's: begin() was called
   bool failed_ = false;
   bool small_ = false;  // fill()'s: the chunks from filled_ on are advised small pages
   std::atomic<bool> taking_{false}, ended_{false};
@@ -383,6 +382,22 @@ class BlockPool {
   // Where its 2 MiB chunks come from while the reserve has some (nullptr: none). The
   // reserve must outlive the pool's use of it; the chunks are the pool's.
   void set_reserve(ChunkReserve* r) noexcept { reserve_ = r; }
+
+  // With a reserve that has a chunk left: takes it now as the block the next allocations
+  // are cut from, and 2 MiB chunks from then on (no blocks of 64 and 256 KiB first: 80
+  // fresh pages of 4 KiB, each faulted in by the thread that writes it). Called before
+  // the reserve's filling thread starts, that thread faults the chunk in first
+  // (ChunkReserve::begin).
+  void prime() {
+    if (reserve_ == nullptr || PTREAD_ASAN) return;
+    chunks_.reserve(chunks_.size() + 1);  // before taking: no leak if this fails
+    void* r = reserve_->take(1);
+    if (r == nullptr) return;
+    chunks_.push_back({static_cast<char*>(r), kHugePage});
+    cur_ = static_cast<char*>(r);
+    left_ = kHugePage;
+    next_ = kHugePage;
+  }
 
   // Moves up to `max` of its 2 MiB chunks to `to`, which hands them out before any other
   // (their bytes are what they held: a pool's memory is written before it is read). For a
@@ -448,6 +463,63 @@ class BlockPool {
   char* cur_ = nullptr;
   size_t left_ = 0;
   size_t next_ = size_t{64} << 10;  // 64 KiB, 256 KiB, then 2 MiB
+};
+
+// A vector of plain values in a BlockPool's memory, which the pool frees: for arrays that
+// should live in chunks faulted in by another thread (ChunkReserve) or already faulted in
+// (BlockPool::give_chunks) rather than in fresh pages of their own. On the VM measured
+// (bench/README.md, "Shadowed page tables") a fresh 4 KiB page costs the thread that first
+// writes it 15-24 us; an array of 100,000 uint32_t is 100 such pages. Growing past the
+// capacity copies into a new block and leaves the old one to the pool (at most as much
+// again): reserve() what is known.
+template <class T>
+class PoolVector {
+  static_assert(std::is_trivially_copyable<T>::value && std::is_trivially_destructible<T>::value,
+                "PoolVector holds plain values");
+
+ public:
+  explicit PoolVector(BlockPool* pool) noexcept : pool_(pool) {}
+  PoolVector(const PoolVector&) = delete;
+  PoolVector& operator=(const PoolVector&) = delete;
+
+  size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  T* data() noexcept { return data_; }
+  const T* data() const noexcept { return data_; }
+  PTREAD_ALWAYS_INLINE T& operator[](size_t i) noexcept { return data_[i]; }
+  PTREAD_ALWAYS_INLINE const T& operator[](size_t i) const noexcept { return data_[i]; }
+
+  void reserve(size_t n) {
+    if (n > cap_) regrow(n);
+  }
+  // n elements: the first min(n, size()) kept, the others v.
+  void resize(size_t n, const T& v) {
+    if (n > cap_) regrow(n);
+    for (size_t k = size_; k < n; ++k) data_[k] = v;
+    size_ = n;
+  }
+  void assign(size_t n, const T& v) {
+    size_ = 0;
+    resize(n, v);
+  }
+  PTREAD_ALWAYS_INLINE void push_back(const T& v) {
+    if (PTREAD_UNLIKELY(size_ == cap_)) regrow(cap_ < 8 ? 16 : 2 * cap_);
+    data_[size_++] = v;
+  }
+
+ private:
+  PTREAD_NOINLINE void regrow(size_t n) {
+    if (n > (SIZE_MAX >> 1) / sizeof(T)) out_of_memory();
+    T* d = static_cast<T*>(pool_->allocate(n * sizeof(T)));
+    if (size_ != 0) std::memcpy(static_cast<void*>(d), data_, size_ * sizeof(T));
+    data_ = d;
+    cap_ = n;
+  }
+
+  BlockPool* pool_;
+  T* data_ = nullptr;
+  size_t size_ = 0;
+  size_t cap_ = 0;
 };
 
 // Index of the highest set bit of v (v != 0).

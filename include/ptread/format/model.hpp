@@ -358,9 +358,10 @@ struct Model {
   std::vector<ScriptClass> script_classes;  // TorchScript archives: from code/  // per named entry: its qspecs / sparse_specs index
   std::vector<Tensor> tensors;          // tensors listed under no name
   // Per spec, once named: its first position in the tensor list, or kUnnamed | its
-  // position in `tensors`.
+  // position in `tensors`. (In the pool: the chunks the pickle's pool was done with,
+  // BlockPool::give_chunks.)
   static constexpr uint32_t kUnnamed = 0x80000000u;
-  std::vector<uint32_t> tensor_home;
+  PoolVector<uint32_t> tensor_home{&pool};
 
   size_t listed_count() const noexcept { return listed.size(); }
   std::string_view listed_name(size_t k) const noexcept { return listed[k].name_view(); }

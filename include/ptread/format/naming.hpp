@@ -35,14 +35,14 @@ class Namer {
   }
 
   Status run() {
-    on_path_.assign(g_.nodes.size(), 0);
+    on_path_.assign(g_.nodes.size() / 64 + 1, 0);
     m_.tensor_home.assign(m_.specs.size(), kNoNode);
     max_steps_ = uint64_t{16} * g_.nodes.size() + (uint64_t{1} << 20);
     PTREAD_CHECK(visit(m_.root, 0, kKeyNone, 0));
     while (!frames_.empty()) {
       Frame& f = frames_.back();
       if (f.next == f.end) {  // all children named: leave the container
-        on_path_[f.node] = 0;
+        on_path_[f.node / 64] &= ~(uint64_t{1} << (f.node % 64));
         children_.resize(f.child_base);
         frames_.pop_back();
         continue;
@@ -142,7 +142,7 @@ class Namer {
       default:
         return {};  // scalars, strings, sets, globals: metadata, not tensors
     }
-    if (on_path_[i]) return {};  // a cycle back into the path
+    if ((on_path_[i / 64] >> (i % 64)) & 1) return {};  // a cycle back into the path
     PTREAD_CHECK(enter(key, key_kind, depth));
     if (depth >= limits_.max_nesting_depth) {
       return make_error(ErrorCode::limit_exceeded,
@@ -168,7 +168,7 @@ class Namer {
       if (name_bytes_ > name_budget_) return names_over_budget();  // a module's name (add_module)
       f.end = static_cast<uint32_t>(children_.size() - f.child_base);
     }
-    on_path_[i] = 1;
+    on_path_[i / 64] |= uint64_t{1} << (i % 64);
     frames_.push_back(f);
     return {};
   }
@@ -400,7 +400,7 @@ class Namer {
   const Limits& limits_;
   std::vector<Frame> frames_;      // the containers on the path, innermost last
   std::vector<Child> children_;    // the children of the objects on the path
-  std::vector<uint8_t> on_path_;
+  PoolVector<uint64_t> on_path_{&m_.pool};  // a bit per graph node: a container on the path (in the model's pool, as tensor_home)
   std::string path_;               // the name of the item being visited
   std::vector<size_t> path_len_;   // path_len_[d]: length of the name of the last item visited at depth d
   std::unordered_map<std::string, const ScriptClass*, KeyedHash> script_index_;

@@ -173,11 +173,18 @@ class TorchHooks : public PickleHooks {
     return true;
   }
 
-  // Room for n storages (a hint: a zip archive's count of data records).
+  // Room for n storages (a hint: a zip archive's count of data records). With a reserve
+  // (set_chunk_reserve, before its filling thread starts), the tables of more than about
+  // 10,000 storages (64 KiB) take a chunk of it, which that thread faults in first
+  // (ChunkReserve::begin): they are written from the pickle's start (100,000 storages':
+  // 150 pages of 4 KiB, else faulted in one by one by the pickle's thread).
   void expect_storages(size_t n) {
-    reserve_huge(table_dtype_, n);
-    reserve_huge(storage_by_number_, n + n / 2 + 2);  // keys "0" to n - 1, as torch numbers them
+    storage_by_number_.reserve(n + n / 2 + 2);  // keys "0" to n - 1, as torch numbers them
+    table_dtype_.reserve(n);
   }
+  // Where the hooks' pool takes its 2 MiB chunks from (nullptr: none); the reserve must
+  // outlive its use (the calls that add storages).
+  void set_chunk_reserve(ChunkReserve* r) noexcept { pool_.set_reserve(r); }
 
   Result<uint32_t> persistent_load(Graph& g, uint32_t pid) override {
     const NodeView n = g.at(pid);
@@ -1537,13 +1544,14 @@ class TorchHooks : public PickleHooks {
   const bool legacy_;  // a legacy file's pickle (its format is set before the hooks are made)
   size_t merge_budget_ = size_t{1} << 22;  // items merged_state may still append
   uint64_t call_budget_ = limits_.max_container_items;  // spend()
-  std::vector<uint32_t> storage_by_number_;  // decimal keys: storage_by_number_[n], or npos
+  BlockPool pool_;                           // the next two tables' memory
+  PoolVector<uint32_t> storage_by_number_{&pool_};  // decimal keys: storage_by_number_[n], or npos
+  PoolVector<uint8_t> table_dtype_{&pool_};  // per storage_table entry made from a persistent id
   std::vector<std::pair<std::string_view, uint32_t>> hashed_keys_;  // the other keys (views held by the graph), their storage
   StringIndex storage_index_;                // positions in hashed_keys_
   std::vector<std::pair<std::string_view, uint32_t>> int_keys_;  // int keys (their digits), their storage
   StringIndex int_index_;                    // positions in int_keys_
   std::vector<uint8_t> sliced_;              // per storage: a legacy view slice, or the root of one
-  std::vector<uint8_t> table_dtype_;         // per storage_table entry made from a persistent id
   std::string retyped_;                      // retyped()
   std::optional<Error> zip_refusal_, script_refusal_;  // refusal()
   void note_refusal(Format f, Error e) {

@@ -436,10 +436,12 @@ class ZipStorages {
   std::string name_;
 };
 
-// The 2 MiB chunks the tensor list of m's specs will take (Model::listed, made by the naming
-// walk after the pickle): how many the pickle VM gives the model's pool when it is done.
-inline size_t listed_chunks(const Model& m) {
-  return (m.specs.size() * sizeof(Model::Listed) + kHugePage - 1) / kHugePage;
+// The 2 MiB chunks the naming walk after the pickle will take for m's specs and graph (the
+// tensor list, Model::listed; Model::tensor_home; the walk's bit per node): how many the
+// pickle VM gives the model's pool when it is done.
+inline size_t naming_chunks(const Model& m) {
+  const size_t bytes = m.specs.size() * (sizeof(Model::Listed) + sizeof(uint32_t)) + m.graph.nodes.size() / 8;
+  return (bytes + kHugePage - 1) / kHugePage;
 }
 
 // The plan's fields that the model keeps.
@@ -521,7 +523,7 @@ inline Status read_data_pkl(const std::shared_ptr<const Source>& src, const Read
     return {};
   }
   PTREAD_TRY(m.root, std::move(root));
-  vm.give_chunks(m.pool, listed_chunks(m));
+  vm.give_chunks(m.pool, naming_chunks(m));
   PTREAD_CHECK(check_retyped(m, hooks));
   PTREAD_CHECK(check_refusal(m, hooks));
   PTREAD_CHECK(hooks.finish());
@@ -573,29 +575,32 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
   StorageLoader none = [](std::string_view, uint64_t, DType) -> Result<std::shared_ptr<const Storage>> {
     return make_error(ErrorCode::invalid_argument, "not a placeholder");  // never used: the hooks make them
   };
-  TorchHooks hooks(m, std::move(none), opt.limits);
-  hooks.expect_storages(static_cast<size_t>(zip.record_count()));
-  m.storage_table.set_source(src);
-  hooks.set_placeholders();
   // With a pickle of a megabyte or more, the thread walking the directory faults in the
-  // first chunks of the graph and memo (ChunkReserve), then maps the pickle's pages and
-  // touches each once (touch_pages: on VMs with shadowed page tables that took 3-7 ms off
-  // the pickle's thread for 100,000 tensors), and walks the directory a slice at a time,
-  // topping the chunks up between slices (the pickle's thread takes one about every 1.5
-  // ms; a walk of 100,000 records lasts 6-10 ms, reading the directory and the records'
-  // local headers through the file: FileWindow),
-  // then keeps them ahead of the pickle until it ends. A pickle of torch's takes about 3
-  // bytes of chunks per byte (100,000 tensors: 9.1 MB of pickle, 26 MiB); the reserve (4
-  // per byte, at most 1 GiB; the pools map their own after it) is address space only, and
-  // at most kAhead chunks are faulted in before they are taken: no more than the rest of
-  // the pickle will take at the rate so far (the VM reports the bytes it has read), so that
-  // near its end no chunk is faulted in for nothing.
+  // chunks taken before it starts (the storage tables', the graph's and the memo's first:
+  // written from the pickle's first bytes) and the next ones (ChunkReserve), then maps the
+  // pickle's pages, and walks the directory a slice at a time, topping the chunks up
+  // between slices (the pickle's thread takes one about every 1.5 ms; a walk of 100,000
+  // records lasts 10-15 ms, reading the directory and the records' local headers through
+  // the file: FileWindow), then keeps them ahead of the pickle until it ends. (On VMs with
+  // shadowed page tables, that thread reading a byte of each of the pickle's pages saved
+  // the pickle's thread 3-7 ms, but the walk, then the longer task, ended later: not done.
+  // bench/README.md, "Fresh pages the pickle's thread no longer faults in".) A pickle of
+  // torch's takes about 3 bytes of chunks per byte (100,000 tensors: 9.1 MB of pickle, 26
+  // MiB); the reserve (4 per byte, at most 1 GiB; the pools map their own after it) is
+  // address space only, and at most kAhead chunks are faulted in before they are taken: no
+  // more than the rest of the pickle will take at the rate so far (the VM reports the bytes
+  // it has read), so that near its end no chunk is faulted in for nothing.
   constexpr size_t kAhead = 4;
   ChunkReserve reserve;
   const uint64_t pickle_size = first.uncompressed_size;
   const bool big = pickle_size >= (uint64_t{1} << 20);
   if (big) reserve.map(static_cast<size_t>(std::min<uint64_t>(pickle_size / (kHugePage / 4) + kAhead, 512)));
   reserve.expect(static_cast<size_t>(pickle_size));
+  TorchHooks hooks(m, std::move(none), opt.limits);  // (after the reserve: destroyed before it)
+  hooks.set_chunk_reserve(&reserve);
+  hooks.expect_storages(static_cast<size_t>(zip.record_count()));  // (before the filling thread starts)
+  m.storage_table.set_source(src);
+  hooks.set_placeholders();
   struct PoolReserve {  // m.pool takes from the reserve while it lives
     BlockPool& pool;
     PoolReserve(BlockPool& p, ChunkReserve& r) : pool(p) { pool.set_reserve(&r); }
@@ -603,6 +608,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
     PoolReserve(const PoolReserve&) = delete;
     PoolReserve& operator=(const PoolReserve&) = delete;
   } pool_reserve(m.pool, reserve);
+  m.pool.prime();  // (before the filling thread starts: it faults the chunk in first)
   // Made here: its chunks are not unmapped while fill() runs. The walking thread destroys
   // it once the pickle is read and fill() has returned (its memo, 6.6 MB for 100,000
   // tensors, unmapped while the pickle's thread binds the storages), else it goes with
@@ -610,6 +616,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
   std::optional<PickleVM> vm(std::in_place, m.graph, hooks, opt.limits, std::string(first.name));
   vm->set_tensor_runs(opt.tensor_runs);
   vm->set_chunk_reserve(&reserve);
+  vm->prime_pool();
   Status walked, parsed;
   bool otherwise = false;  // vm->torch_reads_otherwise(): read again (read_zip_pickles)
   std::atomic<bool> walk_done{false}, vm_done{false};
@@ -645,7 +652,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
         reserve.begin();
         auto root = vm->run(pickle, static_cast<size_t>(first.uncompressed_size));
         otherwise = vm->torch_reads_otherwise();
-        vm->give_chunks(m.pool, listed_chunks(m));  // before vm_done: the other thread destroys the VM after
+        vm->give_chunks(m.pool, naming_chunks(m));  // before vm_done: the other thread destroys the VM after
         vm_done.store(true, std::memory_order_release);  // before end(): fill() returns after both
         reserve.end();
         if (root) {
@@ -663,7 +670,6 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
         for (size_t at = 0; big && at < pickle_size; at += kSlice) {
           const size_t n = std::min<size_t>(kSlice, static_cast<size_t>(pickle_size) - at);
           populate_read(pickle + at, n);
-          touch_pages(pickle + at, n);  // (shadowed page tables: see touch_pages)
           top_up();
         }
         static_cast<void>(walked = walk_zip(zip, w, top_up));
