@@ -491,6 +491,7 @@ class TorchHooks : public PickleHooks {
                             "_rebuild_from_type_v2 takes (func, type, args, state), args a tuple (torch refuses anything else)");
         }
         PTREAD_CHECK(check_from_type_state(g, a[3]));
+        PTREAD_CHECK(check_parameter_state_shape(g, a[1], a[3]));
         return call(g, a[0], a[2]);
       case kOrderedDict: case kDictLike: return dict_call(g, callable, a);
       case kBuiltinSet: case kBuiltinFrozenset: {  // set(), set(iterable): a list or tuple (what pickle writes), a set, a dict's keys
@@ -1334,6 +1335,41 @@ class TorchHooks : public PickleHooks {
                                                                "' (torch sets it with setattr()), which ptread does not apply");
         }
       }
+    }
+    return {};
+  }
+
+  // _rebuild_from_type_v2's state for a Parameter, whose __setstate__ is Tensor's: torch
+  // (1.13 and 2.x) takes the state apart itself, and refuses a tuple of other than two items
+  // (RuntimeError "Invalid serialized state"), a dict state without items() and slots that
+  // are true without items() (AttributeError). (A plain Tensor's state torch 1.13 ignores;
+  // another class's __setstate__ is its own: neither is checked here. Objects of classes
+  // ptread does not know may have items(): taken as having them.)
+  static Status check_parameter_state_shape(Graph& g, uint32_t new_type, uint32_t state) {
+    if (g.kind(new_type) != ValueKind::global || g.global_module(new_type) != "torch.nn.parameter" ||
+        g.global_name(new_type) != "Parameter") {
+      return {};
+    }
+    auto refused = [](const std::string& what, const char* why) {
+      return make_error(ErrorCode::bad_tensor_args, "_rebuild_from_type_v2 of a Parameter with " + what +
+                                                        " (torch refuses it: " + why + ")");
+    };
+    auto mapping = [&g](uint32_t v) { return g.kind(v) == ValueKind::dict || g.kind(v) == ValueKind::object; };
+    uint32_t dict_state = state, slots = kNoNode;
+    if (g.kind(state) == ValueKind::tuple) {
+      if (g.count(state) != 2) {
+        return refused("a state tuple of " + std::to_string(g.count(state)) + " items", "Invalid serialized state");
+      }
+      dict_state = g.at(state).items[0];
+      slots = g.at(state).items[1];
+    }
+    if (!mapping(dict_state)) {
+      const ValueKind k = g.kind(dict_state);
+      return refused(k == ValueKind::none ? std::string("the state None") : std::string("a state that is a ") + value_kind_name(k),
+                     "it has no items()");
+    }
+    if (slots != kNoNode && python_truthy(g, slots) && !mapping(slots)) {
+      return refused(std::string("slots that are a ") + value_kind_name(g.kind(slots)), "they have no items()");
     }
     return {};
   }

@@ -882,6 +882,25 @@ def tensor_files():
          torch="reads")
     emit("from_type_three_arguments.pt", from_type(plain, b"", nargs=3), "bad_tensor_args",
          "_rebuild_from_type_v2 without its state argument (torch refuses it)", torch="refuses")
+    # A Parameter's state torch takes apart itself: (dict_state, slots_state), each with items().
+    emit("from_type_parameter_state_three.pt", from_type(param, p_tuple([p_dict([]), b"N", b"N"])), "bad_tensor_args",
+         "_rebuild_from_type_v2 of a Parameter with the state ({}, None, None) (torch refuses it: Invalid serialized "
+         "state)", torch="refuses")
+    emit("from_type_parameter_state_none.pt", from_type(param, b"N"), "bad_tensor_args",
+         "_rebuild_from_type_v2 of a Parameter with the state None (torch refuses it: None has no items())",
+         torch="refuses")
+    emit("from_type_parameter_state_list.pt", from_type(param, b"]"), "bad_tensor_args",
+         "_rebuild_from_type_v2 of a Parameter with the state [] (torch refuses it: a list has no items())",
+         torch="refuses")
+    emit("from_type_parameter_slots_list.pt", from_type(param, p_tuple([p_dict([]), b"]" + p_int(1) + b"a"])),
+         "bad_tensor_args", "_rebuild_from_type_v2 of a Parameter with the state ({}, [1]) (torch refuses it: the "
+         "slots, true, have no items())", torch="refuses")
+    emit("from_type_parameter_slots_empty_list.pt", from_type(param, p_tuple([p_dict([]), b"]"])), "ok",
+         "_rebuild_from_type_v2 of a Parameter with the state ({}, []): slots that are false are not looked at "
+         "(torch reads it)", torch="reads")
+    emit("from_type_tensor_state_three.pt", from_type(plain, p_tuple([p_dict([]), b"N", b"N"])), "ok",
+         "_rebuild_from_type_v2 of a plain Tensor with the state ({}, None, None): torch 1.13 ignores a plain "
+         "Tensor's state (torch reads it; torch 2.x refuses it)", torch="reads")
     emit("build_storage_tuple.pt", one(pid("FloatStorage", "0", 4) + b"Q" + p_tuple([p_int(1), p_int(2)]) + b"b"),
          "pickle_malformed", "BUILD of a storage with the state (1, 2) (torch refuses it: a TypedStorage has no "
          "__setstate__, and 1 is not a dict)", torch="refuses")
