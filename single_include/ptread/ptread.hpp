@@ -1143,7 +1143,7 @@ class ChunkReserve {
     do {
       if (k > count_ - n) return nullptr;
     } while (!taken_.compare_exchange_weak(k, k + n, std::memory_order_relaxed));
-    if (!begun_) early_.store(k + n, std::memory_order_relaxed);
+    if (!taking_.load(std::memory_order_relaxed)) early_.store(k + n, std::memory_order_relaxed);  // before begin()
     last_take_.store(done_.load(std::memory_order_relaxed), std::memory_order_relaxed);
     return base_ + k * kHugePage;
   }
@@ -1152,10 +1152,7 @@ class ChunkReserve {
   // fill() waits for takes only in between. Chunks taken before the thread that fills
   // starts and before begin() (memory the work will write from its start, sized before it)
   // are faulted in by fill() first, though taken.
-  void begin() noexcept {
-    begun_ = true;
-    taking_.store(true, std::memory_order_release);
-  }
+  void begin() noexcept { taking_.store(true, std::memory_order_release); }
   void end() noexcept { ended_.store(true, std::memory_order_release); }
 
   // The taking thread's progress through its work: `total` units (set before fill() runs),
@@ -1236,7 +1233,6 @@ class ChunkReserve {
   std::atomic<size_t> taken_{0};
   size_t filled_ = 0;  // fill()'s: chunks [0, filled_) are faulted in or taken
   std::atomic<size_t> early_{0};  // chunks [0, early_) were taken before begin()
-  bool begun_ = false;  // the taking thread's: begin() was called
   bool failed_ = false;
   bool small_ = false;  // fill()'s: the chunks from filled_ on are advised small pages
   std::atomic<bool> taking_{false}, ended_{false};
