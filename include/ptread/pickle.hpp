@@ -1131,6 +1131,10 @@ class PickleVM {
     const ValueKind have = g_.kind(target);
     const ValueKind want = pairs ? ValueKind::dict : ValueKind::list;
     if (pairs && have == ValueKind::list) return assign_items(target, items, count);
+    if (pairs && have == ValueKind::tensor) {  // Python's SETITEM calls Tensor.__setitem__: other data, not ptread's to make
+      return fail(ErrorCode::unsupported_tensor,
+                  "items set on a tensor (torch.load would write them into it with Tensor.__setitem__; ptread runs nothing)");
+    }
     if (have != want && !(!pairs && have == ValueKind::set && op() == 0x90)) {
       return fail(ErrorCode::pickle_malformed, std::string("cannot add items to a ") + value_kind_name(have));
     }

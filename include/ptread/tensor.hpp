@@ -170,8 +170,27 @@ inline void convert_element(const uint8_t* p, DType from, uint8_t* out, DType to
   }
 }
 
-// check_view's answer for the views it does not pass at once: the error saying what is wrong.
-inline Status check_view_slow(const int64_t* shape, size_t rank, const int64_t* strides, size_t stride_rank,
+// torch's Tensor.set_() stores a negative stride (which its size check lets through only in a
+// dimension of size 1 or in a tensor with no elements, where no element's place depends on
+// it) as the stride a contiguous layout would give it from the next dimension's: 1 in the
+// last, else max(next size, 1) * next stride, wrapping as torch's int64 product does
+// (c10::TensorImpl::set_sizes_and_strides). torch 1.13 reads size (0, 3) with strides
+// (-5, 1) as strides (3, 1), size (2, 1) with (1, -3) as (1, 1).
+inline void settle_negative_strides(const int64_t* shape, size_t rank, int64_t* strides) noexcept {
+  for (size_t d = rank; d-- > 0;) {
+    if (strides[d] >= 0) continue;
+    if (d + 1 == rank) {
+      strides[d] = 1;
+    } else {
+      const uint64_t next = static_cast<uint64_t>(shape[d + 1] > 1 ? shape[d + 1] : 1);
+      strides[d] = static_cast<int64_t>(next * static_cast<uint64_t>(strides[d + 1]));
+    }
+  }
+}
+
+// check_view's answer for the views it does not pass at once: the error saying what is wrong,
+// or (a negative stride where torch takes one) success, with the strides settled.
+inline Status check_view_slow(const int64_t* shape, size_t rank, int64_t* strides, size_t stride_rank,
                               int64_t offset, DType dtype, uint64_t have, int64_t* numel_out) {
   if (stride_rank != rank) {
     return make_error(ErrorCode::bad_tensor_args,
@@ -180,11 +199,14 @@ inline Status check_view_slow(const int64_t* shape, size_t rank, const int64_t* 
   }
   if (offset < 0) return make_error(ErrorCode::bad_tensor_args, "negative storage offset " + std::to_string(offset));
   uint64_t numel = 1, last = 0;  // last: index of the farthest element
+  bool negative_stride = false;
   for (size_t d = 0; d < rank; ++d) {
-    if (shape[d] < 0 || strides[d] < 0) {
-      return make_error(ErrorCode::bad_tensor_args,
-                        "negative size or stride in dimension " + std::to_string(d));
+    if (shape[d] < 0) return make_error(ErrorCode::bad_tensor_args, "negative size in dimension " + std::to_string(d));
+    if (strides[d] < -(int64_t{1} << 62)) {  // torch: "cannot be represented as a SymInt"
+      return make_error(ErrorCode::bad_tensor_args, "stride " + std::to_string(strides[d]) + " in dimension " +
+                                                        std::to_string(d) + " is below -2^62 (torch holds none)");
     }
+    negative_stride |= strides[d] < 0;
     if (mul_overflow(numel, static_cast<uint64_t>(shape[d]), &numel)) {
       return make_error(ErrorCode::shape_overflow, "element count overflows 64 bits");
     }
@@ -196,8 +218,16 @@ inline Status check_view_slow(const int64_t* shape, size_t rank, const int64_t* 
                                                      " are more bytes than 64 bits count (2^62)");
   }
   *numel_out = static_cast<int64_t>(numel);
-  if (numel == 0) return {};
+  if (numel == 0) {  // no element to place: any strides (torch's size check returns at a size of 0)
+    if (negative_stride) settle_negative_strides(shape, rank, strides);
+    return {};
+  }
   for (size_t d = 0; d < rank; ++d) {
+    if (strides[d] < 0 && shape[d] > 1) {  // torch: "Storage size calculation overflowed"
+      return make_error(ErrorCode::bad_tensor_args, "negative stride " + std::to_string(strides[d]) + " in dimension " +
+                                                        std::to_string(d) + " of size " + std::to_string(shape[d]));
+    }
+    if (strides[d] < 0) continue;  // size 1: the stride places no element
     uint64_t span;
     if (mul_overflow(static_cast<uint64_t>(shape[d] - 1), static_cast<uint64_t>(strides[d]), &span) ||
         add_overflow(last, span, &last)) {
@@ -213,12 +243,14 @@ inline Status check_view_slow(const int64_t* shape, size_t rank, const int64_t* 
                           std::to_string(offset) + " of a storage holding " +
                           std::to_string(have / esize) + " elements of " + dtype_name(dtype));
   }
+  if (negative_stride) settle_negative_strides(shape, rank, strides);
   return {};
 }
 
 // Whether a view (shape, strides in elements, element offset) of a storage holding
-// `have` bytes of `dtype` lies inside it; *numel receives the element count.
-PTREAD_ALWAYS_INLINE Status check_view(const int64_t* shape, size_t rank, const int64_t* strides, size_t stride_rank,
+// `have` bytes of `dtype` lies inside it, as torch's set_() checks it; *numel receives the
+// element count. Negative strides torch takes are settled in place as torch stores them.
+PTREAD_ALWAYS_INLINE Status check_view(const int64_t* shape, size_t rank, int64_t* strides, size_t stride_rank,
                                        int64_t offset, DType dtype, uint64_t have, int64_t* numel_out) {
   // The common case, inline; anything unusual goes to check_view_slow, which says what.
   if (stride_rank == rank && offset >= 0) {
@@ -327,16 +359,21 @@ class Tensor {
   }
   ~Tensor() { free_dims(); }
 
-  // A checked view: fails unless every element lies inside the storage.
+  // A checked view: fails unless every element lies inside the storage. A negative stride
+  // is taken where torch's set_() takes one (in a dimension of size 1, or in a tensor with
+  // no elements) and stored as torch stores it (settle_negative_strides).
   static Result<Tensor> view(std::shared_ptr<const Storage> storage, DType dtype,
                              const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
                              int64_t storage_offset, std::string device = "cpu") {
     Tensor t;
-    PTREAD_CHECK(detail::check_view(shape.data(), shape.size(), strides.data(), strides.size(), storage_offset, dtype,
-                                    storage ? storage->nbytes() : 0, &t.numel_));
+    if (strides.size() != shape.size()) {  // (check_view says so)
+      PTREAD_CHECK(detail::check_view(shape.data(), shape.size(), nullptr, strides.size(), 0, dtype, 0, &t.numel_));
+    }
+    t.set_dims(shape.data(), strides.data(), shape.size());
+    PTREAD_CHECK(detail::check_view(t.dims_data(), shape.size(), t.dims_data() + shape.size(), strides.size(),
+                                    storage_offset, dtype, storage ? storage->nbytes() : 0, &t.numel_));
     t.storage_ = std::move(storage);
     t.dtype_ = dtype;
-    t.set_dims(shape.data(), strides.data(), shape.size());
     t.offset_ = storage_offset;
     t.device_ = std::move(device);
     return t;

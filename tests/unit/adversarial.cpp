@@ -218,6 +218,7 @@ void check_torch_tensor(const ptread::Checkpoint& ck, const Json& e) {
     const ptread::NamedTensor* nt = named(ck.tensors(), name);
     REQUIRE(nt != nullptr);
     check_tensor_entry(*nt, e);
+    CHECK(shape_str(nt->tensor.strides()) == shape_str(e["strides"]));
     CHECK(nt->tensor.requires_grad() == e["requires_grad"].as_bool());
     CHECK(e["requires_grad"].is_bool());
   } else if (kind == "quantized") {
@@ -225,6 +226,7 @@ void check_torch_tensor(const ptread::Checkpoint& ck, const Json& e) {
     REQUIRE(q != nullptr);
     CHECK(std::string(ptread::dtype_name(q->tensor.dtype)) == e["dtype"].as_string());
     CHECK(shape_str(q->tensor.shape) == shape_str(e["shape"]));
+    CHECK(shape_str(q->tensor.int_repr.strides()) == shape_str(e["strides"]));
     CHECK(q->tensor.qscheme == ptread::QScheme::per_tensor_affine);
     CHECK(q->tensor.scale == e["scale"].as_double());
     CHECK(q->tensor.zero_point == e["zero_point"].as_int());

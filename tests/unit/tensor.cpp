@@ -46,6 +46,41 @@ TEST_CASE("views are checked against their storage", "[tensor]") {
   CHECK(ptread::Tensor::view(st, DType::F32, {}, {}, 6).code() == ErrorCode::view_out_of_bounds);
 }
 
+TEST_CASE("negative strides: taken where torch's set_() takes them, stored as torch stores them", "[tensor]") {
+  // (torch 1.13: _rebuild_tensor_v2 of these sizes and strides; the adversarial files
+  // tensor_negative_stride_* hold torch's strides for the same cases)
+  auto st = storage_of({0, 1, 2, 3, 4, 5});
+  using ptread::DType;
+  using ptread::ErrorCode;
+  using V = std::vector<int64_t>;
+  auto strides_of = [&](V shape, V strides, int64_t offset) {
+    auto t = ptread::Tensor::view(st, DType::F32, shape, strides, offset);
+    INFO((t.ok() ? std::string() : t.error().str()));
+    REQUIRE(t.ok());
+    return V(t->strides());
+  };
+  CHECK(strides_of({2, 1}, {1, -3}, 0) == V{1, 1});
+  CHECK(strides_of({1}, {-1}, 5) == V{1});
+  CHECK(strides_of({0, 3}, {-5, 1}, 2) == V{3, 1});
+  CHECK(strides_of({1, 0, 2}, {-1, -1, -1}, 0) == V{2, 2, 1});
+  CHECK(strides_of({0, 3}, {-1, int64_t{1} << 62}, 0) == V{-(int64_t{1} << 62), int64_t{1} << 62});  // wrapped
+  CHECK(strides_of({3, 1, 2}, {2, -7, 1}, 0) == V{2, 2, 1});
+  // a size-1 dimension's negative stride places no element: the view is checked without it
+  auto t = ptread::Tensor::view(st, DType::F32, {1, 2}, {-1, 3}, 2);
+  REQUIRE(t.ok());
+  CHECK(t->to_float32().value() == std::vector<float>{2, 5});
+  CHECK(ptread::Tensor::view(st, DType::F32, {1, 2}, {-1, 3}, 3).code() == ErrorCode::view_out_of_bounds);
+  // more than one element along a negative stride: torch's size check overflows
+  CHECK(ptread::Tensor::view(st, DType::F32, {2}, {-1}, 5).code() == ErrorCode::bad_tensor_args);
+  CHECK(ptread::Tensor::view(st, DType::F32, {1, 2}, {1, -1}, 5).code() == ErrorCode::bad_tensor_args);
+  // strides below -2^62 are refused, as torch refuses them (a SymInt cannot hold them)
+  CHECK(strides_of({1}, {-(int64_t{1} << 62)}, 0) == V{1});
+  CHECK(ptread::Tensor::view(st, DType::F32, {1}, {-(int64_t{1} << 62) - 1}, 0).code() == ErrorCode::bad_tensor_args);
+  CHECK(ptread::Tensor::view(st, DType::F32, {0}, {INT64_MIN}, 0).code() == ErrorCode::bad_tensor_args);
+  // a negative size stays an error, with no elements too (torch 1.13 keeps it in the shape)
+  CHECK(ptread::Tensor::view(st, DType::F32, {0, -1}, {1, 1}, 0).code() == ErrorCode::bad_tensor_args);
+}
+
 TEST_CASE("data<T> checks dtype, contiguity and math bits", "[tensor]") {
   auto st = storage_of({0, 1, 2, 3, 4, 5});
   auto t = ptread::Tensor::view(st, ptread::DType::F32, {2, 3}, {3, 1}, 0).value();

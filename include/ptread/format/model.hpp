@@ -274,7 +274,7 @@ class StorageTable {
 // objects are made from these when names are known (name_tensors), each in its place in
 // the tensor list, once.
 struct TensorSpec {
-  const int64_t* dims = nullptr;     // rank sizes, then rank strides: in the graph's arena
+  int64_t* dims = nullptr;           // rank sizes, then rank strides: in the graph's arena
   int64_t offset = 0;
   uint32_t storage = 0;              // Model::storage_table
   uint32_t location = kNoNode;       // the device text node; kNoNode: "cpu"

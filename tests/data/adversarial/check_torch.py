@@ -6,7 +6,7 @@ expectations follow torch (read where torch reads, refused where torch refuses) 
 listed there by make.py; this keeps those expectations true to torch.
 
 For the files torch reads it also checks torch_tensors.json, what torch.load gives for each
-tensor (name, dtype, shape, sha256 of the contiguous bytes, requires_grad; quantized tensors: their
+tensor (name, dtype, shape, strides, sha256 of the contiguous bytes, requires_grad; quantized tensors: their
 int_repr, scale and zero point; sparse: indices and values, CSR: crow, col and values), which tests/unit/adversarial.cpp
 compares with what ptread gives.
 
@@ -50,7 +50,7 @@ def describe(name, t):
     if t.is_quantized:
         assert t.qscheme() == torch.per_tensor_affine, name
         e.update(kind="quantized", int_repr_sha256=sha256(t.int_repr()), scale=t.q_scale(),
-                 zero_point=t.q_zero_point())
+                 zero_point=t.q_zero_point(), strides=list(t.stride()))
     elif t.is_sparse:
         e.update(kind="sparse", indices_sha256=sha256(t._indices()), values_sha256=sha256(t._values()),
                  values_shape=list(t._values().shape))
@@ -59,7 +59,7 @@ def describe(name, t):
                  col_indices_sha256=sha256(t.col_indices()), values_sha256=sha256(t.values()),
                  values_shape=list(t.values().shape))
     else:
-        e.update(kind="dense", sha256=sha256(t), requires_grad=t.requires_grad)
+        e.update(kind="dense", sha256=sha256(t), requires_grad=t.requires_grad, strides=list(t.stride()))
     return e
 
 

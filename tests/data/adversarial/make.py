@@ -680,6 +680,20 @@ def pickle_files():
          "BINGET of a memo key never stored")
     emit("pkl_append_underflow.pt", ck(b"\x80\x02a."), "pickle_malformed", "APPEND on an empty stack")
     emit("pkl_setitems_no_mark.pt", ck(b"\x80\x02}K\x01K\x02u."), "pickle_malformed", "SETITEMS without a MARK")
+    # SETITEM(S) and APPEND(S) on a tensor: Python's unpickler calls tensor[k] = v, and
+    # tensor.append, which torch's Tensor has not.
+    w0 = tensor("0", 4)
+    emit("pkl_setitem_on_tensor.pt", ck(pickle(p_dict([(p_str("t"), w0 + p_int(0) + b"G" + struct.pack(">d", 9.0) + b"s")]))),
+         "unsupported_tensor", "SETITEM on a tensor: torch.load reads it with t[0] = 9.0 written into the tensor, "
+         "which ptread does not run", torch="reads_other")
+    emit("pkl_setitems_on_tensor.pt", ck(pickle(p_dict([(p_str("t"), w0 + b"(" + p_int(1) + p_int(7) + b"u")]))),
+         "unsupported_tensor", "SETITEMS (1: 7) on a tensor (torch.load reads it with t[1] = 7)", torch="reads_other")
+    emit("pkl_setitems_on_tensor_empty.pt", ck(pickle(p_dict([(p_str("t"), w0 + b"(u")]))), "ok",
+         "SETITEMS with no items on a tensor: nothing set (torch reads it)", torch="reads")
+    emit("pkl_append_on_tensor.pt", ck(pickle(p_dict([(p_str("t"), w0 + p_int(0) + b"a")]))), "pickle_malformed",
+         "APPEND on a tensor (torch refuses it: a Tensor has no append)", torch="refuses")
+    emit("pkl_appends_on_tensor_empty.pt", ck(pickle(p_dict([(p_str("t"), w0 + b"(e")]))), "ok",
+         "APPENDS with no items on a tensor: Python's unpickler looks nothing up (torch reads it)", torch="reads")
 
 
 # ---------------------------------------------------------------------------------------
@@ -705,7 +719,33 @@ def tensor_files():
     emit("tensor_negative_size.pt", one(tensor("0", 4, size=(-1, 4), stride=(4, 1))), "bad_tensor_args",
          "size (-1, 4)")
     emit("tensor_negative_stride.pt", one(tensor("0", 4, size=(4,), stride=(-1,), offset=3)), "bad_tensor_args",
-         "stride (-1,) from offset 3")
+         "stride (-1,) from offset 3 (torch refuses it: its storage size check overflows)", torch="refuses")
+    emit("tensor_negative_size_empty.pt", one(tensor("0", 4, size=(0, -1), stride=(1, 1))), "bad_tensor_args",
+         "size (0, -1): torch 1.13 reads it as a tensor of no elements whose shape is [0, -1]; ptread hands out "
+         "no negative size")
+    # torch's set_() checks a view with the strides as given (a negative one passes in a
+    # dimension of size 1, and in a tensor of no elements), then stores each negative stride
+    # as the contiguous one from the next dimension's (c10's set_sizes_and_strides).
+    emit("tensor_negative_stride_size1.pt", one(tensor("0", 4, size=(2, 1), stride=(1, -3))), "ok",
+         "size (2, 1), strides (1, -3): the -3 places no element; torch reads it with strides (1, 1)", torch="reads")
+    emit("tensor_negative_stride_size1_past_storage.pt", one(tensor("0", 4, size=(1, 2), stride=(-1, 2), offset=2)),
+         "view_out_of_bounds", "size (1, 2), strides (-1, 2) from offset 2 of a 4-element storage: the second "
+         "element is past it (torch refuses it)", torch="refuses")
+    emit("tensor_stride_int64_min_empty.pt", one(tensor("0", 4, size=(0,), stride=(-(1 << 63),))), "bad_tensor_args",
+         "size (0,), stride (-2^63,): below -2^62, no int torch's SymInt holds (torch refuses it)", torch="refuses")
+    emit("tensor_stride_below_symint.pt", one(tensor("0", 4, size=(1,), stride=(-(1 << 62) - 1,))), "bad_tensor_args",
+         "size (1,), stride (-2^62 - 1,): the first int below SymInt's range (torch refuses it)", torch="refuses")
+    emit("tensor_stride_symint_lowest.pt", one(tensor("0", 4, size=(1,), stride=(-(1 << 62),))), "ok",
+         "size (1,), stride (-2^62,): the lowest stride torch holds (torch reads it, stride (1,))", torch="reads")
+    emit("tensor_negative_stride_last_size1.pt", one(tensor("0", 4, size=(1,), stride=(-1,), offset=3)), "ok",
+         "size (1,), stride (-1,) from offset 3: torch reads it with stride (1,)", torch="reads")
+    emit("tensor_negative_stride_empty.pt", one(tensor("0", 4, size=(0, 3), stride=(-5, 1), offset=2)), "ok",
+         "size (0, 3), strides (-5, 1): no elements; torch reads it with strides (3, 1)", torch="reads")
+    emit("tensor_negative_strides_all_empty.pt", one(tensor("0", 4, size=(1, 0, 2), stride=(-1, -1, -1))), "ok",
+         "size (1, 0, 2), strides (-1, -1, -1): torch reads it with strides (2, 2, 1)", torch="reads")
+    emit("tensor_negative_stride_empty_wrap.pt", one(tensor("0", 4, size=(0, 3), stride=(-1, 1 << 62))), "ok",
+         "size (0, 3), strides (-1, 2^62): torch stores the first as 3 * 2^62, wrapped to -2^62 (torch reads it)",
+         torch="reads")
     emit("tensor_negative_offset.pt", one(tensor("0", 4, size=(2,), stride=(1,), offset=-2)), "bad_tensor_args",
          "storage offset -2")
     emit("tensor_view_past_storage.pt", one(tensor("0", 4, size=(4,), stride=(1,), offset=1)), "view_out_of_bounds",
@@ -782,6 +822,13 @@ def tensor_files():
          "_rebuild_qtensor with its 7 arguments, a QInt8 [4, 4] per-tensor affine (torch reads it)", torch="reads")
     emit("qtensor_eight_arguments.pt", one(call("_rebuild_qtensor", qt + [b"N"])), "bad_tensor_args",
          "_rebuild_qtensor with an eighth argument (torch refuses it)", torch="refuses")
+    qt_neg = lambda size: [pid("QInt8Storage", "0", 16) + b"Q", p_int(0), p_ints(size), p_ints((-1,)), qparams,
+                           b"\x89", p_ordered_dict()]
+    emit("qtensor_negative_stride_empty.pt", one(call("_rebuild_qtensor", qt_neg((0,)))), "ok",
+         "_rebuild_qtensor of size (0,), stride (-1,): no elements (torch reads it, stride (1,))", torch="reads")
+    emit("qtensor_negative_stride.pt", one(call("_rebuild_qtensor", qt_neg((4,)))), "bad_tensor_args",
+         "_rebuild_qtensor of size (4,), stride (-1,) from offset 0: torch 1.13 reads it from the three bytes "
+         "before the storage (a quantized set_() checks no size); ptread refuses it as torch refuses a plain one")
     coo = [p_global("torch", "sparse_coo"),
            p_tuple([rebuild_v2(pid("LongStorage", "0", 2), 0, (1, 2), (2, 1)),
                     rebuild_v2(pid("FloatStorage", "1", 2), 0, (2,), (1,)), p_global("torch", "Size") + p_tuple([p_ints((4,))]) + b"R"])]
@@ -1362,7 +1409,7 @@ def main():
         "`Tensor.__setstate__` or a `_rebuild_from_type_v2` state giving a tensor other data, which ptread refuses with",
         "`unsupported_tensor` rather than hand out what torch would not); `check_torch.py` (CTest",
         "`adversarial_torch`, with torch) checks it against torch 1.13. `torch_tensors.json` holds what",
-        "torch.load gives for the tensors of the files it `reads` (dtype, shape, sha256 of the bytes,",
+        "torch.load gives for the tensors of the files it `reads` (dtype, shape, strides, sha256 of the bytes,",
         "requires_grad), which ptread must give bit for bit;",
         "`check_torch.py --write` writes it after a change here, and the same test checks it.",
         "",
