@@ -749,7 +749,8 @@ def tensor_files():
     emit("tensor_negative_offset.pt", one(tensor("0", 4, size=(2,), stride=(1,), offset=-2)), "bad_tensor_args",
          "storage offset -2")
     emit("tensor_view_past_storage.pt", one(tensor("0", 4, size=(4,), stride=(1,), offset=1)), "view_out_of_bounds",
-         "4 elements from offset 1 of a 4-element storage")
+         "4 elements from offset 1 of a 4-element storage (torch refuses it: a record is not resizable)",
+         torch="refuses")
     emit("tensor_offset_int64_max.pt", one(tensor("0", 4, size=(2,), stride=(1,), offset=(1 << 63) - 1)),
          "view_out_of_bounds", "storage offset 2^63-1")
     emit("tensor_stride_extent_overflow.pt", one(tensor("0", 4, size=(4,), stride=((1 << 63) - 1,))), "shape_overflow",
@@ -1053,6 +1054,17 @@ def tensor_files():
                     "2": struct.pack(f"<{len(col)}q", *col)})
     emit("csr_ok.pt", csr_file((0, 1, 2), (2, 0), (2, 3)), "ok",
          "a CSR tensor [2, 3] as torch 1.13 writes it, _rebuild_sparse_csr_tensor (torch reads it)", torch="reads")
+    # torch 1.13 checks compressed indices row by row, and none where no value is stored: it
+    # reads these, whose compressed indices hold offsets past the values (a consumer that
+    # follows them reads out of bounds); ptread holds every sparse tensor to the invariants.
+    emit("csr_nnz0_crow_any.pt", csr_file((1, 0, 5), (), (2, 3)), "bad_tensor_args",
+         "a CSR tensor [2, 3] with no values and crow (1, 0, 5): torch 1.13 checks no index and reads it; "
+         "ptread refuses crow[0] != 0")
+    emit("csr_no_rows_crow_any.pt", csr_file((5,), (2, 1), (0, 3)), "bad_tensor_args",
+         "a CSR tensor [0, 3] with crow (5,) and 2 values: with no rows torch 1.13 checks only the column range "
+         "and reads it; ptread refuses crow[0] != 0")
+    emit("csr_no_rows_column_past.pt", csr_file((0,), (3,), (0, 3)), "bad_tensor_args",
+         "a CSR tensor [0, 3] with the column 3 (torch refuses it: 0 <= col_indices < ncols)", torch="refuses")
     emit("csr_unsorted_columns.pt", csr_file((0, 2, 2), (2, 0), (2, 3)), "bad_tensor_args",
          "a CSR tensor whose first row lists columns 2 then 0 (torch refuses it: sorted and distinct)",
          torch="refuses")
@@ -1311,7 +1323,8 @@ def tar_files():
     emit("tar_rank_65.pt", build(te=tensors(65, [1] * 64 + [4], [4] * 64 + [1])), "limit_exceeded",
          "tensor 1 has 65 dimensions")
     emit("tar_view_past_storage.pt", build(te=tensors(1, (4,), (1,), 2)), "view_out_of_bounds",
-         "tensor 1 reads 4 elements from offset 2 of a 4-element storage")
+         "tensor 1 reads 4 elements from offset 2 of a 4-element storage (torch 1.13 grows the storage with "
+         "uninitialized bytes and reads them)")
     emit("tar_missing_member.pt", build(drop="tensors"), "record_missing", "no 'tensors' member")
 
 
