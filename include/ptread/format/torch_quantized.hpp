@@ -17,7 +17,8 @@ inline Result<uint32_t> TorchHooks::qtensor(Graph& g, const Items& a) {
                       "_rebuild_qtensor takes 7 arguments, not " + std::to_string(a.size()));  // as Python
   }
   const NodeView qp = g.at(a[4]);
-  if (qp.kind != ValueKind::tuple || qp.items.size() < 3 || g.kind(qp.items[0]) != ValueKind::global) {
+  if ((qp.kind != ValueKind::tuple && qp.kind != ValueKind::list) || qp.items.size() < 3 ||
+      g.kind(qp.items[0]) != ValueKind::global) {
     return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: quantizer parameters are not (qscheme, ...)");
   }
   const Items q = qp.items;
@@ -39,43 +40,62 @@ inline Result<uint32_t> TorchHooks::qtensor(Graph& g, const Items& a) {
     else return unsupported(g, std::string("quantized tensor of dtype ") + dtype_name(ts.dtype) + " is not supported");
   }
   PTREAD_TRY(m_.specs[spec.int_repr].requires_grad, requires_grad_arg(g, a[5], spec.dtype, "quantized tensor"));
+  // torch.load rebuilds three qschemes: per_tensor_affine from (qscheme, scale, zero_point),
+  // per_channel_affine and per_channel_affine_float_qparams from (qscheme, scales,
+  // zero_points, axis); any other it refuses ("Can't deserialize quantized tensor"), as it
+  // refuses other item counts (Python's unpacking).
   const std::string_view scheme = g.global_name(q[0]);
-  if (!qscheme_from_name(scheme, &spec.qscheme)) {
-    return unsupported(g, "quantized tensor with qscheme '" + std::string(scheme) + "' is not supported");
+  if (!qscheme_from_name(scheme, &spec.qscheme) || spec.qscheme == QScheme::per_tensor_symmetric ||
+      spec.qscheme == QScheme::per_channel_symmetric) {
+    return make_error(ErrorCode::bad_tensor_args,
+                      "_rebuild_qtensor: qscheme '" + std::string(scheme) + "' (torch.load rebuilds per_tensor_affine, "
+                      "per_channel_affine and per_channel_affine_float_qparams)");
   }
-  auto number = [&](uint32_t n, double* out) {
-    if (g.kind(n) == ValueKind::floating) *out = g.at(n).f;
-    else if (g.kind(n) == ValueKind::integer) *out = static_cast<double>(g.at(n).i);
-    else return false;
-    return true;
-  };
-  if (q.size() == 3) {
-    if (!number(q[1], &spec.scale) || g.kind(q[2]) != ValueKind::integer) {
-      return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: per-tensor scale or zero point is not a number");
+  const size_t want = spec.qscheme == QScheme::per_tensor_affine ? 3 : 4;
+  if (q.size() != want) {
+    return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: " + std::string(scheme) + " parameters of " +
+                                                      std::to_string(q.size()) + " items, not " + std::to_string(want));
+  }
+  if (want == 3) {
+    // torch's argument parser: the scale a float, int or bool; the zero point an int
+    const ValueKind sk = g.kind(q[1]);
+    if (sk == ValueKind::floating) spec.scale = g.at(q[1]).f;
+    else if (sk == ValueKind::integer || sk == ValueKind::boolean) spec.scale = static_cast<double>(g.at(q[1]).i);
+    else return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: the per-tensor scale is not a number");
+    if (g.kind(q[2]) != ValueKind::integer) {
+      return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: the per-tensor zero point is not an int");
     }
     spec.zero_point = g.at(q[2]).i;
-    if (spec.qscheme != QScheme::per_tensor_affine && spec.qscheme != QScheme::per_tensor_symmetric) {
-      return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: a per-channel qscheme with per-tensor parameters");
-    }
-  } else if (q.size() == 4) {
+  } else {
     if (g.kind(q[1]) != ValueKind::tensor || g.kind(q[2]) != ValueKind::tensor || g.kind(q[3]) != ValueKind::integer) {
       return unsupported(g, "quantized tensor whose per-channel parameters are not tensors is not supported");
     }
     spec.scales = g.nodes[q[1]].ref;
     spec.zero_points = g.nodes[q[2]].ref;
     spec.axis = g.at(q[3]).i;
+    // as _empty_per_channel_affine_quantized checks them
+    const TensorSpec& st = m_.specs[spec.scales];
+    const TensorSpec& zt = m_.specs[spec.zero_points];
+    if (!dtype_is_differentiable(st.dtype) || dtype_is_complex(st.dtype) || dtype_is_opaque(st.dtype)) {
+      return make_error(ErrorCode::bad_tensor_args, std::string("_rebuild_qtensor: scales of dtype ") + dtype_name(st.dtype) +
+                                                        " (torch wants floating point)");
+    }
+    if (st.rank != 1 || zt.rank != 1) {
+      return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: scales and zero points must have one dimension");
+    }
+    if (st.dims[0] != zt.dims[0]) {
+      return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: " + std::to_string(st.dims[0]) + " scales and " +
+                                                        std::to_string(zt.dims[0]) + " zero points");
+    }
+    // torch 1.13 takes any axis here; ptread, whose QuantizedTensor names a channel by it, one of the tensor's
     if (spec.axis < 0 || static_cast<uint64_t>(spec.axis) >= spec.rank) {
       return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: axis " + std::to_string(spec.axis) + " of a " +
                                                         std::to_string(spec.rank) + "-d tensor");
     }
     // torch writes per_channel_affine for float_qparams too: the zero points' dtype tells.
-    const DType zt = m_.specs[spec.zero_points].dtype;
-    if (zt == DType::F32 || zt == DType::F64 || zt == DType::F16) spec.qscheme = QScheme::per_channel_affine_float_qparams;
-    if (spec.qscheme == QScheme::per_tensor_affine || spec.qscheme == QScheme::per_tensor_symmetric) {
-      return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: a per-tensor qscheme with per-channel parameters");
+    if (zt.dtype == DType::F32 || zt.dtype == DType::F64 || zt.dtype == DType::F16) {
+      spec.qscheme = QScheme::per_channel_affine_float_qparams;
     }
-  } else {
-    return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: quantizer parameters have " + std::to_string(q.size()) + " items");
   }
   m_.qspecs.push_back(spec);
   return g.emit_int(ValueKind::quantized, static_cast<uint32_t>(m_.qspecs.size() - 1), 0);

@@ -823,6 +823,53 @@ def tensor_files():
          "_rebuild_qtensor with its 7 arguments, a QInt8 [4, 4] per-tensor affine (torch reads it)", torch="reads")
     emit("qtensor_eight_arguments.pt", one(call("_rebuild_qtensor", qt + [b"N"])), "bad_tensor_args",
          "_rebuild_qtensor with an eighth argument (torch refuses it)", torch="refuses")
+    # The quantizer parameters as _rebuild_qtensor takes them apart (torch 1.13)
+    qt_with = lambda params: [pid("QInt8Storage", "0", 16) + b"Q", p_int(0), p_ints((4, 4)), p_ints((4, 1)), params,
+                              b"\x89", p_ordered_dict()]
+    half = b"G" + struct.pack(">d", 0.5)
+    emit("qtensor_per_tensor_symmetric.pt",
+         one(call("_rebuild_qtensor", qt_with(p_tuple([p_global("torch", "per_tensor_symmetric"), half, p_int(3)])))),
+         "bad_tensor_args", "qscheme torch.per_tensor_symmetric (torch refuses it: Can't deserialize quantized tensor "
+         "with qscheme)", torch="refuses")
+    emit("qtensor_scale_bool.pt",
+         one(call("_rebuild_qtensor", qt_with(p_tuple([p_global("torch", "per_tensor_affine"), b"\x88", p_int(3)])))),
+         "ok", "a per-tensor scale of True, which torch's argument parser takes as 1.0 (torch reads it)", torch="reads")
+    emit("qtensor_zero_point_bool.pt",
+         one(call("_rebuild_qtensor", qt_with(p_tuple([p_global("torch", "per_tensor_affine"), half, b"\x89"])))),
+         "bad_tensor_args", "a per-tensor zero point of False (torch refuses it: must be int, not bool)", torch="refuses")
+    emit("qtensor_params_list.pt",
+         one(call("_rebuild_qtensor", qt_with(b"]" + b"(" + p_global("torch", "per_tensor_affine") + half + p_int(3) + b"e"))),
+         "ok", "quantizer parameters in a list, which Python unpacks as a tuple (torch reads it)", torch="reads")
+    emit("qtensor_per_tensor_four_items.pt",
+         one(call("_rebuild_qtensor", qt_with(p_tuple([p_global("torch", "per_tensor_affine"), half, p_int(3), p_int(0)])))),
+         "bad_tensor_args", "per_tensor_affine parameters of 4 items (torch refuses it: too many values to unpack)",
+         torch="refuses")
+    def per_channel(scheme=b"per_channel_affine", scales=("DoubleStorage", "<4d", (4,)), zps=("LongStorage", "<4q", (4,)),
+                    axis=0):
+        s_cls, s_fmt, s_shape = scales
+        z_cls, z_fmt, z_shape = zps
+        sn, zn = math.prod(s_shape), math.prod(z_shape)
+        params = p_tuple([p_global("torch", scheme.decode()),
+                          rebuild_v2(pid(s_cls, "1", sn), 0, s_shape, tuple(math.prod(s_shape[k + 1:]) for k in range(len(s_shape)))),
+                          rebuild_v2(pid(z_cls, "2", zn), 0, z_shape, (1,) * len(z_shape)), p_int(axis)])
+        fill = lambda fmt, n: struct.pack(fmt[0] + str(n) + fmt[-1], *([1] * n))
+        return one(call("_rebuild_qtensor", qt_with(params)),
+                   {"0": bytes(range(16)), "1": fill(s_fmt, sn), "2": fill(z_fmt, zn)})
+    emit("qtensor_per_channel_ok.pt", per_channel(), "ok",
+         "a QInt8 [4, 4] per_channel_affine along axis 0, F64 scales and I64 zero points, as torch writes it "
+         "(torch reads it)")
+    emit("qtensor_per_channel_symmetric.pt", per_channel(scheme=b"per_channel_symmetric"), "bad_tensor_args",
+         "qscheme torch.per_channel_symmetric (torch refuses it: Can't deserialize)", torch="refuses")
+    emit("qtensor_per_channel_int_scales.pt", per_channel(scales=("LongStorage", "<4q", (4,))), "bad_tensor_args",
+         "per-channel scales of dtype I64 (torch refuses it: scale tensor must be floating point)", torch="refuses")
+    emit("qtensor_per_channel_scales_2d.pt", per_channel(scales=("DoubleStorage", "<4d", (4, 1))), "bad_tensor_args",
+         "per-channel scales of shape [4, 1] (torch refuses it: scale tensor must have dimension 1)", torch="refuses")
+    emit("qtensor_per_channel_count_mismatch.pt", per_channel(zps=("LongStorage", "<3q", (3,))), "bad_tensor_args",
+         "4 per-channel scales and 3 zero points (torch refuses it: the numbers of elements must match)",
+         torch="refuses")
+    emit("qtensor_per_channel_axis_past.pt", per_channel(axis=2), "bad_tensor_args",
+         "per-channel axis 2 of a 2-d tensor: torch 1.13 checks no axis and reads it; ptread, whose QuantizedTensor "
+         "names its channels by the axis, refuses it")
     qt_neg = lambda size: [pid("QInt8Storage", "0", 16) + b"Q", p_int(0), p_ints(size), p_ints((-1,)), qparams,
                            b"\x89", p_ordered_dict()]
     emit("qtensor_negative_stride_empty.pt", one(call("_rebuild_qtensor", qt_neg((0,)))), "ok",
