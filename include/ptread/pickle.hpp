@@ -1314,10 +1314,11 @@ inline Result<std::string> PickleVM::python_string_literal(std::string_view s) {
   out.reserve(s.size());
   for (size_t k = 0; k < s.size(); ++k) {
     char c = s[k];
-    if (c != '\\' || k + 1 == s.size()) {
+    if (c != '\\') {
       out.push_back(c);
       continue;
     }
+    if (k + 1 == s.size()) return error(ErrorCode::pickle_malformed, "STRING operand ends in a lone backslash");  // as Python's escape_decode
     char e = s[++k];
     switch (e) {
       case 'n': out.push_back('\n'); break;

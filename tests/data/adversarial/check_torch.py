@@ -75,7 +75,7 @@ def tensors_of(obj, prefix=""):
             out.append(describe(name, v))
         elif isinstance(v, dict):
             out += tensors_of(v, name + ".")
-        elif isinstance(v, (str, bytes, int, float, type(None), type)):
+        elif isinstance(v, (str, bytes, int, float, type(None), type, torch.Size)):
             pass  # metadata or a class, no tensor
         elif isinstance(v, torch.storage.TypedStorage):
             pass  # a storage saved on its own: ptread lists no tensor for it

@@ -663,6 +663,26 @@ def pickle_files():
          "UnicodeDecodeError, and the name would not be text)")
     emit("pkl_invalid_utf8_value.pt", ck(sd((p_str("s"), b"\x8c\x03a\xc0\xaf"))), "pickle_malformed",
          "a SHORT_BINUNICODE value holding an overlong encoding (c0 af)")
+    # torch.Size(...) as torch builds it: a tuple of ints from one iterable
+    size = lambda args, op=b"R": p_global("torch", "Size") + args + op
+    emit("pkl_torch_size_two_arguments.pt", ck(sd((p_str("s"), size(p_tuple([p_int(2), p_int(3)]))))),
+         "pickle_malformed", "torch.Size(2, 3) (torch refuses it: tuple expected at most 1 argument)", torch="refuses")
+    emit("pkl_torch_size_of_int.pt", ck(sd((p_str("s"), size(p_tuple([p_int(5)]), b"\x81")))), "pickle_malformed",
+         "torch.Size.__new__(torch.Size, 5) by NEWOBJ (torch refuses it: 'int' object is not iterable)", torch="refuses")
+    emit("pkl_torch_size_float_item.pt", ck(sd((p_str("s"), size(p_tuple([b"(" + p_int(2) + b"G" + struct.pack(">d", 1.0) + b"l"]))))),
+         "pickle_malformed", "torch.Size([2, 1.0]) (torch refuses it: takes an iterable of 'int')", torch="refuses")
+    emit("pkl_torch_size_empty_build.pt", ck(sd((p_str("s"), size(b")") + b"(}Ntb"))), "pickle_malformed",
+         "torch.Size() given the BUILD state ({}, None): Python's unpickler then wants its __dict__ (torch refuses it)",
+         torch="refuses")
+    emit("pkl_torch_size_of_bytes.pt", ck(sd((p_str("s"), size(p_tuple([b"C\x02ab"]))))), "ok",
+         "torch.Size(b'ab'): the bytes' values, (97, 98) (torch reads it)", torch="reads")
+    emit("pkl_torch_size_bool_item.pt", ck(sd((p_str("s"), size(p_tuple([b"(" + b"\x88" + p_int(3) + b"l"]))))), "ok",
+         "torch.Size([True, 3]): (1, 3) (torch reads it)", torch="reads")
+    emit("pkl_string_trailing_backslash.pt", ck(sd((p_str("s"), b"S'a\\'\n"))), "pickle_malformed",
+         "a STRING operand 'a\\' whose last backslash escapes nothing (torch refuses it: Python's escape_decode "
+         "raises 'Trailing \\ in string')", torch="refuses")
+    emit("pkl_string_escaped_backslash.pt", ck(sd((p_str("s"), b"S'a\\\\'\n"))), "ok",
+         "a STRING operand 'a\\\\': an escaped backslash, the text a\\ (torch reads it)", torch="reads")
 
     # Opcodes.
     emit("pkl_unknown_opcode.pt", ck(sd((p_str("s"), b"\xff"))), "pickle_unknown_opcode", "byte 0xff as an opcode")
