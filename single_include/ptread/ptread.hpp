@@ -12384,12 +12384,26 @@ inline Status plan_zip(const Source& src, const ReadOptions& opt, const ZipArchi
   // 1.13 and 2.11, checked; jit.save writes `little`).
   if (const ZipEntry* bo = plan->constants == nullptr ? byteorder : nullptr) {
     PTREAD_TRY(Bytes b, zip.read(*bo));
-    std::string order(reinterpret_cast<const char*>(b.data), std::min<size_t>(b.size, 16));
-    while (!order.empty() && std::isspace(static_cast<unsigned char>(order.back()))) order.pop_back();
+    // the record's bytes exactly, as torch compares them (b"little\n" is refused too)
+    const std::string_view order(reinterpret_cast<const char*>(b.data), b.size);
     if (order == "big") {
       plan->big_endian = true;
     } else if (order != "little") {
-      return make_error(ErrorCode::zip_corrupt, "record '" + std::string(bo->name) + "' says byte order '" + order + "'");
+      std::string shown;
+      for (const char c : order.substr(0, 16)) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u >= 0x20 && u < 0x7f && c != '\\') {
+          shown.push_back(c);
+        } else {
+          static const char hex[] = "0123456789abcdef";
+          shown += "\\x";
+          shown.push_back(hex[u >> 4]);
+          shown.push_back(hex[u & 15]);
+        }
+      }
+      if (order.size() > 16) shown += "...";
+      return make_error(ErrorCode::zip_corrupt, "record '" + std::string(bo->name) + "' says byte order '" + shown +
+                                                    "' (torch reads 'little' or 'big', exactly)");
     }
   }
   if (pkl->method == 0 && pkl->uncompressed_size > src.size()) {

@@ -1454,6 +1454,9 @@ def torchscript_files():
     emit("zip_byteorder_unknown.pt", rezip(sd, {}, add=[(prefix + "/byteorder", b"liptle")]), "zip_corrupt",
          "a state dict whose byteorder record says 'liptle': refused, as torch >= 2.1 refuses it (Unknown "
          "endianness type); torch 1.13 knows no such record and reads the file")
+    emit("zip_byteorder_newline.pt", rezip(sd, {}, add=[(prefix + "/byteorder", b"little\n")]), "zip_corrupt",
+         "a state dict whose byteorder record says 'little\\n': torch >= 2.1 compares the record's bytes with b'little' "
+         "and b'big' exactly and refuses it; torch 1.13 reads the file")
 
 
 def main():
