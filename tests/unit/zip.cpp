@@ -1090,7 +1090,7 @@ TEST_CASE("zip: byteorder record", "[zip]") {
       }
     }
   }
-  for (const char* order : {"little", "little\n", "big\n"}) {
+  for (const char* order : {"little", "big"}) {
     const bool big = order[0] == 'b';
     INFO("byteorder '" << order << "'");
     ZipWriter w = checkpoint_writer();
@@ -1108,7 +1108,9 @@ TEST_CASE("zip: byteorder record", "[zip]") {
     check_like_buffer(ck, "archive/");
     if (ck.ok()) CHECK(ck->big_endian() == big);
   }
-  for (const char* order : {"middle", "", "BIG"}) {
+  // torch 2.x compares the record's bytes exactly (serialization.py: `byteorderdata not in
+  // [b"little", b"big"]` raises ValueError): a newline or a space is another value
+  for (const char* order : {"middle", "", "BIG", "little\n", "big\n", "little "}) {
     INFO("byteorder '" << order << "'");
     ZipWriter w = checkpoint_writer();
     ZipEntrySpec bo;

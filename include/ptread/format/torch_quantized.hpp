@@ -67,8 +67,12 @@ inline Result<uint32_t> TorchHooks::qtensor(Graph& g, const Items& a) {
     }
     spec.zero_point = g.at(q[2]).i;
   } else {
+    if (g.kind(q[1]) == ValueKind::list && g.kind(q[2]) == ValueKind::list) {  // torch makes tensors of two lists
+      return unsupported(g, "quantized tensor whose per-channel parameters are lists is not supported");
+    }
     if (g.kind(q[1]) != ValueKind::tensor || g.kind(q[2]) != ValueKind::tensor || g.kind(q[3]) != ValueKind::integer) {
-      return unsupported(g, "quantized tensor whose per-channel parameters are not tensors is not supported");
+      return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: per-channel scales and zero points that are not "
+                                                    "tensors, or an axis that is not an int (torch refuses them)");
     }
     spec.scales = g.nodes[q[1]].ref;
     spec.zero_points = g.nodes[q[2]].ref;

@@ -887,6 +887,14 @@ def tensor_files():
     emit("qtensor_per_channel_count_mismatch.pt", per_channel(zps=("LongStorage", "<3q", (3,))), "bad_tensor_args",
          "4 per-channel scales and 3 zero points (torch refuses it: the numbers of elements must match)",
          torch="refuses")
+    emit("qtensor_per_channel_float_params.pt",
+         one(call("_rebuild_qtensor", qt_with(p_tuple([p_global("torch", "per_channel_affine"), half, p_int(3), p_int(0)])))),
+         "bad_tensor_args", "per_channel_affine parameters (scale 0.5, zero point 3, axis 0): torch refuses them (scales "
+         "must be a Tensor)", torch="refuses")
+    lists = p_tuple([p_global("torch", "per_channel_affine"), b"(" + half * 4 + b"l", b"(" + p_int(0) * 4 + b"l", p_int(0)])
+    emit("qtensor_per_channel_lists.pt", one(call("_rebuild_qtensor", qt_with(lists))), "ok",
+         "per-channel scales and zero points as lists, which torch makes tensors of (torch 1.13 reads it); ptread "
+         "opens the file and lists the tensor in unsupported()")
     emit("qtensor_per_channel_axis_past.pt", per_channel(axis=2), "bad_tensor_args",
          "per-channel axis 2 of a 2-d tensor: torch 1.13 checks no axis and reads it; ptread, whose QuantizedTensor "
          "names its channels by the axis, refuses it")

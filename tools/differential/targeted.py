@@ -1,0 +1,531 @@
+#!/usr/bin/python3
+"""ptread against torch.load on random files aimed at one rule each.
+
+usage: targeted.py [--seed N] [--count N] [--ptread BINARY] [--keep DIR] [--verbose] [FAMILY ...]
+
+checkpoints.py damages real checkpoints at random; this writes small files from scratch
+with the adversarial corpus's writer (tests/data/adversarial/make.py), each family varying
+the arguments of one rule at random, and compares torch.load(map_location="cpu") with the
+`ptread` command (`ls --json`, `tree` or `export`):
+  views       _rebuild_tensor_v2 sizes, strides, offsets (negative, huge, SymInt's bounds):
+              verdict, shape and strides
+  legacy      a legacy file's declared storage size, view and element count (storages grown
+              by set_): verdict, shape and strides
+  tar         a tar file's (torch 0.1) views: verdict, shape and strides
+  coo, csr    sparse parts (indices, values, sizes; CSR, CSC, BSR, BSC): verdict and shape
+  qparams     _rebuild_qtensor's quantizer parameters (qschemes, scales, zero points,
+              axis): verdict
+  rebuild     _rebuild_tensor, _rebuild_tensor_v2 and _rebuild_parameter with odd flags:
+              verdict and bytes
+  opcodes     random programs of protocol 2 and 4 opcodes as a value beside a tensor: verdict
+  text        protocol 0 INT, LONG, FLOAT, STRING, UNICODE operands spelled oddly: verdict
+              and repr
+  memo        text PUT and GET keys, BINPUT, LONG_BINPUT: verdict and repr
+  builtins    OrderedDict, set, frozenset, bytes, bytearray, torch.Size, _codecs.encode,
+              Counter, defaultdict called with random arguments: verdict
+  dictkeys    dict keys Python merges or keeps apart (1, True, 1.0; -0.0 and 0; 2**70 and
+              its float; NaN; tuples, frozensets): verdict and keys
+  headers     legacy magic, protocol version, sys_info, storage key lists, count order:
+              verdict and bytes
+  byteorder   zip byteorder and version records, archive folders: verdict and bytes
+(all families when none is named). Differences that are understood (README "Formats"; each
+one below, KNOWN) are counted apart and printed with --verbose only. Prints each other
+difference and, per family, a count of each kind: same, both_err, DIFF (both read, other
+values), WE_REJECT (torch reads, ptread refuses), WE_ACCEPT (torch refuses, ptread reads),
+known. Not part of the test suite (files it finds worth keeping go to the adversarial corpus
+with torch's verdict); a tool for looking for new disagreements. Needs torch (Debian's
+python3-torch: torch 1.13, whose rules these are; torch 2.x's are noted where they differ).
+"""
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import random
+import struct
+import subprocess
+import sys
+import tempfile
+import warnings
+from collections import Counter, defaultdict
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "data", "adversarial"))
+import make as M  # noqa: E402
+from make import (ck, legacy, lpid, p_dict, p_global, p_int, p_ints, p_ordered_dict, p_str, p_tuple, pickle,  # noqa: E402
+                  pid, rebuild_v2, tar_archive, tensor, zip_build, floats, LEGACY_MAGIC, LEGACY_SYSINFO,
+                  LEGACY_VERSION)
+
+import torch  # noqa: E402
+
+warnings.filterwarnings("ignore")
+W = tensor("0", 4)
+
+
+def call(fn, args, module="torch._utils"):
+    return p_global(module, fn) + p_tuple(args) + b"R"
+
+
+def contiguous(shape):
+    st, acc = [], 1
+    for d in reversed(shape):
+        st.insert(0, acc)
+        acc *= max(d, 1)
+    return tuple(st)
+
+
+def one(t, data=M.BASE_DATA):
+    return ck(pickle(p_dict([(p_str("t"), t)])), data=data)
+
+
+def beside(value_ops, proto=2):
+    """{'t': a tensor, 'm': the value the ops push}"""
+    return ck(b"\x80" + bytes([proto]) + b"}(" + p_str("t") + W + p_str("m") + value_ops + b"u.")
+
+
+def f64(x):
+    return b"G" + struct.pack(">d", x)
+
+
+# ---------------------------------------------------------------------------------------
+# Families: each returns (file bytes, what to compare, a description)
+
+def fam_views(r):
+    rank = r.randint(0, 3)
+    pick = lambda: r.choice([0, 1, 2, 3, 4, -1, -2, -5, 1 << 62, (1 << 63) - 1, -(1 << 63), -(1 << 62), -(1 << 62) - 1,
+                             1 << 31, 7]) if r.random() < 0.5 else r.randint(-3, 5)
+    size = [r.choice([0, 1, 1, 2, 3, -1, 4]) for _ in range(rank)]
+    stride = [pick() for _ in range(rank)]
+    off = r.choice([0, 0, 1, 3, 4, 5, -1, 1 << 62])
+    numel = r.choice([4, 4, 0, 1])
+    data = {"0": floats(numel, 1.0), "1": M.BASE_DATA["1"]}
+    return one(tensor("0", numel, size=tuple(size), stride=tuple(stride), offset=off), data), "strides", (size, stride, off)
+
+
+def fam_legacy(r):
+    rank = r.randint(0, 3)
+    size = [r.choice([0, 1, 1, 2, 3, 4]) for _ in range(rank)]
+    stride = [r.choice([0, 1, 2, 3, -1, 5, 1 << 62]) if r.random() < 0.4 else r.randint(0, 4) for _ in range(rank)]
+    off = r.choice([0, 0, 1, 3, 4, 6, -1])
+    decl = r.choice([0, 2, 4, 6])
+    cnt = r.choice([decl, decl, 4, 6, 8, 2])
+    t = rebuild_v2(lpid("FloatStorage", "0", decl), off, tuple(size), tuple(stride))
+    blob = legacy(pickle(p_dict([(p_str("t"), t)])), ["0"], {"0": floats(cnt, 1.0)}, {"0": cnt})
+    return blob, "strides", (size, stride, off, decl, cnt)
+
+
+def fam_tar(r):
+    rank = r.randint(0, 3)
+    size = [r.choice([0, 1, 1, 2, 3, 4]) for _ in range(rank)]
+    stride = [r.choice([0, 1, 2, 3, -1, 5]) if r.random() < 0.4 else r.randint(0, 4) for _ in range(rank)]
+    off = r.choice([0, 0, 1, 3, 4, 6, -1])
+    st = pickle(p_int(1)) + pickle(p_tuple([p_int(0), p_str("cpu"), p_global("torch", "FloatStorage")])) + \
+        struct.pack("<Q", 4) + M.BASE_DATA["0"] + pickle(b"]")
+    te = pickle(p_int(1)) + pickle(p_tuple([p_int(1), p_int(0), p_global("torch", "FloatTensor")])) + \
+        struct.pack("<iI", rank, 0) + struct.pack("<%dq" % rank, *size) + struct.pack("<%dq" % rank, *stride) + \
+        struct.pack("<q", off)
+    ob = pickle(p_dict([(p_str("t"), p_str("1") + b"Q")]))
+    blob = tar_archive([("sys_info", LEGACY_SYSINFO), ("storages", st), ("tensors", te), ("pickle", ob)])
+    return blob, "strides", (size, stride, off)
+
+
+def fam_coo(r):
+    sd, nnz, dd = r.randint(0, 2), r.randint(0, 3), r.randint(0, 1)
+    size = [r.randint(0, 4) for _ in range(sd + dd)]
+    if r.random() < 0.2:
+        size.append(r.randint(1, 3))
+    idx = [r.randint(-1, 4) for _ in range(sd * nnz)]
+    ishape = (sd, nnz) if r.random() < 0.9 else (sd * nnz,)
+    vshape = [nnz] + size[sd:sd + dd] if r.random() < 0.85 else \
+        [r.randint(0, 3)] + [r.randint(1, 3)] * r.randint(0, 2)
+    vn = math.prod(vshape)
+    it = rebuild_v2(pid("LongStorage", "0", len(idx)), 0, ishape, contiguous(ishape))
+    vt = rebuild_v2(pid("FloatStorage", "1", max(vn, 1)), 0, tuple(vshape), contiguous(vshape))
+    data = p_tuple([it, vt, p_global("torch", "Size") + p_tuple([p_ints(tuple(size))]) + b"R"])
+    blob = one(call("_rebuild_sparse_tensor", [p_global("torch", "sparse_coo"), data]),
+               {"0": struct.pack(f"<{len(idx)}q", *idx), "1": floats(max(vn, 1))})
+    return blob, "sparse", (size, ishape, idx, vshape)
+
+
+def fam_csr(r):
+    layout = r.choice(["sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc"])
+    rows, cols = r.randint(0, 4), r.randint(0, 4)
+    nc = rows if layout in ("sparse_csr", "sparse_bsr") else cols
+    blk = (r.randint(1, 2), r.randint(1, 2)) if layout in ("sparse_bsr", "sparse_bsc") else ()
+    ncomp = nc // (blk[0] if blk and layout == "sparse_bsr" else blk[1] if blk else 1) if nc else 0
+    nnz = r.randint(0, 3)
+    crow = sorted(r.randint(0, nnz) for _ in range(ncomp + 1))
+    if r.random() < 0.7:
+        crow[0], crow[-1] = 0, nnz
+    if r.random() < 0.1:
+        crow = [r.randint(-1, 4) for _ in range(ncomp + 1)]
+    col = [r.randint(-1, 4) for _ in range(nnz)]
+    vshape = [nnz if r.random() < 0.85 else r.randint(0, 3)] + list(blk)
+    vn = math.prod(vshape)
+    data = p_tuple([rebuild_v2(pid("LongStorage", "0", len(crow)), 0, (len(crow),), (1,)),
+                    rebuild_v2(pid("LongStorage", "2", max(len(col), 1)), 0, (len(col),), (1,)),
+                    rebuild_v2(pid("FloatStorage", "1", max(vn, 1)), 0, tuple(vshape), contiguous(vshape)),
+                    p_ints((rows, cols))])
+    blob = one(call("_rebuild_sparse_csr_tensor", [p_global("torch", layout), data]),
+               {"0": struct.pack(f"<{len(crow)}q", *crow), "1": floats(max(vn, 1)),
+                "2": struct.pack(f"<{len(col)}q", *col) if col else b"\0" * 8})
+    return blob, "sparse", (layout, (rows, cols), crow, col, vshape)
+
+
+def fam_qparams(r):
+    cls, fmt = r.choice([("QInt8Storage", "b"), ("QUInt8Storage", "B"), ("QInt32Storage", "i")])
+    shape = [r.randint(0, 3) for _ in range(r.randint(0, 3))]
+    n = math.prod(shape)
+    data = {"0": struct.pack(f"<{max(n, 1)}{fmt}", *([1] * max(n, 1)))}
+    scheme = r.choice(["per_tensor_affine", "per_channel_affine", "per_tensor_symmetric", "per_channel_symmetric",
+                       "per_channel_affine_float_qparams"])
+    if r.random() < 0.5:
+        scale = r.choice([f64(0.5), p_int(2), b"\x88", b"N", p_str("x"), f64(float("nan")), f64(-1.0)])
+        zp = r.choice([p_int(3), p_int(-200), p_int(1 << 40), b"\x89", f64(1.0), b"N"])
+        items = [p_global("torch", scheme), scale, zp] + ([p_int(0)] if r.random() < 0.1 else [])
+        qp = p_tuple(items) if r.random() < 0.9 else b"(" + b"".join(items) + b"l"
+    else:
+        nc = r.choice([shape[0] if shape else 1, 2, 3, 0, 1])
+        s_cls, s_fmt = r.choice([("DoubleStorage", "d"), ("FloatStorage", "f"), ("LongStorage", "q")])
+        z_cls, z_fmt = r.choice([("LongStorage", "q"), ("FloatStorage", "f"), ("IntStorage", "i")])
+        z_n = nc if r.random() < 0.9 else nc + 1
+        sshape = (nc,) if r.random() < 0.85 else (nc, 1)
+        data["1"] = struct.pack(f"<{max(nc, 1)}{s_fmt}", *([1] * max(nc, 1)))
+        data["2"] = struct.pack(f"<{max(z_n, 1)}{z_fmt}", *([0] * max(z_n, 1)))
+        axis = r.choice([0, 0, 1, -1, 2, 5])
+        qp = p_tuple([p_global("torch", scheme),
+                      rebuild_v2(pid(s_cls, "1", max(nc, 1)), 0, sshape, contiguous(sshape)),
+                      rebuild_v2(pid(z_cls, "2", max(z_n, 1)), 0, (z_n,), (1,)),
+                      p_int(axis) if axis >= 0 else b"J" + struct.pack("<i", axis)])
+    qt = [pid(cls, "0", max(n, 1)) + b"Q", p_int(0), p_ints(tuple(shape)), p_ints(contiguous(shape)), qp, b"\x89",
+          p_ordered_dict()]
+    return one(call("_rebuild_qtensor", qt), data), "verdict", (scheme, shape)
+
+
+def fam_rebuild(r):
+    cls, size = r.choice([("FloatStorage", 4), ("ComplexFloatStorage", 8), ("LongStorage", 8), ("BoolStorage", 1)])
+    data = {"0": bytes(range(64))[:4 * size], "1": M.BASE_DATA["1"]}
+    st = pid(cls, "0", 4) + b"Q"
+    kind = r.choice(["v1", "v2", "param"])
+    rg = r.choice([b"\x88", b"\x89", b"\x89", p_int(1), b"N"])
+    if kind == "v1":
+        t = call("_rebuild_tensor", [st, p_int(0), p_ints((4,)), p_ints((1,))])
+    elif kind == "v2":
+        t = call("_rebuild_tensor_v2", [st, p_int(0), p_ints((4,)), p_ints((1,)), rg, p_ordered_dict()])
+    else:
+        inner = call("_rebuild_tensor_v2", [st, p_int(0), p_ints((4,)), p_ints((1,)), b"\x89", p_ordered_dict()])
+        t = call("_rebuild_parameter", [inner, rg, p_ordered_dict()])
+    return one(t, data), "bytes", (kind, cls, rg)
+
+
+def fam_opcodes(r):
+    proto = r.choice([2, 4])
+
+    def atom():
+        return r.choice([p_int(r.choice([0, 1, 255, 256, 70000, -5, 1 << 40])), p_str(r.choice(["a", "", "key"])),
+                         b"N", b"\x88", b"\x89", f64(r.choice([0.5, float("nan"), -0.0])), b"C\x02ab", W,
+                         b"\x8a\x02\x01\x02", p_int(r.randint(0, 9))])
+    ops = [b"]", b"}", b")", b"(", b"t", b"l", b"d", b"a", b"e", b"s", b"u", b"\x85", b"\x86", b"\x87", b"2", b"0",
+           b"1"] + ([b"\x94", b"\x8f", b"\x90", b"\x91"] if proto >= 4 else [])
+    body, memo = b"", 0
+    for _ in range(r.randint(1, 12)):
+        x = r.random()
+        if x < 0.4:
+            body += atom()
+        elif x < 0.8:
+            body += r.choice(ops)
+        elif x < 0.9:
+            body += b"q" + bytes([memo])
+            memo += 1
+        else:
+            body += b"h" + bytes([r.randint(0, memo)])
+    return beside(body, proto), "verdict", body
+
+
+def fam_text(r):
+    ints = ["0", "1", "01", "00", "-0", "+5", " 5", "5 ", "1_000", "0x10", "010", "9" * 25, "-" + "9" * 20, "1e3",
+            "", "abc", "5L", "\u0663", "1__0", "_1", "0_0"]
+    flts = ["1.5", "nan", "inf", "-inf", "1e308", "1e309", "1_0.5", " 1.5", "1.5 ", "1.", ".5", "+.5e-3", "NaN",
+            "infinity", "1,5", "", "1e"]
+    strs = ["'a'", "\"a\"", "'a\\x41'", "'\\n'", "'a", "a'", "'\\101'", "''", "'\\q'", "'a'b'", "'\\'", "'a\\\\'"]
+    unis = ["abc", "a\\u0041", "a\\x41", "\\U0001F600", "\\u00", "a\\nb", "", "\\uD800", "caf\\xe9"]
+
+    def atom():
+        x = r.random()
+        if x < 0.3:
+            return b"I" + r.choice(ints).encode() + b"\n"
+        if x < 0.45:
+            return b"L" + r.choice(ints).encode() + r.choice([b"L", b""]) + b"\n"
+        if x < 0.65:
+            return b"F" + r.choice(flts).encode() + b"\n"
+        if x < 0.8:
+            return b"S" + r.choice(strs).encode() + b"\n"
+        return b"V" + r.choice(unis).encode() + b"\n"
+    body = b"(" + b"".join(atom() for _ in range(r.randint(1, 4))) + b"t"
+    return beside(body), "repr", body
+
+
+def fam_memo(r):
+    keys = ["0", "1", "01", " 1", "1 ", "+1", "-1", "1_0", "10", "0x1", "", "a", "99999999999999999999", "-0", "1.0"]
+    body = b"("
+    for _ in range(r.randint(1, 5)):
+        x = r.random()
+        if x < 0.3:
+            body += p_int(r.randint(0, 9))
+        elif x < 0.55:
+            body += b"p" + r.choice(keys).encode() + b"\n"
+        elif x < 0.8:
+            body += b"g" + r.choice(keys).encode() + b"\n"
+        elif x < 0.87:
+            body += b"r" + struct.pack("<I", r.choice([0, 1, 10]))
+        elif x < 0.94:
+            body += b"j" + struct.pack("<I", r.choice([0, 1, 10, 0xFFFFFFFF]))
+        else:
+            body += b"q" + bytes([r.choice([0, 1, 10])])
+    return beside(body + b"t"), "repr", body
+
+
+def fam_builtins(r):
+    fns = [("collections", "OrderedDict"), ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "bytes"),
+           ("builtins", "bytearray"), ("torch", "Size"), ("_codecs", "encode"), ("collections", "Counter"),
+           ("collections", "defaultdict")]
+
+    def atom(depth=0):
+        x = r.random()
+        if depth < 2 and 0.5 <= x < 0.65:
+            return b"(" + b"".join(atom(depth + 1) for _ in range(r.randint(0, 3))) + b"l"
+        if depth < 2 and 0.65 <= x < 0.8:
+            return b"(" + b"".join(atom(depth + 1) for _ in range(r.randint(0, 3))) + b"t"
+        if depth < 2 and 0.8 <= x < 0.9:
+            return b"(" + b"".join(atom(depth + 1) + atom(depth + 1) for _ in range(r.randint(0, 2))) + b"d"
+        return r.choice([p_int(r.choice([0, 1, 3, 255, 256, -1])), p_str(r.choice(["a", "ab", "\u00e9", "latin1", ""])),
+                         b"N", b"\x88", b"\x89", b"C\x02ab", f64(2.0)])
+    mod, name = r.choice(fns)
+    args = b"(" + b"".join(atom() for _ in range(r.randint(0, 3))) + b"t"
+    v = p_global(mod, name) + args + (b"R" if r.random() < 0.75 else b"\x81")
+    if r.random() < 0.2:
+        v += r.choice([b"N", b"}", b"(}Nt", p_str("x")]) + b"b"
+    if r.random() < 0.15:
+        v += b"(" + atom() + atom() + b"u"
+    if r.random() < 0.1:
+        v += b"(" + atom() + b"e"
+    return beside(v), "verdict", (name, v)
+
+
+def fam_dictkeys(r):
+    def key(depth=0):
+        x = r.random()
+        if depth < 2 and x < 0.15:
+            return b"(" + b"".join(key(depth + 1) for _ in range(r.randint(0, 2))) + b"t"
+        if depth < 2 and x < 0.22:
+            return p_global("builtins", "frozenset") + b"((" + b"".join(key(depth + 1) for _ in range(r.randint(0, 2))) + \
+                b"ltR"
+        return r.choice([p_int(1), p_int(0), b"\x88", b"\x89", f64(1.0), f64(-0.0), f64(0.0), f64(float("nan")),
+                         p_str("a"), b"C\x01a", b"\x8a\x09" + (2 ** 70).to_bytes(9, "little", signed=True),
+                         f64(float(2 ** 70)), b"\x8a\x08" + (2 ** 63).to_bytes(8, "little"), f64(2.0 ** 63), b"N",
+                         p_int(2), f64(2.0)])
+    body = b"}(" + b"".join(key() + p_int(i) for i in range(r.randint(1, 5))) + b"u"
+    return beside(body), "dict", body
+
+
+def fam_headers(r):
+    items = []
+    if r.random() < 0.9:
+        items.append((p_str("protocol_version"), p_int(r.choice([1001, 1000, 1002, 0]))))
+    if r.random() < 0.9:
+        items.append((p_str("little_endian"), r.choice([b"\x88", b"\x89", p_int(1), b"N"])))
+    if r.random() < 0.9:
+        items.append((p_str("type_sizes"), p_dict([(p_str("short"), p_int(2)), (p_str("int"), p_int(4)),
+                                                   (p_str("long"), p_int(r.choice([4, 8, 2])))])))
+    magic = r.choice([LEGACY_MAGIC] * 6 + [b"\x80\x02\x8a\x0a" + (0x1950A86A20F9469CFC6D).to_bytes(10, "little") + b".",
+                                           b"\x80\x02K\x05."])
+    ver = r.choice([LEGACY_VERSION] * 5 + [b"\x80\x02M\xe8\x03.", b"\x80\x02M\xea\x03.", b"\x80\x02K\x00."])
+    obj = pickle(p_dict([(p_str("t"), rebuild_v2(lpid("FloatStorage", "0", 4), 0, (4,), (1,))),
+                         (p_str("b"), rebuild_v2(lpid("FloatStorage", "1", 2), 0, (2,), (1,)))]))
+    keys = r.choice([["0", "1"], ["1", "0"], ["0"], ["0", "1", "0"], ["0", "1", "2"], []])
+    out = magic + ver + pickle(p_dict(items)) + obj + pickle(b"(" + b"".join(p_str(x) for x in keys) + b"l")
+    big = r.random() < 0.15
+    for x in keys:
+        data = M.BASE_DATA.get(x, b"\0" * 8)
+        n = len(data) // 4 + (r.choice([-1, 1]) if r.random() < 0.1 else 0)
+        out += struct.pack(">Q" if big else "<Q", n) + data
+    return out + (b"junk" if r.random() < 0.1 else b""), "bytes", (keys, big)
+
+
+def fam_byteorder(r):
+    cls, size = r.choice([("FloatStorage", 4), ("DoubleStorage", 8), ("IntStorage", 4), ("ByteStorage", 1),
+                          ("HalfStorage", 2)])
+    prefix = r.choice(["adv", "archive", "a/b", "x y", "", "adv/"])
+    p = prefix + "/" if prefix else ""
+    recs = [{"name": p + "data.pkl", "data": pickle(p_dict([(p_str("t"), tensor("0", 4, cls=cls))]))},
+            {"name": p + "data/0", "data": bytes(range(1, 4 * size + 1))}]
+    ver = r.choice([b"3\n", b"3", b"2\n", b"10\n", b"11\n", b"x\n", b"", None])
+    if ver is not None:
+        recs.append({"name": p + "version", "data": ver})
+    order = r.choice([None, b"little", b"big", b"LITTLE", b"", b"little\n", b"middle"])
+    if order is not None:
+        recs.append({"name": p + "byteorder", "data": order})
+    return zip_build(recs)[0], "bytes", (prefix, ver, order)
+
+
+FAMILIES = {"views": fam_views, "legacy": fam_legacy, "tar": fam_tar, "coo": fam_coo, "csr": fam_csr,
+            "qparams": fam_qparams, "rebuild": fam_rebuild, "opcodes": fam_opcodes, "text": fam_text,
+            "memo": fam_memo, "builtins": fam_builtins, "dictkeys": fam_dictkeys, "headers": fam_headers,
+            "byteorder": fam_byteorder}
+
+
+# ---------------------------------------------------------------------------------------
+# What each side gives
+
+def sha(b):
+    return hashlib.sha256(b).hexdigest()[:16]
+
+
+def torch_side(path, what):
+    try:
+        obj = torch.load(path, map_location="cpu")
+    except Exception as e:  # noqa: BLE001 - any refusal
+        return False, f"{type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
+    t = obj.get("t") if isinstance(obj, dict) else None
+    if what == "strides":
+        return True, (list(t.shape), list(t.stride()))
+    if what == "sparse":
+        return True, list(t.shape)
+    if what == "bytes":
+        ts = [obj[k] for k in ("t", "b") if isinstance(obj.get(k), torch.Tensor)]
+        return True, sha(b"".join(x.detach().resolve_conj().resolve_neg().contiguous().view(torch.uint8).numpy().tobytes()
+                                  for x in ts))
+    if what == "repr":
+        return True, repr(obj["m"])
+    if what == "dict":
+        d = obj["m"]
+        lines = [f"m: dict ({len(d)} item{'' if len(d) == 1 else 's'})"]
+        lines += [f"  {k if isinstance(k, str) else repr(k)}: {v!r}" for k, v in d.items()]
+        return True, [x if "frozenset" not in x else "FS" for x in lines]  # (set order: Python's hashes)
+    return True, None
+
+
+def ptread_side(binary, path, what, tmp):
+    if what in ("strides", "sparse"):
+        p = subprocess.run([binary, "ls", "--json", path], capture_output=True, text=True)
+        if p.returncode != 0:
+            return False, p.stderr.strip()[:140]
+        j = json.loads(p.stdout)
+        if what == "sparse":
+            return True, j["sparse"][0]["shape"] if j["sparse"] else None
+        e = j["tensors"][0] if j["tensors"] else j["quantized"][0]
+        return True, (e["shape"], e.get("strides"))
+    if what == "bytes":
+        out = os.path.join(tmp, "out.safetensors")
+        p = subprocess.run([binary, "export", path, out], capture_output=True, text=True)
+        if p.returncode != 0:
+            return False, p.stderr.strip()[:140]
+        b = open(out, "rb").read()
+        n = struct.unpack("<Q", b[:8])[0]
+        h = json.loads(b[8:8 + n])
+        parts = []
+        for k in ("t", "b"):
+            if k in h:
+                s, e = h[k]["data_offsets"]
+                parts.append(b[8 + n + s:8 + n + e])
+        return True, sha(b"".join(parts))
+    p = subprocess.run([binary, "tree", path], capture_output=True, text=True)
+    if p.returncode != 0:
+        return False, p.stderr.strip()[:140]
+    lines = p.stdout.splitlines()
+    at = [i for i, x in enumerate(lines) if x.startswith("m")]
+    if what == "repr":
+        return True, lines[at[0]][3:] if at else None
+    if what == "dict":
+        return True, [x if "frozenset" not in x else "FS" for x in lines[at[0]:]] if at else None
+    return True, None
+
+
+# Disagreements understood (README "Formats"): (family, kind, a test of the two sides' texts)
+KNOWN = [
+    ("views", "WE_REJECT", "negative size", "torch 1.13 keeps a negative size in an empty tensor's shape"),
+    ("views", "DIFF", "None", "a stride settled to -2^63 (an empty tensor's), which torch's stride() shows as None"),
+    ("qparams", "WE_REJECT", "_rebuild_qtensor: axis", "torch 1.13 checks no per-channel axis"),
+    ("tar", "WE_REJECT", "view reaches", "torch grows a tar storage with uninitialized bytes"),
+    ("csr", "WE_REJECT", "is not satisfied", "torch 1.13 checks no compressed index without values or rows"),
+    ("headers", "WE_REJECT", "E205", "torch hands out a storage the key list leaves out uninitialized"),
+    ("headers", "WE_REJECT", "listed twice", "torch fills a storage listed twice again"),
+    ("headers", "WE_ACCEPT", "wrong byte size", "ptread takes counts from big-endian hosts (pytorch#26383)"),
+    ("byteorder", "WE_ACCEPT", "version", "torch requires a version record it parses, in the first record's folder"),
+    ("byteorder", "WE_ACCEPT", "Couldn't parse the version", "torch requires a version record it parses"),
+    ("byteorder", "WE_ACCEPT", "maximum supported version", "torch 1.13 reads versions up to 10"),
+    ("byteorder", "WE_ACCEPT", "not in a subdirectory", "torch wants the records in a folder; ptread takes the zip's root"),
+    ("byteorder", "DIFF", "b'big'", "torch 1.13 ignores the byteorder record (>= 2.1 reads it, as ptread does)"),
+    ("byteorder", "WE_REJECT", "byte order", "torch 1.13 ignores the byteorder record (>= 2.1 refuses these)"),
+    ("builtins", "WE_REJECT", "Counter() of", "ptread does not count a Counter's iterable"),
+    ("builtins", "WE_REJECT", "OrderedDict() of a str", "OrderedDict('') is empty in Python"),
+    ("builtins", "WE_REJECT", "defaultdict() of a str", "defaultdict(f, '') is empty in Python"),
+    ("builtins", "WE_REJECT", "is not a pair", "Python unpacks any iterable of two items as a pair (b'ab', 'ab')"),
+    ("builtins", "WE_REJECT", "of a dict", "bytes()/bytearray() of a dict's int keys"),
+    ("builtins", "WE_REJECT", "cannot add items to a bytes", "bytearray.extend by APPENDS"),
+    ("builtins", "WE_ACCEPT", "torch.Size", "torch.Size of a set or dict stays inert"),
+    ("memo", "WE_ACCEPT", "MemoryError", "Python sizes its memo array by a LONG_BINPUT key"),
+]
+
+
+def known(family, kind, torch_text, ptread_text, desc):
+    """needle: in either side's text, or in the file's description"""
+    seen = str(torch_text) + "\n" + str(ptread_text) + "\n" + repr(desc)
+    return any(f == family and k == kind and needle in seen for f, k, needle, _why in KNOWN)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("families", nargs="*", metavar="FAMILY")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--count", type=int, default=200, help="files a family")
+    ap.add_argument("--ptread", default=os.path.join(ROOT, "build", "ptread"))
+    ap.add_argument("--keep", help="keep each disagreeing file here")
+    ap.add_argument("--verbose", action="store_true")
+    args = ap.parse_args()
+    families = args.families or sorted(FAMILIES)
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown:
+        ap.error(f"no family {', '.join(unknown)} (families: {', '.join(sorted(FAMILIES))})")
+    total = Counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "f.pt")
+        for fam in families:
+            r = random.Random(f"{args.seed}:{fam}")
+            counts = Counter()
+            for n in range(args.count):
+                blob, what, desc = FAMILIES[fam](r)
+                with open(path, "wb") as f:
+                    f.write(bytes(blob))
+                t_ok, t_val = torch_side(path, what)
+                p_ok, p_val = ptread_side(args.ptread, path, what, tmp)
+                if t_ok and p_ok:
+                    kind = "same" if t_val == p_val or what == "verdict" else "DIFF"
+                elif not t_ok and not p_ok:
+                    kind = "both_err"
+                else:
+                    kind = "WE_REJECT" if t_ok else "WE_ACCEPT"
+                if kind in ("same", "both_err"):
+                    counts[kind] += 1
+                    continue
+                if known(fam, kind, t_val, p_val, desc):
+                    counts["known"] += 1
+                    if not args.verbose:
+                        continue
+                else:
+                    counts[kind] += 1
+                    if args.keep:
+                        os.makedirs(args.keep, exist_ok=True)
+                        with open(os.path.join(args.keep, f"{fam}_{n}.pt"), "wb") as f:
+                            f.write(bytes(blob))
+                print(f"{fam} #{n} {kind}: {desc!r:.160}\n  torch:  {t_val!s:.200}\n  ptread: {p_val!s:.200}")
+            print(f"{fam}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+            total.update(counts)
+    print("all: " + ", ".join(f"{k} {v}" for k, v in sorted(total.items())))
+    return 1 if any(total[k] for k in ("DIFF", "WE_REJECT", "WE_ACCEPT")) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
