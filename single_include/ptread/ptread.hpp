@@ -10641,18 +10641,37 @@ inline Result<std::shared_ptr<const Storage>> TorchHooks::owned_copy(std::string
   return std::make_shared<const Storage>(p, bytes.size(), std::move(buf));
 }
 
-// ndarray BUILD state: (version, shape, dtype, is_fortran, raw bytes). The object node
-// becomes a tensor node in place, so every reference to it sees the tensor.
+// ndarray BUILD state: (version, shape, dtype, is_fortran, raw bytes), or numpy's first
+// form without the version, as ndarray.__setstate__ takes them: version 0 or 1, the shape a
+// tuple, is_fortran an int or bool, the raw bytes exactly the array's (numpy refuses
+// anything else: "can't handle version", "buffer size does not match array size"). The
+// object node becomes a tensor node in place, so every reference to it sees the tensor.
 inline Status TorchHooks::numpy_array(Graph& g, uint32_t obj, uint32_t state) {
   const NodeView s = g.at(state);
-  if (s.kind != ValueKind::tuple || s.items.size() != 5) return {};
-  const Items it = s.items;
-  if (g.kind(it[4]) != ValueKind::bytes && g.kind(it[4]) != ValueKind::string) {
+  auto refused = [](const std::string& why) {
+    return make_error(ErrorCode::bad_tensor_args, "numpy.ndarray state: " + why + " (numpy refuses it)");
+  };
+  if (s.kind != ValueKind::tuple || (s.items.size() != 5 && s.items.size() != 4)) {
+    return refused("not a tuple of 5 items (version, shape, dtype, is_fortran, bytes) or of 4");
+  }
+  const bool versioned = s.items.size() == 5;
+  const Items it{s.items.ptr + (versioned ? 1 : 0), 4};  // shape, dtype, is_fortran, bytes
+  if (versioned) {
+    const ValueKind vk = g.kind(s.items[0]);
+    if (vk != ValueKind::integer && vk != ValueKind::boolean) return refused("a version that is not an int");
+    const int64_t version = g.at(s.items[0]).i;
+    if (version != 0 && version != 1) return refused("version " + std::to_string(version));
+  }
+  if (g.kind(it[0]) != ValueKind::tuple) return refused("a shape that is not a tuple");
+  if (g.kind(it[2]) != ValueKind::integer && g.kind(it[2]) != ValueKind::boolean) {
+    return refused("an is_fortran flag that is not an int");
+  }
+  if (g.kind(it[3]) != ValueKind::bytes && g.kind(it[3]) != ValueKind::string) {
     const uint32_t u = unsupported(g, "numpy array of Python objects");
     g.set_leaf(obj, ValueKind::unsupported, g.nodes[u].ref);
     return {};
   }
-  auto typed = numpy_dtype(g, it[2]);
+  auto typed = numpy_dtype(g, it[1]);
   if (!typed && typed.error().code() == ErrorCode::unknown_dtype) {
     // Strings, dates, records ... (numpy.dtype('<U3'), 'M8', 'V12'): listed, not read.
     const uint32_t u = unsupported(g, typed.error().message());
@@ -10660,12 +10679,12 @@ inline Status TorchHooks::numpy_array(Graph& g, uint32_t obj, uint32_t state) {
     return {};
   }
   PTREAD_TRY(NumpyType nt, std::move(typed));
-  PTREAD_TRY(size_t rank, dims_count(g, it[1], "numpy shape"));
+  PTREAD_TRY(size_t rank, dims_count(g, it[0], "numpy shape"));
   int64_t* dims = new_dims(g, rank);
-  PTREAD_CHECK(read_dims(g, it[1], "numpy shape", dims));
+  PTREAD_CHECK(read_dims(g, it[0], "numpy shape", dims));
   int64_t* strides = dims + rank;
   int64_t acc = 1;
-  if (g.kind(it[3]) == ValueKind::boolean && g.at(it[3]).i != 0) {  // Fortran order
+  if (g.at(it[2]).i != 0) {  // Fortran order
     for (size_t d = 0; d < rank; ++d) {
       strides[d] = acc;
       acc *= dims[d] > 0 ? dims[d] : 1;
@@ -10676,13 +10695,17 @@ inline Status TorchHooks::numpy_array(Graph& g, uint32_t obj, uint32_t state) {
       acc *= dims[d] > 0 ? dims[d] : 1;
     }
   }
-  std::string raw(g.text(it[4]));
-  if (g.kind(it[4]) == ValueKind::string) {  // protocol 2 from Python 2: latin-1 text
+  std::string raw(g.text(it[3]));
+  if (g.kind(it[3]) == ValueKind::string) {  // protocol 2 from Python 2: latin-1 text
     PTREAD_TRY(raw, utf8_to_latin1(raw));
   }
   PTREAD_TRY(auto storage, owned_copy(raw, nt.big_endian ? dtype_swap_unit(nt.dtype) : 1));
   int64_t numel = 0;
   PTREAD_CHECK(check_view(dims, rank, strides, rank, 0, nt.dtype, storage->nbytes(), &numel));
+  if (static_cast<uint64_t>(numel) * dtype_size(nt.dtype) != raw.size()) {  // (check_view bounds the product)
+    return refused(std::to_string(raw.size()) + " bytes for " + std::to_string(numel) + " elements of " +
+                   dtype_name(nt.dtype));
+  }
   TensorSpec spec;
   spec.dims = dims;
   spec.rank = static_cast<uint32_t>(rank);
@@ -10693,7 +10716,9 @@ inline Status TorchHooks::numpy_array(Graph& g, uint32_t obj, uint32_t state) {
   return {};
 }
 
-// numpy.core.multiarray.scalar(dtype, raw bytes): a plain int, float or bool value.
+// numpy.core.multiarray.scalar(dtype, raw bytes): a plain int, float or bool value, of the
+// first bytes as numpy reads them (fewer than the dtype's are refused, as numpy refuses
+// them: "initialization string is too small"; more are ignored, as numpy ignores them).
 inline Result<uint32_t> TorchHooks::numpy_scalar(Graph& g, uint32_t callable, uint32_t args, const Items& a) {
   auto nt = numpy_dtype(g, a[0]);
   if (!nt || (g.kind(a[1]) != ValueKind::bytes && g.kind(a[1]) != ValueKind::string)) return g.add_object(callable, args);
@@ -10702,13 +10727,22 @@ inline Result<uint32_t> TorchHooks::numpy_scalar(Graph& g, uint32_t callable, ui
     PTREAD_TRY(raw, utf8_to_latin1(raw));
   }
   const DType t = nt->dtype;
-  if (raw.size() != dtype_size(t) || dtype_is_complex(t)) return g.add_object(callable, args);
+  if (dtype_is_complex(t)) return g.add_object(callable, args);  // (no complex value: kept inert)
+  if (raw.size() < dtype_size(t)) {
+    return make_error(ErrorCode::bad_tensor_args, "numpy scalar of " + std::to_string(raw.size()) + " bytes for a " +
+                                                      dtype_name(t) + " (numpy refuses it: initialization string is too small)");
+  }
+  raw.resize(dtype_size(t));
   if (nt->big_endian) std::reverse(raw.begin(), raw.end());
   const Scalar v = load_scalar(reinterpret_cast<const uint8_t*>(raw.data()), t);
   if (t == DType::BOOL) return v.i ? kTrueNode : kFalseNode;
   if (v.kind == Scalar::kFloat) return g.add_float(v.f);
   if (v.kind == Scalar::kUInt) {
-    if (v.u > static_cast<uint64_t>(INT64_MAX)) return g.add_object(callable, args);
+    if (v.u > static_cast<uint64_t>(INT64_MAX)) {  // a Python int past int64: LONG's little-endian two's complement
+      char le[9] = {};
+      for (int k = 0; k < 8; ++k) le[k] = static_cast<char>((v.u >> (8 * k)) & 0xff);
+      return g.add_text(ValueKind::big_integer, std::string_view(le, 9));
+    }
     return g.add_int(static_cast<int64_t>(v.u));
   }
   return g.add_int(v.i);

@@ -27,6 +27,10 @@ the arguments of one rule at random, and compares torch.load(map_location="cpu")
               its float; NaN; tuples, frozensets): verdict and keys
   headers     legacy magic, protocol version, sys_info, storage key lists, count order:
               verdict and bytes
+  numpy       numpy arrays as numpy pickles them, dtype, byte order, shape, Fortran order
+              and byte count varied: verdict, shape and bytes
+  npscalar    numpy scalars (numpy.core.multiarray.scalar) of each numeric dtype and byte
+              order, their bytes varied: verdict and value
   byteorder   zip byteorder and version records, archive folders: verdict and bytes
 (all families when none is named). Differences that are understood (README "Formats"; each
 one below, KNOWN) are counted apart and printed with --verbose only. Prints each other
@@ -370,10 +374,48 @@ def fam_byteorder(r):
     return zip_build(recs)[0], "bytes", (prefix, ver, order)
 
 
+def fam_numpy(r):
+    """a numpy array pickled as numpy pickles it (_reconstruct, then BUILD with (version, shape,
+    dtype, is_fortran, raw bytes)), its dtype, order, shape and bytes varied"""
+    # (no object dtype: numpy's __setstate__ of an object array from bytes crashes the interpreter)
+    kind = r.choice(["f4", "f8", "f2", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "b1", "c8", "c16", "U2", "S3",
+                     "M8", "V4", "f3"])
+    order = r.choice(["<", "<", ">", "|", "="])
+    shape = [r.randint(0, 3) for _ in range(r.randint(0, 3))]
+    fortran = r.random() < 0.25
+    width = {"b1": 1, "U2": 8, "S3": 3, "M8": 8, "V4": 4, "c16": 16, "f3": 3}.get(kind, None) or int(kind[1:])
+    n = math.prod(shape) * width + r.choice([0, 0, 0, 0, -1, width, 1])
+    raw = bytes(r.randrange(256) if kind != "b1" else r.randrange(2) for _ in range(max(n, 0)))
+    encode = lambda b: p_global("_codecs", "encode") + p_tuple([p_str(b.decode("latin1")), p_str("latin1")]) + b"R"
+    dtype = p_global("numpy", "dtype") + p_tuple([p_str(kind), b"\x89", b"\x88"]) + b"R" + \
+        p_tuple([p_int(r.choice([3, 3, 3, 4])), p_str(order), b"N", b"N", b"N", p_int(-1), p_int(-1), p_int(0)]) + b"b"
+    state = p_tuple([p_int(r.choice([1, 1, 1, 2])), p_ints(tuple(shape)), dtype, b"\x88" if fortran else b"\x89", encode(raw)])
+    arr = p_global("numpy.core.multiarray", "_reconstruct") + \
+        p_tuple([p_global("numpy", "ndarray"), p_tuple([p_int(0)]), encode(b"b")]) + b"R" + state + b"b"
+    return beside(arr), "numpy", (order + kind, shape, fortran, n)
+
+
+def fam_npscalar(r):
+    """numpy.core.multiarray.scalar(dtype, raw bytes), as numpy pickles np.float32(1.5)"""
+    kind = r.choice(["f4", "f8", "f2", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "b1"])
+    order = r.choice(["<", "<", ">", "|", "="])
+    width = 1 if kind == "b1" else int(kind[1:])
+    n = width + r.choice([0, 0, 0, 0, -1, 1])
+    raw = bytes(r.randrange(256) if kind != "b1" else r.randrange(2) for _ in range(max(n, 0)))
+    if kind[0] == "f" and r.random() < 0.3:  # NaN, infinities, -0.0 spelled in the type's bytes
+        import numpy as np
+        raw = np.array([r.choice([float("nan"), float("inf"), -0.0, 1e-40])], dtype=order.replace("|", "<") + kind).tobytes()
+    encode = lambda b: p_global("_codecs", "encode") + p_tuple([p_str(b.decode("latin1")), p_str("latin1")]) + b"R"
+    dtype = p_global("numpy", "dtype") + p_tuple([p_str(kind), b"\x89", b"\x88"]) + b"R" + \
+        p_tuple([p_int(3), p_str(order), b"N", b"N", b"N", p_int(-1), p_int(-1), p_int(0)]) + b"b"
+    return beside(p_global("numpy.core.multiarray", "scalar") + p_tuple([dtype, encode(raw)]) + b"R"), "scalar", \
+        (order + kind, raw)
+
+
 FAMILIES = {"views": fam_views, "legacy": fam_legacy, "tar": fam_tar, "coo": fam_coo, "csr": fam_csr,
             "qparams": fam_qparams, "rebuild": fam_rebuild, "opcodes": fam_opcodes, "text": fam_text,
             "memo": fam_memo, "builtins": fam_builtins, "dictkeys": fam_dictkeys, "headers": fam_headers,
-            "byteorder": fam_byteorder}
+            "byteorder": fam_byteorder, "numpy": fam_numpy, "npscalar": fam_npscalar}
 
 
 # ---------------------------------------------------------------------------------------
@@ -397,6 +439,19 @@ def torch_side(path, what):
         ts = [obj[k] for k in ("t", "b") if isinstance(obj.get(k), torch.Tensor)]
         return True, sha(b"".join(x.detach().resolve_conj().resolve_neg().contiguous().view(torch.uint8).numpy().tobytes()
                                   for x in ts))
+    if what == "numpy":
+        import numpy as np
+        a = obj["m"]
+        if not isinstance(a, np.ndarray):
+            return True, ("not an array", type(a).__name__)
+        if a.dtype.kind not in "biufc":
+            return True, ("no tensor dtype",)
+        le = np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<"), copy=False)
+        return True, (list(a.shape), sha(le.tobytes()))
+    if what == "scalar":  # a numpy scalar as ptread's tree prints the Python value it becomes
+        v = obj["m"]
+        kind = getattr(getattr(v, "dtype", None), "kind", "")
+        return True, repr(bool(v)) if kind == "b" else repr(int(v)) if kind in "iu" else repr(float(v))
     if what == "repr":
         return True, repr(obj["m"])
     if what == "dict":
@@ -417,6 +472,23 @@ def ptread_side(binary, path, what, tmp):
             return True, j["sparse"][0]["shape"] if j["sparse"] else None
         e = j["tensors"][0] if j["tensors"] else j["quantized"][0]
         return True, (e["shape"], e.get("strides"))
+    if what == "numpy":
+        p = subprocess.run([binary, "ls", "--json", path], capture_output=True, text=True)
+        if p.returncode != 0:
+            return False, p.stderr.strip()[:140]
+        j = json.loads(p.stdout)
+        m = [e for e in j["tensors"] if e["name"] == "m"]
+        if not m:
+            return True, ("no tensor dtype",)
+        out = os.path.join(tmp, "out.safetensors")
+        p = subprocess.run([binary, "export", path, out], capture_output=True, text=True)
+        b = open(out, "rb").read() if p.returncode == 0 else b""
+        n = struct.unpack("<Q", b[:8])[0] if b else 0
+        h = json.loads(b[8:8 + n]) if b else {}
+        if "m" not in h:  # (a dtype safetensors cannot hold, C128: its shape alone is compared)
+            return True, (m[0]["shape"], None)
+        s_, e_ = h["m"]["data_offsets"]
+        return True, (m[0]["shape"], sha(b[8 + n + s_:8 + n + e_]))
     if what == "bytes":
         out = os.path.join(tmp, "out.safetensors")
         p = subprocess.run([binary, "export", path, out], capture_output=True, text=True)
@@ -436,7 +508,7 @@ def ptread_side(binary, path, what, tmp):
         return False, p.stderr.strip()[:140]
     lines = p.stdout.splitlines()
     at = [i for i, x in enumerate(lines) if x.startswith("m")]
-    if what == "repr":
+    if what in ("repr", "scalar"):
         return True, lines[at[0]][3:] if at else None
     if what == "dict":
         return True, [x if "frozenset" not in x else "FS" for x in lines[at[0]:]] if at else None
@@ -467,6 +539,7 @@ KNOWN = [
     ("builtins", "WE_REJECT", "cannot add items to a bytes", "bytearray.extend by APPENDS"),
     ("builtins", "WE_ACCEPT", "torch.Size", "torch.Size of a set or dict stays inert"),
     ("memo", "WE_ACCEPT", "MemoryError", "Python sizes its memo array by a LONG_BINPUT key"),
+    ("numpy", "WE_ACCEPT", "no tensor dtype", "ptread lists arrays of other dtypes unsupported, their state unchecked"),
 ]
 
 
@@ -502,6 +575,8 @@ def main():
                 t_ok, t_val = torch_side(path, what)
                 p_ok, p_val = ptread_side(args.ptread, path, what, tmp)
                 if t_ok and p_ok:
+                    if what == "numpy" and isinstance(p_val, tuple) and len(p_val) == 2 and p_val[1] is None:
+                        t_val = (t_val[0], None)
                     kind = "same" if t_val == p_val or what == "verdict" else "DIFF"
                 elif not t_ok and not p_ok:
                     kind = "both_err"

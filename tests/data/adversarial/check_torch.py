@@ -20,6 +20,7 @@ import os
 import sys
 import warnings
 
+import numpy
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,6 +38,10 @@ DTYPES = {
     torch.float64: "F64", torch.complex64: "C64", torch.complex128: "C128", torch.qint8: "QINT8",
     torch.quint8: "QUINT8", torch.qint32: "QINT32",
 }
+
+
+NUMPY_DTYPES = {"b1": "BOOL", "u1": "U8", "i1": "I8", "i2": "I16", "u2": "U16", "i4": "I32", "u4": "U32", "i8": "I64",
+                "u8": "U64", "f2": "F16", "f4": "F32", "f8": "F64", "c8": "C64", "c16": "C128"}
 
 
 def sha256(t):
@@ -63,6 +68,15 @@ def describe(name, t):
     return e
 
 
+def describe_numpy(name, a):
+    """a numpy array as ptread lists it: a tensor of its dtype, strides in elements, the bytes
+    little-endian"""
+    le = numpy.ascontiguousarray(a).astype(a.dtype.newbyteorder("<"), copy=False)
+    return {"name": name, "dtype": NUMPY_DTYPES[a.dtype.kind + str(a.dtype.itemsize)], "shape": list(a.shape),
+            "kind": "dense", "sha256": hashlib.sha256(le.tobytes()).hexdigest(), "requires_grad": False,
+            "strides": [x // a.dtype.itemsize for x in a.strides]}
+
+
 def tensors_of(obj, prefix=""):
     """The tensors of a dict (of dicts) or a module (its state_dict(keep_vars=True)) by DESIGN.md's names,
     in order."""
@@ -75,8 +89,10 @@ def tensors_of(obj, prefix=""):
             out.append(describe(name, v))
         elif isinstance(v, dict):
             out += tensors_of(v, name + ".")
-        elif isinstance(v, (str, bytes, int, float, type(None), type, torch.Size)):
-            pass  # metadata or a class, no tensor
+        elif isinstance(v, numpy.ndarray) and v.dtype.kind in "biufc":
+            out.append(describe_numpy(name, v))  # ptread lists a numpy array of a tensor dtype as a tensor
+        elif isinstance(v, (str, bytes, int, float, type(None), type, torch.Size, numpy.generic)):
+            pass  # metadata (a numpy scalar is a Python value to ptread) or a class, no tensor
         elif isinstance(v, torch.storage.TypedStorage):
             pass  # a storage saved on its own: ptread lists no tensor for it
         else:

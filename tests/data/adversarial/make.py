@@ -1467,6 +1467,51 @@ def torchscript_files():
          "and b'big' exactly and refuses it; torch 1.13 reads the file")
 
 
+def numpy_files():
+    """numpy arrays and scalars as numpy pickles them (protocol 2: the bytes by
+    _codecs.encode), their states varied as ndarray.__setstate__ and scalar() check them."""
+    encode = lambda b: p_global("_codecs", "encode") + p_tuple([p_str(b.decode("latin1")), p_str("latin1")]) + b"R"
+    dtype = lambda kind, order="<": (p_global("numpy", "dtype") + p_tuple([p_str(kind), b"\x89", b"\x88"]) + b"R" +
+                                     p_tuple([p_int(3), p_str(order), b"N", b"N", b"N", p_int(-1), p_int(-1), p_int(0)]) +
+                                     b"b")
+
+    def array(state_items):
+        return (p_global("numpy.core.multiarray", "_reconstruct") +
+                p_tuple([p_global("numpy", "ndarray"), p_tuple([p_int(0)]), encode(b"b")]) + b"R" +
+                b"(" + b"".join(state_items) + b"tb")
+
+    def sd(value):
+        return ck(pickle(p_dict([(p_str("w"), tensor("0", 4)), (p_str("a"), value)])))
+    six = struct.pack("<6f", *[0.5 * k for k in range(6)])
+    emit("np_array_ok.pt", sd(array([p_int(1), p_ints((2, 3)), dtype("f4"), b"\x89", encode(six)])), "ok",
+         "a numpy float32 array [2, 3] as numpy pickles it (torch reads it)", torch="reads")
+    emit("np_array_fortran_int.pt", sd(array([p_int(1), p_ints((2, 3)), dtype("f4"), p_int(1), encode(six)])), "ok",
+         "a numpy float32 array [2, 3] whose is_fortran flag is the int 1: Fortran order, as numpy reads it (torch "
+         "reads it)", torch="reads")
+    emit("np_array_version_0_four_items.pt", sd(array([p_ints((2, 3)), dtype("f4"), b"\x89", encode(six)])), "ok",
+         "a numpy array state of numpy's first form, 4 items without the version (torch reads it)", torch="reads")
+    emit("np_array_version_2.pt", sd(array([p_int(2), p_ints((2, 3)), dtype("f4"), b"\x89", encode(six)])),
+         "bad_tensor_args", "a numpy array state of version 2 (torch refuses it: can't handle version 2 of "
+         "numpy.ndarray pickle)", torch="refuses")
+    emit("np_array_bytes_long.pt", sd(array([p_int(1), p_ints((2, 2)), dtype("f4"), b"\x89", encode(six)])),
+         "bad_tensor_args", "a numpy float32 array [2, 2] given 24 bytes (torch refuses it: buffer size does not "
+         "match array size)", torch="refuses")
+    emit("np_array_shape_list.pt", sd(array([p_int(1), b"(" + p_int(6) + b"l", dtype("f4"), b"\x89", encode(six)])),
+         "bad_tensor_args", "a numpy array whose shape is the list [6], not a tuple (torch refuses it)", torch="refuses")
+    emit("np_array_state_three_items.pt", sd(array([p_int(1), p_ints((6,)), dtype("f4")])), "bad_tensor_args",
+         "a numpy array state of 3 items (torch refuses it)", torch="refuses")
+    scalar = lambda kind, raw, order="<": (p_global("numpy.core.multiarray", "scalar") +
+                                           p_tuple([dtype(kind, order), encode(raw)]) + b"R")
+    emit("np_scalar_short.pt", sd(scalar("f8", b"\x00" * 7)), "bad_tensor_args",
+         "numpy.core.multiarray.scalar of a float64 from 7 bytes (torch refuses it: initialization string is too "
+         "small)", torch="refuses")
+    emit("np_scalar_long.pt", sd(scalar("i2", b"\x05\x00\x07")), "ok",
+         "numpy.core.multiarray.scalar of an int16 from 3 bytes: numpy reads the first two, 5 (torch reads it)",
+         torch="reads")
+    emit("np_scalar_uint64_past_int64.pt", sd(scalar("u8", b"\xff" * 8)), "ok",
+         "numpy.core.multiarray.scalar of the uint64 2^64-1: a Python int past int64 (torch reads it)", torch="reads")
+
+
 def main():
     for f in os.listdir(HERE):
         if f.endswith(".pt"):
@@ -1479,6 +1524,7 @@ def main():
     legacy_files()
     tar_files()
     torchscript_files()
+    numpy_files()
     with open(os.path.join(HERE, "expected.json"), "w") as f:
         json.dump({n: e for n, _, e in ENTRIES}, f, indent=1, sort_keys=True)
         f.write("\n")
