@@ -52,7 +52,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from collections import Counter, defaultdict
+from collections import Counter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
