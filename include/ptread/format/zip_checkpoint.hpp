@@ -260,21 +260,10 @@ inline Status plan_zip(const Source& src, const ReadOptions& opt, const ZipArchi
     if (order == "big") {
       plan->big_endian = true;
     } else if (order != "little") {
-      std::string shown;
-      for (const char c : order.substr(0, 16)) {
-        const auto u = static_cast<unsigned char>(c);
-        if (u >= 0x20 && u < 0x7f && c != '\\') {
-          shown.push_back(c);
-        } else {
-          static const char hex[] = "0123456789abcdef";
-          shown += "\\x";
-          shown.push_back(hex[u >> 4]);
-          shown.push_back(hex[u & 15]);
-        }
-      }
-      if (order.size() > 16) shown += "...";
-      return make_error(ErrorCode::zip_corrupt, "record '" + std::string(bo->name) + "' says byte order '" + shown +
-                                                    "' (torch reads 'little' or 'big', exactly)");
+      return make_error(ErrorCode::zip_corrupt, "record '" + std::string(bo->name) + "' says byte order " +
+                                                    python_quote(order.substr(0, 16), true) +
+                                                    (order.size() > 16 ? "..." : "") +
+                                                    " (torch reads b'little' or b'big', exactly)");
     }
   }
   if (pkl->method == 0 && pkl->uncompressed_size > src.size()) {
