@@ -39,9 +39,12 @@ namespace nn {
 
 namespace detail {
 
-// How far ahead (in indices) Embedding's gather asks for rows (into L2: prefetcht2; into L1
-// measured no faster): far enough to cover DRAM latency.
+// How far ahead (in indices) Embedding's gather asks for rows, all of each row, into L1
+// (prefetcht0): far enough to cover DRAM latency. Into L2 (prefetcht1) the same was as fast on
+// an AMD EPYC VM and 10% slower than no prefetch at all on an Intel Xeon VM at D=256 (1 KiB
+// rows); into L1 it is as fast as none there (bench/README.md, "Embedding's prefetch").
 inline constexpr size_t kPrefetchDistance = 8;
+inline constexpr int kPrefetchLocality = 3;
 
 inline Error index_error(const char* layer, int64_t v, size_t i, size_t num_embeddings) {
   return make_error(ErrorCode::invalid_argument, std::string(layer) + ": index " + std::to_string(v) + " at position " +
@@ -122,7 +125,7 @@ class RowReader {
     strided(r, acc, [](float& o, float v) { o = v > o ? v : o; });
   }
   PTREAD_ALWAYS_INLINE void prefetch(size_t r) const noexcept {
-    if (w_->rows_contiguous()) ptread::detail::nn_prefetch<1>(w_->row(r), w_->cols * w_->element_size());
+    if (w_->rows_contiguous()) ptread::detail::nn_prefetch<kPrefetchLocality>(w_->row(r), w_->cols * w_->element_size());
   }
   // Rows whose elements are contiguous are reduced a bag at a time (bag()).
   bool contiguous() const noexcept { return w_->rows_contiguous(); }
