@@ -13,6 +13,7 @@ the arguments of one rule at random, and compares torch.load(map_location="cpu")
               by set_): verdict, shape and strides
   tar         a tar file's (torch 0.1) views: verdict, shape and strides
   coo, csr    sparse parts (indices, values, sizes; CSR, CSC, BSR, BSC): verdict and shape
+  csrbatch    compressed layouts with batch and dense dimensions: verdict and shape
   qparams     _rebuild_qtensor's quantizer parameters (qschemes, scales, zero points,
               axis): verdict
   rebuild     _rebuild_tensor, _rebuild_tensor_v2 and _rebuild_parameter with odd flags:
@@ -32,6 +33,7 @@ the arguments of one rule at random, and compares torch.load(map_location="cpu")
   npscalar    numpy scalars (numpy.core.multiarray.scalar) of each numeric dtype and byte
               order, their bytes varied: verdict and value
   byteorder   zip byteorder and version records, archive folders: verdict and bytes
+  fromtype    _rebuild_from_type_v2's function, type, arguments and state: verdict and bytes
 (all families when none is named). Differences that are understood (README "Formats"; each
 one below, KNOWN) are counted apart and printed with --verbose only. Prints each other
 difference and, per family, a count of each kind: same, both_err, DIFF (both read, other
@@ -176,6 +178,51 @@ def fam_csr(r):
                {"0": struct.pack(f"<{len(crow)}q", *crow), "1": floats(max(vn, 1)),
                 "2": struct.pack(f"<{len(col)}q", *col) if col else b"\0" * 8})
     return blob, "sparse", (layout, (rows, cols), crow, col, vshape)
+
+
+def fam_csrbatch(r):
+    """CSR (and CSC, BSR, BSC, which torch 1.13 does not load) with batch and dense dimensions:
+    each batch's indices varied"""
+    layout = "sparse_csr" if r.random() < 0.85 else r.choice(["sparse_csc", "sparse_bsr", "sparse_bsc"])
+    batch = [r.randint(0, 2) for _ in range(r.choice([1, 1, 2]))]
+    dense = [r.randint(1, 2) for _ in range(r.choice([0, 0, 1]))]
+    rows, cols = r.randint(0, 3), r.randint(0, 3)
+    blocked = layout in ("sparse_bsr", "sparse_bsc")
+    blk = (r.randint(1, 2), r.randint(1, 2)) if blocked else ()
+    by_rows = layout in ("sparse_csr", "sparse_bsr")
+    nc = rows if by_rows else cols
+    ncomp = nc // (blk[0] if by_rows else blk[1]) if blk else nc
+    nnz = r.randint(0, 3)
+    nb = math.prod(batch)
+    crow, col = [], []
+    for _ in range(nb):
+        c = sorted(r.randint(0, nnz) for _ in range(ncomp + 1))
+        if r.random() < 0.8:
+            c[0], c[-1] = 0, nnz
+        crow += c
+        col += [r.randint(-1, 3) if r.random() < 0.1 else r.randint(0, 2) for _ in range(nnz)]
+    cshape = tuple(batch) + (ncomp + 1,)
+    pshape = tuple(batch) + (nnz,)
+    if r.random() < 0.1:
+        pshape = tuple(batch[:-1]) + (nnz,) if batch else pshape
+    vshape = list(batch) + [nnz] + list(blk) + dense
+    if r.random() < 0.1:
+        vshape = vshape[1:]
+    size = tuple(batch) + (rows, cols) + tuple(dense)
+    if r.random() < 0.1:
+        size = tuple(batch[:-1]) + (rows, cols) + tuple(dense)
+    vn = math.prod(vshape)
+    np_ = max(math.prod(pshape), 1)
+    col = (col + [0] * np_)[:np_]
+    nc_ = max(math.prod(cshape), 1)
+    crow = (crow + [0] * nc_)[:nc_]
+    data = p_tuple([rebuild_v2(pid("LongStorage", "0", nc_), 0, cshape, contiguous(cshape)),
+                    rebuild_v2(pid("LongStorage", "2", np_), 0, pshape, contiguous(pshape)),
+                    rebuild_v2(pid("FloatStorage", "1", max(vn, 1)), 0, tuple(vshape), contiguous(vshape)),
+                    p_ints(size)])
+    blob = one(call("_rebuild_sparse_csr_tensor", [p_global("torch", layout), data]),
+               {"0": struct.pack(f"<{nc_}q", *crow), "1": floats(max(vn, 1)), "2": struct.pack(f"<{np_}q", *col)})
+    return blob, "sparse", (layout, size, cshape, crow, pshape, col, vshape)
 
 
 def fam_qparams(r):
@@ -412,10 +459,43 @@ def fam_npscalar(r):
         (order + kind, raw)
 
 
-FAMILIES = {"views": fam_views, "legacy": fam_legacy, "tar": fam_tar, "coo": fam_coo, "csr": fam_csr,
+def fam_fromtype(r):
+    """torch._tensor._rebuild_from_type_v2(func, new_type, args, state), as torch saves a tensor
+    with attributes or a subclass: the type, the function, its arguments and the state varied"""
+    inner = [pid("FloatStorage", "0", 4) + b"Q", p_int(0), p_ints((4,)), p_ints((1,)), b"\x89", p_ordered_dict()]
+    func, args = r.choice([
+        (p_global("torch._utils", "_rebuild_tensor_v2"), p_tuple(inner)),
+        (p_global("torch._utils", "_rebuild_tensor_v2"), p_tuple(inner[:4])),
+        (p_global("torch._utils", "_rebuild_parameter"), p_tuple([rebuild_v2(pid("FloatStorage", "0", 4), 0, (4,), (1,)),
+                                                                 r.choice([b"\x88", b"\x89"]), p_ordered_dict()])),
+        (p_global("collections", "OrderedDict"), b")"),
+        (p_global("torch._utils", "_rebuild_tensor_v2"), b"]"),
+    ])
+    new_type = r.choice([("torch._tensor", "Tensor"), ("torch", "Tensor"), ("torch.nn.parameter", "Parameter"),
+                         ("torch.nn.parameter", "Parameter"), ("torch.nn.parameter", "Buffer"),
+                         ("collections", "OrderedDict"), ("torch", "FloatTensor"), ("builtins", "int")])
+
+    def attrs():
+        names = ["foo", "_x", "data", "grad", "requires_grad", "shape", "dtype", "real", "names", "is_leaf",
+                 "_backward_hooks", "retains_grad"]
+        values = [p_int(1), b"N", b"\x88", b"\x89", p_str("a"), W, b"}", b")"]
+        pairs = []
+        for _ in range(r.randint(0, 2)):
+            key = p_str(r.choice(names)) if r.random() < 0.9 else p_int(3)
+            pairs.append((key, r.choice(values)))
+        return p_dict(pairs)
+    state = r.choice([b"N", b"}", attrs(), attrs(), p_ordered_dict(), p_tuple([attrs(), b"N"]),
+                      p_tuple([attrs(), attrs()]), p_tuple([b"N", attrs()]), p_tuple([attrs()]),
+                      p_tuple([attrs(), b"N", b"N"]), p_int(5), b"]", p_str("x"), p_tuple([b"}", p_int(0)])])
+    t = p_global("torch._tensor", "_rebuild_from_type_v2") + p_tuple([func, p_global(*new_type), args, state]) + b"R"
+    return one(t), "bytes", (new_type, func, args, state)
+
+
+FAMILIES = {"views": fam_views, "legacy": fam_legacy, "tar": fam_tar, "coo": fam_coo, "csr": fam_csr, "csrbatch": fam_csrbatch,
             "qparams": fam_qparams, "rebuild": fam_rebuild, "opcodes": fam_opcodes, "text": fam_text,
             "memo": fam_memo, "builtins": fam_builtins, "dictkeys": fam_dictkeys, "headers": fam_headers,
-            "byteorder": fam_byteorder, "numpy": fam_numpy, "npscalar": fam_npscalar}
+            "byteorder": fam_byteorder, "numpy": fam_numpy, "npscalar": fam_npscalar,
+            "fromtype": fam_fromtype}
 
 
 # ---------------------------------------------------------------------------------------
@@ -522,6 +602,9 @@ KNOWN = [
     ("qparams", "WE_REJECT", "_rebuild_qtensor: axis", "torch 1.13 checks no per-channel axis"),
     ("tar", "WE_REJECT", "view reaches", "torch grows a tar storage with uninitialized bytes"),
     ("csr", "WE_REJECT", "is not satisfied", "torch 1.13 checks no compressed index without values or rows"),
+    ("csrbatch", "WE_REJECT", "is not satisfied", "torch 1.13 checks no compressed index without values or rows"),
+    ("csrbatch", "WE_ACCEPT", "must be equal to nnz (=0)", "torch 1.13 takes nnz as 0 when the values have no "
+     "elements (an empty batch dimension); 2.x takes values.shape[batch], as ptread does"),
     ("headers", "WE_REJECT", "E205", "torch hands out a storage the key list leaves out uninitialized"),
     ("headers", "WE_REJECT", "listed twice", "torch fills a storage listed twice again"),
     ("headers", "WE_ACCEPT", "wrong byte size", "ptread takes counts from big-endian hosts (pytorch#26383)"),
@@ -540,6 +623,12 @@ KNOWN = [
     ("builtins", "WE_ACCEPT", "torch.Size", "torch.Size of a set or dict stays inert"),
     ("memo", "WE_ACCEPT", "MemoryError", "Python sizes its memo array by a LONG_BINPUT key"),
     ("numpy", "WE_ACCEPT", "no tensor dtype", "ptread lists arrays of other dtypes unsupported, their state unchecked"),
+    ("fromtype", "WE_ACCEPT", "Can't get attribute 'Buffer'", "torch.nn.parameter.Buffer is a class of torch >= 2.5"),
+    ("fromtype", "WE_REJECT", "E406", "a state setting data, real, imag or requires_grad: torch 1.13 ignores a plain "
+     "Tensor's state (2.x sets it), ptread applies none and refuses these"),
+    ("fromtype", "WE_ACCEPT", "not writable", "ptread sets no other attribute of a Parameter's state"),
+    ("fromtype", "WE_ACCEPT", "names must", "ptread sets no other attribute of a Parameter's state"),
+    ("fromtype", "WE_ACCEPT", "assigned grad", "ptread sets no other attribute of a Parameter's state"),
 ]
 
 

@@ -491,8 +491,7 @@ class TorchHooks : public PickleHooks {
                             "_rebuild_from_type_v2 takes (func, type, args, state), args a tuple (torch refuses anything else)");
         }
         PTREAD_CHECK(check_from_type_state(g, a[3]));
-        PTREAD_CHECK(check_parameter_state_shape(g, a[1], a[3]));
-        return call(g, a[0], a[2]);
+        return from_type(g, a[0], a[1], a[2], a[3]);
       case kOrderedDict: case kDictLike: return dict_call(g, callable, a);
       case kBuiltinSet: case kBuiltinFrozenset: {  // set(), set(iterable): a list or tuple (what pickle writes), a set, a dict's keys
         const ValueKind made = tag == kBuiltinSet ? ValueKind::set : ValueKind::frozenset;
@@ -1307,6 +1306,61 @@ class TorchHooks : public PickleHooks {
                                                        value_kind_name(kind) + " has no attributes to set)");
   }
 
+  // _rebuild_from_type_v2(func, new_type, args, state): func(*args), made an instance of
+  // new_type by Tensor.as_subclass unless new_type is torch.Tensor itself (torch 1.13 then
+  // hands out func's result as it is) or the class func is (its result has the type
+  // already). as_subclass takes only a subclass of Tensor, and is a method of tensors only:
+  // a new_type ptread knows not to be one (a builtin, a collections or numpy class,
+  // torch.Size, a storage or legacy tensor type, a function, torch.autograd.Variable,
+  // anything but a class), or a result that is no tensor, torch refuses. Other classes (a
+  // user's Tensor subclass) are taken as subclasses: the tensor reads as the Tensor it is.
+  Result<uint32_t> from_type(Graph& g, uint32_t func, uint32_t new_type, uint32_t args, uint32_t state) {
+    const ValueKind tk = g.kind(new_type);
+    bool is_tensor_type = false;
+    if (tk == ValueKind::global) {
+      const std::string_view mod = g.global_module(new_type), name = g.global_name(new_type);
+      const bool plain = name == "Tensor" && (mod == "torch" || mod == "torch._tensor");
+      const bool made_by_it = g.kind(func) == ValueKind::global && g.global_module(func) == mod && g.global_name(func) == name;
+      is_tensor_type = plain || made_by_it;
+      // Parameter's __setstate__ is Tensor's, and the classes ptread knows (made_by_it: a
+      // builtin or collections class) have none: torch sets the state's items itself.
+      if ((!plain && made_by_it) || (mod == "torch.nn.parameter" && name == "Parameter")) {
+        PTREAD_CHECK(check_setattr_state_shape(g, new_type, state));
+      }
+      if (!is_tensor_type && !maybe_tensor_subclass(g, new_type)) {
+        return make_error(ErrorCode::bad_tensor_args, "_rebuild_from_type_v2 of '" + std::string(mod) + "." + std::string(name) +
+                                                          "', which is not a subclass of torch.Tensor (torch refuses it in as_subclass)");
+      }
+    } else if (tk != ValueKind::object && tk != ValueKind::missing) {
+      return make_error(ErrorCode::bad_tensor_args, std::string("_rebuild_from_type_v2 of a type that is a ") + value_kind_name(tk) +
+                                                        " (torch refuses it: as_subclass takes a class)");
+    }
+    PTREAD_TRY(const uint32_t made, call(g, func, args));
+    if (is_tensor_type) return made;
+    switch (g.kind(made)) {
+      case ValueKind::tensor: case ValueKind::quantized: case ValueKind::sparse:
+      case ValueKind::object: case ValueKind::unsupported: case ValueKind::missing:
+        return made;
+      default:
+        return make_error(ErrorCode::bad_tensor_args, std::string("_rebuild_from_type_v2 whose function made a ") +
+                                                          value_kind_name(g.kind(made)) +
+                                                          ", not a tensor (torch refuses it: as_subclass is a method of tensors)");
+    }
+  }
+  // Whether the class named by a global may be a subclass of torch.Tensor: false for those
+  // ptread knows are not.
+  static bool maybe_tensor_subclass(Graph& g, uint32_t glob) {
+    const std::string_view mod = g.global_module(glob), name = g.global_name(glob);
+    switch (global_tag(g, glob)) {
+      case kGlobalOther: case kGlobalUnclassified: break;
+      case kOldVariable: return name == "Parameter";
+      default: return false;  // functions, storage types, builtins, OrderedDict, torch.Size ...
+    }
+    if (mod == "torch") return false;  // torch.FloatTensor ... (legacy tensor types), dtypes, functions
+    return !(mod == "builtins" || mod == "__builtin__" || mod == "collections" || mod == "_codecs" || mod == "copyreg" ||
+             mod == "copy_reg" || mod == "torch._utils" || is_numpy_module(mod));
+  }
+
   // _rebuild_from_type_v2's state: torch sets each item of its dict (and of its slots, a
   // state (dict, slots)) on the tensor with setattr() (torch 2.x for every type; 1.13 for a
   // subclass, such as Parameter, whose __setstate__ is Tensor's). An attribute of its own
@@ -1333,19 +1387,18 @@ class TorchHooks : public PickleHooks {
     return {};
   }
 
-  // _rebuild_from_type_v2's state for a Parameter, whose __setstate__ is Tensor's: torch
-  // (1.13 and 2.x) takes the state apart itself, and refuses a tuple of other than two items
-  // (RuntimeError "Invalid serialized state"), a dict state without items() and slots that
-  // are true without items() (AttributeError). (A plain Tensor's state torch 1.13 ignores;
-  // another class's __setstate__ is its own: neither is checked here. Objects of classes
-  // ptread does not know may have items(): taken as having them.)
-  static Status check_parameter_state_shape(Graph& g, uint32_t new_type, uint32_t state) {
-    if (g.kind(new_type) != ValueKind::global || g.global_module(new_type) != "torch.nn.parameter" ||
-        g.global_name(new_type) != "Parameter") {
-      return {};
-    }
-    auto refused = [](const std::string& what, const char* why) {
-      return make_error(ErrorCode::bad_tensor_args, "_rebuild_from_type_v2 of a Parameter with " + what +
+  // _rebuild_from_type_v2's state for a Parameter (whose __setstate__ is Tensor's) or an
+  // instance of a class with no __setstate__: torch (1.13 and 2.x) takes the state apart
+  // itself, and refuses a tuple of other than two items (RuntimeError "Invalid serialized
+  // state"), a dict state without items() and slots that are true without items()
+  // (AttributeError), and an attribute named by other than a str (setattr()). (A plain
+  // Tensor's state torch 1.13 ignores; another class's __setstate__ is its own: neither is
+  // checked here. Objects of classes ptread does not know may have items(): taken as having
+  // them.)
+  static Status check_setattr_state_shape(Graph& g, uint32_t new_type, uint32_t state) {
+    const std::string type_name = std::string(g.global_module(new_type)) + "." + std::string(g.global_name(new_type));
+    auto refused = [&type_name](const std::string& what, const char* why) {
+      return make_error(ErrorCode::bad_tensor_args, "_rebuild_from_type_v2 of a " + type_name + " with " + what +
                                                         " (torch refuses it: " + why + ")");
     };
     auto mapping = [&g](uint32_t v) { return g.kind(v) == ValueKind::dict || g.kind(v) == ValueKind::object; };
@@ -1364,6 +1417,11 @@ class TorchHooks : public PickleHooks {
     }
     if (slots != kNoNode && python_truthy(g, slots) && !mapping(slots)) {
       return refused(std::string("slots that are a ") + value_kind_name(g.kind(slots)), "they have no items()");
+    }
+    for (const uint32_t d : {dict_state, slots}) {
+      if (d != kNoNode && g.kind(d) == ValueKind::dict && !str_keys(g, d)) {
+        return refused("an attribute named by other than a str", "setattr() takes a str");
+      }
     }
     return {};
   }

@@ -980,10 +980,11 @@ def tensor_files():
          "and complex tensors can require gradients)", torch="refuses")
     # _rebuild_from_type_v2(func, type, args, state): torch sets the state's items on the
     # tensor with setattr(); `data`, `real`, `imag` and `requires_grad` change it.
-    def from_type(new_type, state, nargs=4):
-        args = [p_global("torch._utils", "_rebuild_tensor_v2"), p_global(*new_type),
-                b"(" + pid("FloatStorage", "1", 2) + b"Q" + p_int(0) + p_ints((2,)) + p_ints((1,)) + b"\x89" +
-                p_ordered_dict() + b"t", state][:nargs]
+    def from_type(new_type, state, nargs=4, func=None):
+        made = func or (p_global("torch._utils", "_rebuild_tensor_v2"),
+                        b"(" + pid("FloatStorage", "1", 2) + b"Q" + p_int(0) + p_ints((2,)) + p_ints((1,)) + b"\x89" +
+                        p_ordered_dict() + b"t")
+        args = [made[0], new_type if isinstance(new_type, bytes) else p_global(*new_type), made[1], state][:nargs]
         return ck(pickle(p_dict([(p_str("a"), tensor("0", 4)),
                                  (p_str("b"), p_global("torch._tensor", "_rebuild_from_type_v2") + b"(" + b"".join(args) +
                                   b"tR")])))
@@ -1024,6 +1025,31 @@ def tensor_files():
     emit("from_type_tensor_state_three.pt", from_type(plain, p_tuple([p_dict([]), b"N", b"N"])), "ok",
          "_rebuild_from_type_v2 of a plain Tensor with the state ({}, None, None): torch 1.13 ignores a plain "
          "Tensor's state (torch reads it; torch 2.x refuses it)", torch="reads")
+    # The type: as_subclass takes a subclass of Tensor, and is a method of tensors.
+    emit("from_type_builtin_int.pt", from_type(("builtins", "int"), b"}"), "bad_tensor_args",
+         "_rebuild_from_type_v2 of builtins.int (torch refuses it: as_subclass of a class that is no Tensor subclass)",
+         torch="refuses")
+    emit("from_type_legacy_tensor_type.pt", from_type(("torch", "FloatTensor"), b"}"), "bad_tensor_args",
+         "_rebuild_from_type_v2 of torch.FloatTensor, a legacy tensor type (torch refuses it: no Tensor subclass)",
+         torch="refuses")
+    emit("from_type_variable.pt", from_type(("torch.autograd.variable", "Variable"), b"}"), "bad_tensor_args",
+         "_rebuild_from_type_v2 of torch.autograd.Variable (torch refuses it: no Tensor subclass)", torch="refuses")
+    emit("from_type_type_int.pt", from_type(p_int(3), b"}"), "bad_tensor_args",
+         "_rebuild_from_type_v2 whose type is the int 3 (torch refuses it: as_subclass takes a class)", torch="refuses")
+    ordered = (p_global("collections", "OrderedDict"), b")")
+    emit("from_type_parameter_of_dict.pt", from_type(param, b"}", func=ordered), "bad_tensor_args",
+         "_rebuild_from_type_v2 of a Parameter whose function makes an OrderedDict (torch refuses it: a dict has "
+         "no as_subclass)", torch="refuses")
+    emit("from_type_ordered_dict.pt", from_type(("collections", "OrderedDict"), p_dict([(p_str("note"), p_int(1))]),
+                                                func=ordered), "ok",
+         "_rebuild_from_type_v2 of OrderedDict whose function is OrderedDict: the result has the type already "
+         "(torch reads it, 'b' an empty OrderedDict)", torch="reads")
+    emit("from_type_ordered_dict_state_list.pt", from_type(("collections", "OrderedDict"), b"]", func=ordered),
+         "bad_tensor_args", "_rebuild_from_type_v2 of OrderedDict whose function is OrderedDict, with the state [] "
+         "(torch refuses it: it sets the state's items itself, and a list has no items())", torch="refuses")
+    emit("from_type_parameter_int_name.pt", from_type(param, p_dict([(p_int(3), p_int(1))])), "bad_tensor_args",
+         "_rebuild_from_type_v2 of a Parameter with the state {3: 1} (torch refuses it: setattr() takes a str)",
+         torch="refuses")
     emit("build_storage_tuple.pt", one(pid("FloatStorage", "0", 4) + b"Q" + p_tuple([p_int(1), p_int(2)]) + b"b"),
          "pickle_malformed", "BUILD of a storage with the state (1, 2) (torch refuses it: a TypedStorage has no "
          "__setstate__, and 1 is not a dict)", torch="refuses")
