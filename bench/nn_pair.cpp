@@ -11,6 +11,8 @@
 // Errors are printed on stderr and give NULL or 1: the script stops on them.
 #include <ptread/ptread.hpp>
 
+#include <chrono>
+
 #include <cstdint>
 #include <cstdio>
 #include <utility>
@@ -71,6 +73,10 @@ PAIR_API const char* ptread_pair_kernels() { return ptread::detail::nn_isa_name(
 PAIR_API void ptread_pair_set_isa(int level) {
   ptread::detail::nn_set_isa(static_cast<ptread::detail::NnIsa>(level));
 }
+
+// How long ptread's workers poll for the next call after one (nn::set_spin_wait), in us.
+PAIR_API void ptread_pair_set_spin(unsigned us) { ptread::nn::set_spin_wait(std::chrono::microseconds(us)); }
+PAIR_API unsigned ptread_pair_spin() { return static_cast<unsigned>(ptread::nn::spin_wait().count()); }
 
 PAIR_API void* ptread_pair_embedding(void* handle, const char* prefix, unsigned threads) {
   nn::EmbeddingOptions o;

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """torch and ptread in one process, call by call: the nn layers' ratios on a noisy machine.
 
-Usage: nn_pair.py LIB FILE [PAIRS] [--only PREFIX] [--gap MS] [--isa generic|avx2|avx512]
+Usage: nn_pair.py LIB FILE [PAIRS] [--only PREFIX] [--gap MS] [--isa generic|avx2|avx512] [--spin US]
   LIB   the nn_pair module (BUILD/bench/libnn_pair.so, from bench/nn_pair.cpp)
   FILE  the checkpoint bench/make_nn_inputs.py writes
   PAIRS calls of each side per case (default 101)
   --isa ptread's kernel level (default: the best the CPU has; never above it), to measure
         a lower level's kernels on a machine that has a higher one
+  --spin how long ptread's workers poll for the next call after one (nn::set_spin_wait);
+        default 0 while OMP_WAIT_POLICY is PASSIVE (as torch's threads then sleep at once,
+        ptread's do too: a worker polling after ptread's call takes the CPU torch's next
+        call needs, as torch's did ptread's), else ptread's own default (500 us)
 
 run_nn.sh times ptread and torch in separate processes, group by group; on a shared or
 virtual machine a process can land in a slow minute and the other in a fast one (the same
@@ -56,6 +60,7 @@ only = option("--only", "")
 gap_ms = float(option("--gap", 0.0))
 isa = option("--isa", None)
 isa = None if isa is None else ISAS.index(isa)
+spin = option("--spin", None)
 lib_path, path = args[0], args[1]
 pairs = int(args[2]) if len(args) > 2 else 101
 
@@ -67,6 +72,10 @@ lib.ptread_pair_kernels.restype = ctypes.c_char_p
 lib.ptread_pair_set_isa.argtypes = [ctypes.c_int]
 if isa is not None:
     lib.ptread_pair_set_isa(isa)
+lib.ptread_pair_set_spin.argtypes = [ctypes.c_uint]
+lib.ptread_pair_spin.restype = ctypes.c_uint
+if spin is not None or os.environ["OMP_WAIT_POLICY"].upper() == "PASSIVE":
+    lib.ptread_pair_set_spin(int(spin or 0))
 for f, extra in (("embedding", []), ("bag", [I]), ("linear", [])):
     getattr(lib, "ptread_pair_" + f).restype = P
     getattr(lib, "ptread_pair_" + f).argtypes = [P, ctypes.c_char_p] + extra + [U]
@@ -124,8 +133,9 @@ ck = lib.ptread_pair_open(path.encode())
 if not ck:
     sys.exit("nn_pair: cannot open %s" % path)
 print("kernels: %s; %d pairs a case, %.1f ms of sleep before each call; OMP_WAIT_POLICY=%s, "
-      "OPENBLAS_THREAD_TIMEOUT=%s" % (lib.ptread_pair_kernels().decode(), pairs, gap_ms,
-                                      os.environ["OMP_WAIT_POLICY"], os.environ["OPENBLAS_THREAD_TIMEOUT"]))
+      "OPENBLAS_THREAD_TIMEOUT=%s, ptread's workers poll %d us" % (
+          lib.ptread_pair_kernels().decode(), pairs, gap_ms, os.environ["OMP_WAIT_POLICY"],
+          os.environ["OPENBLAS_THREAD_TIMEOUT"], lib.ptread_pair_spin()))
 print("%-26s %9s %9s %9s %9s  %s" % ("case", "ptread", "torch", "x(med)", "x(pairs)", "[quartiles of the pair ratios]"))
 
 

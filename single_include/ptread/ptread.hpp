@@ -6897,8 +6897,12 @@ inline std::string python_str(const Graph& g, uint32_t i, bool repr = false, int
 // ptread — a small process-wide worker pool for the nn layers (std::thread, no OpenMP).
 //
 // parallel_for(threads, tasks, fn) runs fn(t) for t in [0, tasks) on up to `threads`
-// threads, the caller included. Workers start on first use and sleep on a condition
-// variable between jobs. The caller claims tasks too and never waits for a worker to wake:
+// threads, the caller included. Workers start on first use; after a job a worker polls for
+// the next one for spin_micros() (500 us unless set_spin_micros() says otherwise), then
+// sleeps on a condition variable. A small job (parallel_for(..., small = true)) takes only
+// workers that are awake, unless the previous job ended less than spin_micros() / 4
+// before it (calls back to back): a sleeping worker is not worth waking for one small
+// call, but is for a run of them, which then finds it polling. The caller claims tasks too and never waits for a worker to wake:
 // it waits only for tasks a worker has already claimed, so asking for more threads never
 // costs more than a wake-up call. Tasks are claimed through one 64-bit counter that holds
 // the job's generation, so a worker that wakes late cannot claim a task of a later job.
@@ -6916,6 +6920,7 @@ inline std::string python_str(const Graph& g, uint32_t i, bool repr = false, int
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -6924,6 +6929,9 @@ inline std::string python_str(const Graph& g, uint32_t i, bool repr = false, int
 #include <thread>
 #include <vector>
 
+#if defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
+#include <intrin.h>
+#endif
 #if PTREAD_POSIX
 #include <pthread.h>
 #elif PTREAD_EXCEPTIONS
@@ -6994,6 +7002,17 @@ struct WorkerPlacement {
 };
 #endif
 
+// One step of a polling loop: the CPU's spin-wait hint (x86 pause, Arm yield).
+PTREAD_ALWAYS_INLINE void cpu_relax() noexcept {
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+  __builtin_ia32_pause();
+#elif (defined(__GNUC__) || defined(__clang__)) && (defined(__aarch64__) || defined(__arm__))
+  __asm__ __volatile__("yield");
+#elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
+  _mm_pause();
+#endif
+}
+
 class WorkerPool {
  public:
   static constexpr unsigned kMaxWorkers = 255;
@@ -7012,6 +7031,7 @@ class WorkerPool {
     {
       std::lock_guard<std::mutex> lock(m_);
       stop_ = true;
+      stop_flag_.store(true, std::memory_order_relaxed);
     }
     wake_.notify_all();
 #if PTREAD_POSIX
@@ -7042,9 +7062,13 @@ class WorkerPool {
     std::lock_guard<std::mutex> lock(m_);
     return placed_wakes_;
   }
+  // How long a worker polls for the next job after one before it sleeps (0: it sleeps at
+  // once, and small jobs never wake one).
+  uint32_t spin_micros() const noexcept { return spin_us_.load(std::memory_order_relaxed); }
+  void set_spin_micros(uint32_t us) noexcept { spin_us_.store(us, std::memory_order_relaxed); }
 
   template <class F>
-  void run(unsigned threads, size_t tasks, F& fn) {
+  void run(unsigned threads, size_t tasks, F& fn, bool small = false) {
     if (tasks == 0) return;
     if (threads <= 1 || tasks == 1 || tasks >= (size_t{1} << 31)) {
       for (size_t t = 0; t < tasks; ++t) fn(t);
@@ -7055,11 +7079,23 @@ class WorkerPool {
       for (size_t t = 0; t < tasks; ++t) fn(t);
       return;
     }
+    struct EndMark {  // when this job ended (with job_mutex_ held): the next small job's measure
+      WorkerPool* pool;
+      ~EndMark() { pool->last_end_ = std::chrono::steady_clock::now(); }
+    } end_mark{this};
     unsigned helpers = static_cast<unsigned>(
         std::min<size_t>({static_cast<size_t>(threads - 1), tasks - 1, size_t{kMaxWorkers}}));
+    const bool back_to_back = small && std::chrono::steady_clock::now() - last_end_ <
+                                           std::chrono::microseconds(spin_us_.load(std::memory_order_relaxed) / 4);
     uint64_t gen = 0;
     {
       std::lock_guard<std::mutex> lock(m_);
+      if (small && !back_to_back) {
+        // Only the workers awake (polling after a job): waking a sleeping one costs its
+        // caller more than a small job's share (bench/README.md, "Small calls on one thread").
+        const size_t awake = workers_.size() - waiting_;
+        helpers = static_cast<unsigned>(std::min<size_t>(helpers, awake));
+      }
       while (workers_.size() < helpers && start_worker(static_cast<unsigned>(workers_.size()))) {
       }
       helpers = std::min(helpers, static_cast<unsigned>(workers_.size()));  // those the system gave
@@ -7070,7 +7106,7 @@ class WorkerPool {
         tasks_ = static_cast<uint32_t>(tasks);
         active_ = helpers;
         done_.store(0, std::memory_order_relaxed);
-        next_.store(gen << 32, std::memory_order_release);
+        next_.store((gen << 32) | 1, std::memory_order_release);  // task 0 is the caller's (below)
 #if PTREAD_WORKER_PLACEMENT
         for (unsigned id = 0; id < helpers; ++id) {
           Sleeper& sl = sleepers_[id];
@@ -7086,12 +7122,18 @@ class WorkerPool {
       return;
     }
     wake_.notify_all();
-    size_t mine = 0;
+    // The caller runs task 0 whatever the workers do, so that a job repeated (a layer called
+    // again) gives each thread the same part: a worker polling for the next job would
+    // otherwise win task 0 about half the time, and each thread read the part the other
+    // one's cache holds (Linear 1024 x 1024, M = 1, two threads back to back: 0.060 ms
+    // against 0.030; bench/README.md, "A worker that polls after a call").
+    fn(0);
+    size_t mine = 1;
     for (size_t t; claim(gen, static_cast<uint32_t>(tasks), &t);) {
       fn(t);
       ++mine;
     }
-    if (mine != 0 && done_.fetch_add(mine, std::memory_order_acq_rel) + mine == tasks) return;
+    if (done_.fetch_add(mine, std::memory_order_acq_rel) + mine == tasks) return;
     std::unique_lock<std::mutex> lock(m_);
     finished_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == tasks; });
   }
@@ -7164,6 +7206,19 @@ class WorkerPool {
     }
   }
 
+  // Returns when a job after generation `seen` is posted (or stop_ set), or spin_micros()
+  // have passed. The generation is read from next_ (atomic), the job itself under m_.
+  void poll(uint64_t seen) {
+    const uint32_t us = spin_us_.load(std::memory_order_relaxed);
+    if (us == 0) return;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+    for (unsigned k = 1;; ++k) {
+      if ((next_.load(std::memory_order_acquire) >> 32) != (seen & 0xffffffffu)) return;
+      if (k % 64 == 0 && (stop_flag_.load(std::memory_order_relaxed) || std::chrono::steady_clock::now() >= until)) return;
+      cpu_relax();
+    }
+  }
+
   void worker_loop(unsigned id) {
     uint64_t seen = 0;
     for (;;) {
@@ -7171,20 +7226,23 @@ class WorkerPool {
       void* ctx;
       uint32_t tasks;
       uint64_t gen;
-      // It sleeps at once, as a plain condition-variable worker does. (It yielded a few hundred
-      // times first, polling for the next job: runnable, it was packed onto the caller's CPU and
-      // took its task only when the caller had done its own, or never, in about half the jobs
-      // back to back; bench/README.md, "A sleeping worker woken on another CPU".)
+      // It polls for the next job for spin_micros(), running (never yielding: a yielding
+      // worker, runnable, was packed onto the caller's CPU and took its task only when the
+      // caller had done its own, or never, in about half the jobs back to back;
+      // bench/README.md, "A sleeping worker woken on another CPU"), then sleeps.
       bool in_job;
 #if PTREAD_WORKER_PLACEMENT
       WorkerPlacement placed;  // where run() put it while it slept, if it did
 #endif
+      poll(seen);
       {
         std::unique_lock<std::mutex> lock(m_);
 #if PTREAD_WORKER_PLACEMENT
         sleepers_[id].asleep = true;
 #endif
+        ++waiting_;
         wake_.wait(lock, [&] { return stop_ || gen_ != seen; });
+        --waiting_;
 #if PTREAD_WORKER_PLACEMENT
         Sleeper& me = sleepers_[id];
         me.asleep = false;
@@ -7239,11 +7297,15 @@ class WorkerPool {
   unsigned active_ = 0;
   std::atomic<uint64_t> next_{0};  // generation << 32 | next task
   std::atomic<size_t> done_{0};
+  std::atomic<uint32_t> spin_us_{500};
+  std::atomic<bool> stop_flag_{false};  // stop_, for workers polling without m_
+  size_t waiting_ = 0;                  // workers asleep on wake_ (with m_)
+  std::chrono::steady_clock::time_point last_end_{};  // with job_mutex_
 };
 
 template <class F>
-void parallel_for(unsigned threads, size_t tasks, F&& fn) {
-  WorkerPool::instance().run(threads, tasks, fn);
+void parallel_for(unsigned threads, size_t tasks, F&& fn, bool small = false) {
+  WorkerPool::instance().run(threads, tasks, fn, small);
 }
 
 }  // namespace detail
@@ -14419,6 +14481,7 @@ Result<SaveReport> save_safetensors(const std::string& path, const Range& tensor
 // #include "../detail/nn_kernels.hpp": inlined above
 // #include "../detail/nn_parallel.hpp": inlined above
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -14432,6 +14495,20 @@ enum class Reduce { sum, mean, max };
 
 inline const char* reduce_name(Reduce r) noexcept {
   return r == Reduce::sum ? "sum" : r == Reduce::mean ? "mean" : "max";
+}
+
+// How long the layers' worker threads keep polling for the next call after one before they
+// sleep (process-wide; default 500 us; at most 1 s). Polling, a worker takes its share of a
+// call at once (a sleeping one is woken through the kernel: 35-44 us of the caller's time on
+// the VM of bench/README.md), and small calls back to back run on every thread; asleep, it
+// costs no CPU. 0: workers sleep as soon as a call is done, and small calls run on the
+// caller alone (as OMP_WAIT_POLICY=PASSIVE does for OpenMP's threads).
+inline void set_spin_wait(std::chrono::microseconds wait) noexcept {
+  const auto us = wait.count() < 0 ? 0 : wait.count() > 1000000 ? 1000000 : wait.count();
+  ptread::detail::WorkerPool::instance().set_spin_micros(static_cast<uint32_t>(us));
+}
+inline std::chrono::microseconds spin_wait() noexcept {
+  return std::chrono::microseconds(ptread::detail::WorkerPool::instance().spin_micros());
 }
 
 struct EmbeddingOptions {
@@ -14514,8 +14591,9 @@ inline Result<WeightMatrix> weight_matrix(const Checkpoint& ck, const std::strin
   return w;
 }
 
-// Embedding and EmbeddingBag read fewer row elements than this in a call on the caller alone:
-// on the AVX-512 VM of bench/README.md ("Small calls on one thread") waking the pool's sleeping
+// Embedding and EmbeddingBag calls that read fewer row elements than this are small: on the
+// caller alone unless a worker is awake or calls come back to back (parallel_for): on the
+// AVX-512 VM of bench/README.md ("Small calls on one thread") waking the pool's sleeping
 // worker cost its caller 35-44 us and the worker began 90-230 us late: two threads made
 // gathers and bags of 0.13-0.33 M elements 1.0-2.9x slower; from 0.5 M elements (2 MiB of
 // F32 rows) they took 0.5-0.86x the time after a pause (up to 1.5x with every row already
@@ -14710,7 +14788,7 @@ class Embedding {
     const size_t dim = w_.cols;
     const unsigned threads = ptread::detail::resolve_threads(threads_);
     const size_t min_rows = dim == 0 ? n + 1 : (size_t{1} << 14) / dim + 1;  // >= 64 KiB of output a task
-    const size_t tasks = n * dim < detail::kMinSplitFloats ? 1 : detail::task_count(n, min_rows, threads);
+    const size_t tasks = detail::task_count(n, min_rows, threads);
     const size_t per = (n + tasks - 1) / (tasks == 0 ? 1 : tasks);
     ptread::detail::parallel_for(threads, tasks, [&](size_t t) {
       const size_t begin = t * per, end = std::min(n, begin + per);
@@ -14718,7 +14796,7 @@ class Embedding {
         if (i + detail::kPrefetchDistance < end) rows.prefetch(static_cast<size_t>(indices[i + detail::kPrefetchDistance]));
         rows.copy(static_cast<size_t>(indices[i]), out + i * dim);
       }
-    });
+    }, n * dim < detail::kMinSplitFloats);
     return {};
   }
 
@@ -14793,7 +14871,7 @@ class EmbeddingBag {
     const unsigned threads = ptread::detail::resolve_threads(threads_);
     const size_t avg = num_bags == 0 ? 0 : n / num_bags + 1;
     const size_t min_bags = (size_t{1} << 14) / (avg * (dim == 0 ? 1 : dim) + 1) + 1;
-    const size_t tasks = n * dim < detail::kMinSplitFloats ? 1 : detail::task_count(num_bags, min_bags, threads);
+    const size_t tasks = detail::task_count(num_bags, min_bags, threads);
     const size_t per = (num_bags + tasks - 1) / (tasks == 0 ? 1 : tasks);
     ptread::detail::parallel_for(threads, tasks, [&](size_t t) {
       const size_t bag_begin = t * per, bag_end = std::min(num_bags, bag_begin + per);
@@ -14832,7 +14910,7 @@ class EmbeddingBag {
           for (size_t k = 0; k < dim; ++k) acc[k] /= c;
         }
       }
-    });
+    }, n * dim < detail::kMinSplitFloats);
     return {};
   }
 
@@ -15254,6 +15332,7 @@ class Linear {
     const unsigned threads = ptread::detail::resolve_threads(threads_);
     size_t rows = 4;  // W rows a task's range is a multiple of
     size_t tasks = 0;
+    bool small = false;  // a call the pool gives only workers already awake, unless calls come back to back
     const ptread::detail::NnGemm gemm = ptread::detail::nn_gemm(w_.dtype);
     const bool packed = m >= ptread::detail::kGemmMinRows && gemm.run != nullptr;
     if (packed) {
@@ -15268,21 +15347,24 @@ class Linear {
       // stream W: one task a thread, so each thread keeps reading the same rows (they stay
       // in its cache from call to call). Larger ones: up to 16 tasks a thread, so a thread
       // the OS delays holds back little.
-      // A call under 8M multiply-adds and 16 MiB of W runs on the caller alone: waking a
+      // A call under 8M multiply-adds and 16 MiB of W is small: it runs on the caller alone
+      // unless a worker is awake or calls come back to back (parallel_for): waking a
       // sleeping worker cost its caller 35-44 us and the worker began 90-230 us late on the
       // AVX-512 VM of bench/README.md ("Small calls on one thread"), where two threads
-      // made 1024 x 1024 at M = 1 to 4 and 1536 x 1536 at M = 1 and 2 1.1-1.5x slower.
+      // made 1024 x 1024 at M = 1 to 4 and 1536 x 1536 at M = 1 and 2 1.1-1.5x slower;
+      // a worker polling after the last call takes its half at once ("A worker that polls
+      // after a call").
       const size_t groups = (N + 3) / 4;
       const size_t min_groups = (size_t{1} << 18) / (4 * m * K) + 1;
-      const bool small = m * N * K < (size_t{1} << 23) && N * K * w_.element_size() < (size_t{1} << 24);
-      tasks = small ? 1 : detail::task_count(groups, min_groups, threads, m <= 4 ? 1 : 16);
+      small = m * N * K < (size_t{1} << 23) && N * K * w_.element_size() < (size_t{1} << 24);
+      tasks = detail::task_count(groups, min_groups, threads, m <= 4 ? 1 : 16);
     }
     const size_t units = (N + rows - 1) / rows;
     const size_t per = (units + tasks - 1) / tasks;
     ptread::detail::parallel_for(threads, tasks, [&](size_t t) {
       const size_t n0 = std::min(N, t * per * rows), n1 = std::min(N, (t + 1) * per * rows);
       if (n0 < n1) detail::linear_block(w_, x, m, y, n0, n1, packed ? &gemm : nullptr);
-    });
+    }, small);
   }
 
   WeightMatrix w_;

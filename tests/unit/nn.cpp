@@ -6,6 +6,7 @@
 #include "support/nn_fixture.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -355,10 +356,11 @@ TEST_CASE("Linear (portable) equals F.linear", "[nn]") {
 }
 
 TEST_CASE("Linear's tiles split across threads give the bits of one thread", "[nn]") {
-  // A 2048 x 1024 F32 weight (8 MiB): at M = 1 and 2 the call stays on the caller (under 8M
-  // multiply-adds and 16 MiB of W), at M = 4 and 24 its output features are split into tasks
-  // (the dot-product tiles: under kGemmMinRows rows). Each output is summed by one thread in
-  // the same order either way, so the bits must not change.
+  // A 2048 x 1024 F32 weight (8 MiB): at M = 1 and 2 the call is small (under 8M
+  // multiply-adds and 16 MiB of W: split only when a worker is awake or calls come back to
+  // back, as these do), at M = 4 and 24 its output features are split into tasks (the
+  // dot-product tiles: under kGemmMinRows rows). Each output is summed by one thread in the
+  // same order either way, so the bits must not change.
   const size_t N = 2048, K = 1024;
   auto bytes = std::make_shared<std::vector<float>>(N * K);
   for (size_t k = 0; k < bytes->size(); ++k) (*bytes)[k] = static_cast<float>(static_cast<int>(k % 97) - 48) / 64.0f;
@@ -397,6 +399,20 @@ TEST_CASE("Linear's tiles split across threads give the bits of one thread", "[n
       CHECK(static_cast<double>(one[5]) == want);
     }
   }
+}
+
+TEST_CASE("set_spin_wait sets how long the layers' workers poll, within [0, 1 s]", "[nn]") {
+  const auto before = nn::spin_wait();
+  CHECK(before == std::chrono::microseconds(500));  // the default
+  nn::set_spin_wait(std::chrono::microseconds(0));
+  CHECK(nn::spin_wait().count() == 0);
+  nn::set_spin_wait(std::chrono::microseconds(-5));
+  CHECK(nn::spin_wait().count() == 0);
+  nn::set_spin_wait(std::chrono::seconds(30));
+  CHECK(nn::spin_wait() == std::chrono::seconds(1));
+  nn::set_spin_wait(std::chrono::microseconds(750));
+  CHECK(nn::spin_wait().count() == 750);
+  nn::set_spin_wait(before);
 }
 
 TEST_CASE("Linear's packed product over several blocks of W rows equals F.linear", "[nn]") {

@@ -197,7 +197,7 @@ TEST_CASE("a sleeping worker is woken on another CPU, then runs its task whereve
   };
   pool.run(2, 2, fn);  // starts the worker
   REQUIRE(worker_tasks.load() == 1);
-  // The worker sleeps once its task is done.
+  // The worker sleeps once it has polled for the next job for spin_micros().
   for (int i = 0; i < 500 && pool.asleep() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   REQUIRE(pool.asleep() == 1);
   CHECK(pool.placed_wakes() == 0);
@@ -207,5 +207,63 @@ TEST_CASE("a sleeping worker is woken on another CPU, then runs its task whereve
   CHECK(pool.placed_wakes() == (CPU_COUNT(&all) >= 2 ? 1u : 0u));
   REQUIRE(got.load());
   CHECK(CPU_EQUAL(&seen, &all));
+}
+TEST_CASE("a worker polls after a job; a small job takes only workers awake, or wakes one for calls back to back",
+          "[parallel]") {
+  cpu_set_t all;
+  REQUIRE(sched_getaffinity(0, sizeof all, &all) == 0);
+  if (CPU_COUNT(&all) < 2) return;  // (one CPU: nothing runs beside the caller; placement off)
+  const pthread_t caller = pthread_self();
+  std::atomic<int> begun{0};
+  std::atomic<int> worker_tasks{0};
+  auto both = [&](size_t) {  // two tasks that wait for each other, when two threads run them
+    begun.fetch_add(1);
+    for (int spin = 0; begun.load() % 2 != 0 && spin < 2000000; ++spin) std::this_thread::yield();
+    if (!pthread_equal(pthread_self(), caller)) worker_tasks.fetch_add(1);
+  };
+  auto where = [&](size_t) {
+    begun.fetch_add(1);
+    if (!pthread_equal(pthread_self(), caller)) worker_tasks.fetch_add(1);
+  };
+  auto started_asleep = [&](WorkerPool& pool) {  // the worker started by a job, then asleep (no polling)
+    pool.set_spin_micros(0);
+    pool.run(2, 2, both);
+    for (int i = 0; i < 500 && pool.asleep() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return worker_tasks.load() == 1 && pool.asleep() == 1;
+  };
+  SECTION("polling for 2 s: a small job right after a job finds the worker awake, no wake needed") {
+    WorkerPool pool;
+    pool.set_spin_micros(2000000);
+    pool.run(2, 2, both);
+    REQUIRE(worker_tasks.load() == 1);
+    pool.run(2, 2, both, /*small=*/true);
+    CHECK(worker_tasks.load() == 2);
+    CHECK(pool.placed_wakes() == 0);
+    CHECK(pool.asleep() == 0);
+  }
+  SECTION("no polling: the worker sleeps, and a small job runs on the caller alone") {
+    WorkerPool pool;
+    REQUIRE(started_asleep(pool));
+    pool.run(2, 2, where, /*small=*/true);
+    pool.run(2, 2, where, /*small=*/true);  // (back to back, but 0 means never)
+    CHECK(worker_tasks.load() == 1);
+    CHECK(pool.placed_wakes() == 0);
+    CHECK(pool.asleep() == 1);
+    pool.run(2, 2, both);  // a job that is not small wakes it
+    CHECK(worker_tasks.load() == 2);
+    CHECK(pool.placed_wakes() == 1);
+  }
+  SECTION("the worker asleep: a small job after a pause runs alone, the next one back to back wakes it") {
+    WorkerPool pool;
+    REQUIRE(started_asleep(pool));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    pool.set_spin_micros(400000);  // back to back: within 100 ms of the last job's end
+    pool.run(2, 2, where, /*small=*/true);
+    CHECK(worker_tasks.load() == 1);
+    CHECK(pool.placed_wakes() == 0);
+    pool.run(2, 2, both, /*small=*/true);
+    CHECK(worker_tasks.load() == 2);
+    CHECK(pool.placed_wakes() == 1);
+  }
 }
 #endif

@@ -1,8 +1,12 @@
 // ptread — a small process-wide worker pool for the nn layers (std::thread, no OpenMP).
 //
 // parallel_for(threads, tasks, fn) runs fn(t) for t in [0, tasks) on up to `threads`
-// threads, the caller included. Workers start on first use and sleep on a condition
-// variable between jobs. The caller claims tasks too and never waits for a worker to wake:
+// threads, the caller included. Workers start on first use; after a job a worker polls for
+// the next one for spin_micros() (500 us unless set_spin_micros() says otherwise), then
+// sleeps on a condition variable. A small job (parallel_for(..., small = true)) takes only
+// workers that are awake, unless the previous job ended less than spin_micros() / 4
+// before it (calls back to back): a sleeping worker is not worth waking for one small
+// call, but is for a run of them, which then finds it polling. The caller claims tasks too and never waits for a worker to wake:
 // it waits only for tasks a worker has already claimed, so asking for more threads never
 // costs more than a wake-up call. Tasks are claimed through one 64-bit counter that holds
 // the job's generation, so a worker that wakes late cannot claim a task of a later job.
@@ -21,6 +25,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +34,9 @@
 #include <thread>
 #include <vector>
 
+#if defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
+#include <intrin.h>
+#endif
 #if PTREAD_POSIX
 #include <pthread.h>
 #elif PTREAD_EXCEPTIONS
@@ -99,6 +107,17 @@ struct WorkerPlacement {
 };
 #endif
 
+// One step of a polling loop: the CPU's spin-wait hint (x86 pause, Arm yield).
+PTREAD_ALWAYS_INLINE void cpu_relax() noexcept {
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+  __builtin_ia32_pause();
+#elif (defined(__GNUC__) || defined(__clang__)) && (defined(__aarch64__) || defined(__arm__))
+  __asm__ __volatile__("yield");
+#elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
+  _mm_pause();
+#endif
+}
+
 class WorkerPool {
  public:
   static constexpr unsigned kMaxWorkers = 255;
@@ -117,6 +136,7 @@ class WorkerPool {
     {
       std::lock_guard<std::mutex> lock(m_);
       stop_ = true;
+      stop_flag_.store(true, std::memory_order_relaxed);
     }
     wake_.notify_all();
 #if PTREAD_POSIX
@@ -147,9 +167,13 @@ class WorkerPool {
     std::lock_guard<std::mutex> lock(m_);
     return placed_wakes_;
   }
+  // How long a worker polls for the next job after one before it sleeps (0: it sleeps at
+  // once, and small jobs never wake one).
+  uint32_t spin_micros() const noexcept { return spin_us_.load(std::memory_order_relaxed); }
+  void set_spin_micros(uint32_t us) noexcept { spin_us_.store(us, std::memory_order_relaxed); }
 
   template <class F>
-  void run(unsigned threads, size_t tasks, F& fn) {
+  void run(unsigned threads, size_t tasks, F& fn, bool small = false) {
     if (tasks == 0) return;
     if (threads <= 1 || tasks == 1 || tasks >= (size_t{1} << 31)) {
       for (size_t t = 0; t < tasks; ++t) fn(t);
@@ -160,11 +184,23 @@ class WorkerPool {
       for (size_t t = 0; t < tasks; ++t) fn(t);
       return;
     }
+    struct EndMark {  // when this job ended (with job_mutex_ held): the next small job's measure
+      WorkerPool* pool;
+      ~EndMark() { pool->last_end_ = std::chrono::steady_clock::now(); }
+    } end_mark{this};
     unsigned helpers = static_cast<unsigned>(
         std::min<size_t>({static_cast<size_t>(threads - 1), tasks - 1, size_t{kMaxWorkers}}));
+    const bool back_to_back = small && std::chrono::steady_clock::now() - last_end_ <
+                                           std::chrono::microseconds(spin_us_.load(std::memory_order_relaxed) / 4);
     uint64_t gen = 0;
     {
       std::lock_guard<std::mutex> lock(m_);
+      if (small && !back_to_back) {
+        // Only the workers awake (polling after a job): waking a sleeping one costs its
+        // caller more than a small job's share (bench/README.md, "Small calls on one thread").
+        const size_t awake = workers_.size() - waiting_;
+        helpers = static_cast<unsigned>(std::min<size_t>(helpers, awake));
+      }
       while (workers_.size() < helpers && start_worker(static_cast<unsigned>(workers_.size()))) {
       }
       helpers = std::min(helpers, static_cast<unsigned>(workers_.size()));  // those the system gave
@@ -175,7 +211,7 @@ class WorkerPool {
         tasks_ = static_cast<uint32_t>(tasks);
         active_ = helpers;
         done_.store(0, std::memory_order_relaxed);
-        next_.store(gen << 32, std::memory_order_release);
+        next_.store((gen << 32) | 1, std::memory_order_release);  // task 0 is the caller's (below)
 #if PTREAD_WORKER_PLACEMENT
         for (unsigned id = 0; id < helpers; ++id) {
           Sleeper& sl = sleepers_[id];
@@ -191,12 +227,18 @@ class WorkerPool {
       return;
     }
     wake_.notify_all();
-    size_t mine = 0;
+    // The caller runs task 0 whatever the workers do, so that a job repeated (a layer called
+    // again) gives each thread the same part: a worker polling for the next job would
+    // otherwise win task 0 about half the time, and each thread read the part the other
+    // one's cache holds (Linear 1024 x 1024, M = 1, two threads back to back: 0.060 ms
+    // against 0.030; bench/README.md, "A worker that polls after a call").
+    fn(0);
+    size_t mine = 1;
     for (size_t t; claim(gen, static_cast<uint32_t>(tasks), &t);) {
       fn(t);
       ++mine;
     }
-    if (mine != 0 && done_.fetch_add(mine, std::memory_order_acq_rel) + mine == tasks) return;
+    if (done_.fetch_add(mine, std::memory_order_acq_rel) + mine == tasks) return;
     std::unique_lock<std::mutex> lock(m_);
     finished_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == tasks; });
   }
@@ -269,6 +311,19 @@ class WorkerPool {
     }
   }
 
+  // Returns when a job after generation `seen` is posted (or stop_ set), or spin_micros()
+  // have passed. The generation is read from next_ (atomic), the job itself under m_.
+  void poll(uint64_t seen) {
+    const uint32_t us = spin_us_.load(std::memory_order_relaxed);
+    if (us == 0) return;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+    for (unsigned k = 1;; ++k) {
+      if ((next_.load(std::memory_order_acquire) >> 32) != (seen & 0xffffffffu)) return;
+      if (k % 64 == 0 && (stop_flag_.load(std::memory_order_relaxed) || std::chrono::steady_clock::now() >= until)) return;
+      cpu_relax();
+    }
+  }
+
   void worker_loop(unsigned id) {
     uint64_t seen = 0;
     for (;;) {
@@ -276,20 +331,23 @@ class WorkerPool {
       void* ctx;
       uint32_t tasks;
       uint64_t gen;
-      // It sleeps at once, as a plain condition-variable worker does. (It yielded a few hundred
-      // times first, polling for the next job: runnable, it was packed onto the caller's CPU and
-      // took its task only when the caller had done its own, or never, in about half the jobs
-      // back to back; bench/README.md, "A sleeping worker woken on another CPU".)
+      // It polls for the next job for spin_micros(), running (never yielding: a yielding
+      // worker, runnable, was packed onto the caller's CPU and took its task only when the
+      // caller had done its own, or never, in about half the jobs back to back;
+      // bench/README.md, "A sleeping worker woken on another CPU"), then sleeps.
       bool in_job;
 #if PTREAD_WORKER_PLACEMENT
       WorkerPlacement placed;  // where run() put it while it slept, if it did
 #endif
+      poll(seen);
       {
         std::unique_lock<std::mutex> lock(m_);
 #if PTREAD_WORKER_PLACEMENT
         sleepers_[id].asleep = true;
 #endif
+        ++waiting_;
         wake_.wait(lock, [&] { return stop_ || gen_ != seen; });
+        --waiting_;
 #if PTREAD_WORKER_PLACEMENT
         Sleeper& me = sleepers_[id];
         me.asleep = false;
@@ -344,11 +402,15 @@ class WorkerPool {
   unsigned active_ = 0;
   std::atomic<uint64_t> next_{0};  // generation << 32 | next task
   std::atomic<size_t> done_{0};
+  std::atomic<uint32_t> spin_us_{500};
+  std::atomic<bool> stop_flag_{false};  // stop_, for workers polling without m_
+  size_t waiting_ = 0;                  // workers asleep on wake_ (with m_)
+  std::chrono::steady_clock::time_point last_end_{};  // with job_mutex_
 };
 
 template <class F>
-void parallel_for(unsigned threads, size_t tasks, F&& fn) {
-  WorkerPool::instance().run(threads, tasks, fn);
+void parallel_for(unsigned threads, size_t tasks, F&& fn, bool small = false) {
+  WorkerPool::instance().run(threads, tasks, fn, small);
 }
 
 }  // namespace detail

@@ -6,6 +6,7 @@
 #include "../detail/nn_kernels.hpp"
 #include "../detail/nn_parallel.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -19,6 +20,20 @@ enum class Reduce { sum, mean, max };
 
 inline const char* reduce_name(Reduce r) noexcept {
   return r == Reduce::sum ? "sum" : r == Reduce::mean ? "mean" : "max";
+}
+
+// How long the layers' worker threads keep polling for the next call after one before they
+// sleep (process-wide; default 500 us; at most 1 s). Polling, a worker takes its share of a
+// call at once (a sleeping one is woken through the kernel: 35-44 us of the caller's time on
+// the VM of bench/README.md), and small calls back to back run on every thread; asleep, it
+// costs no CPU. 0: workers sleep as soon as a call is done, and small calls run on the
+// caller alone (as OMP_WAIT_POLICY=PASSIVE does for OpenMP's threads).
+inline void set_spin_wait(std::chrono::microseconds wait) noexcept {
+  const auto us = wait.count() < 0 ? 0 : wait.count() > 1000000 ? 1000000 : wait.count();
+  ptread::detail::WorkerPool::instance().set_spin_micros(static_cast<uint32_t>(us));
+}
+inline std::chrono::microseconds spin_wait() noexcept {
+  return std::chrono::microseconds(ptread::detail::WorkerPool::instance().spin_micros());
 }
 
 struct EmbeddingOptions {
@@ -101,8 +116,9 @@ inline Result<WeightMatrix> weight_matrix(const Checkpoint& ck, const std::strin
   return w;
 }
 
-// Embedding and EmbeddingBag read fewer row elements than this in a call on the caller alone:
-// on the AVX-512 VM of bench/README.md ("Small calls on one thread") waking the pool's sleeping
+// Embedding and EmbeddingBag calls that read fewer row elements than this are small: on the
+// caller alone unless a worker is awake or calls come back to back (parallel_for): on the
+// AVX-512 VM of bench/README.md ("Small calls on one thread") waking the pool's sleeping
 // worker cost its caller 35-44 us and the worker began 90-230 us late: two threads made
 // gathers and bags of 0.13-0.33 M elements 1.0-2.9x slower; from 0.5 M elements (2 MiB of
 // F32 rows) they took 0.5-0.86x the time after a pause (up to 1.5x with every row already

@@ -206,7 +206,7 @@ class Embedding {
     const size_t dim = w_.cols;
     const unsigned threads = ptread::detail::resolve_threads(threads_);
     const size_t min_rows = dim == 0 ? n + 1 : (size_t{1} << 14) / dim + 1;  // >= 64 KiB of output a task
-    const size_t tasks = n * dim < detail::kMinSplitFloats ? 1 : detail::task_count(n, min_rows, threads);
+    const size_t tasks = detail::task_count(n, min_rows, threads);
     const size_t per = (n + tasks - 1) / (tasks == 0 ? 1 : tasks);
     ptread::detail::parallel_for(threads, tasks, [&](size_t t) {
       const size_t begin = t * per, end = std::min(n, begin + per);
@@ -214,7 +214,7 @@ class Embedding {
         if (i + detail::kPrefetchDistance < end) rows.prefetch(static_cast<size_t>(indices[i + detail::kPrefetchDistance]));
         rows.copy(static_cast<size_t>(indices[i]), out + i * dim);
       }
-    });
+    }, n * dim < detail::kMinSplitFloats);
     return {};
   }
 
@@ -289,7 +289,7 @@ class EmbeddingBag {
     const unsigned threads = ptread::detail::resolve_threads(threads_);
     const size_t avg = num_bags == 0 ? 0 : n / num_bags + 1;
     const size_t min_bags = (size_t{1} << 14) / (avg * (dim == 0 ? 1 : dim) + 1) + 1;
-    const size_t tasks = n * dim < detail::kMinSplitFloats ? 1 : detail::task_count(num_bags, min_bags, threads);
+    const size_t tasks = detail::task_count(num_bags, min_bags, threads);
     const size_t per = (num_bags + tasks - 1) / (tasks == 0 ? 1 : tasks);
     ptread::detail::parallel_for(threads, tasks, [&](size_t t) {
       const size_t bag_begin = t * per, bag_end = std::min(num_bags, bag_begin + per);
@@ -328,7 +328,7 @@ class EmbeddingBag {
           for (size_t k = 0; k < dim; ++k) acc[k] /= c;
         }
       }
-    });
+    }, n * dim < detail::kMinSplitFloats);
     return {};
   }
 

@@ -171,6 +171,7 @@ class Linear {
     const unsigned threads = ptread::detail::resolve_threads(threads_);
     size_t rows = 4;  // W rows a task's range is a multiple of
     size_t tasks = 0;
+    bool small = false;  // a call the pool gives only workers already awake, unless calls come back to back
     const ptread::detail::NnGemm gemm = ptread::detail::nn_gemm(w_.dtype);
     const bool packed = m >= ptread::detail::kGemmMinRows && gemm.run != nullptr;
     if (packed) {
@@ -185,21 +186,24 @@ class Linear {
       // stream W: one task a thread, so each thread keeps reading the same rows (they stay
       // in its cache from call to call). Larger ones: up to 16 tasks a thread, so a thread
       // the OS delays holds back little.
-      // A call under 8M multiply-adds and 16 MiB of W runs on the caller alone: waking a
+      // A call under 8M multiply-adds and 16 MiB of W is small: it runs on the caller alone
+      // unless a worker is awake or calls come back to back (parallel_for): waking a
       // sleeping worker cost its caller 35-44 us and the worker began 90-230 us late on the
       // AVX-512 VM of bench/README.md ("Small calls on one thread"), where two threads
-      // made 1024 x 1024 at M = 1 to 4 and 1536 x 1536 at M = 1 and 2 1.1-1.5x slower.
+      // made 1024 x 1024 at M = 1 to 4 and 1536 x 1536 at M = 1 and 2 1.1-1.5x slower;
+      // a worker polling after the last call takes its half at once ("A worker that polls
+      // after a call").
       const size_t groups = (N + 3) / 4;
       const size_t min_groups = (size_t{1} << 18) / (4 * m * K) + 1;
-      const bool small = m * N * K < (size_t{1} << 23) && N * K * w_.element_size() < (size_t{1} << 24);
-      tasks = small ? 1 : detail::task_count(groups, min_groups, threads, m <= 4 ? 1 : 16);
+      small = m * N * K < (size_t{1} << 23) && N * K * w_.element_size() < (size_t{1} << 24);
+      tasks = detail::task_count(groups, min_groups, threads, m <= 4 ? 1 : 16);
     }
     const size_t units = (N + rows - 1) / rows;
     const size_t per = (units + tasks - 1) / tasks;
     ptread::detail::parallel_for(threads, tasks, [&](size_t t) {
       const size_t n0 = std::min(N, t * per * rows), n1 = std::min(N, (t + 1) * per * rows);
       if (n0 < n1) detail::linear_block(w_, x, m, y, n0, n1, packed ? &gemm : nullptr);
-    });
+    }, small);
   }
 
   WeightMatrix w_;
