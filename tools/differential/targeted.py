@@ -473,7 +473,8 @@ def fam_fromtype(r):
     ])
     new_type = r.choice([("torch._tensor", "Tensor"), ("torch", "Tensor"), ("torch.nn.parameter", "Parameter"),
                          ("torch.nn.parameter", "Parameter"), ("torch.nn.parameter", "Buffer"),
-                         ("collections", "OrderedDict"), ("torch", "FloatTensor"), ("builtins", "int")])
+                         ("collections", "OrderedDict"), ("torch", "FloatTensor"), ("builtins", "int"),
+                         ("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuild_parameter")])
 
     def attrs():
         names = ["foo", "_x", "data", "grad", "requires_grad", "shape", "dtype", "real", "names", "is_leaf",
@@ -628,6 +629,7 @@ KNOWN = [
      "Tensor's state (2.x sets it), ptread applies none and refuses these"),
     ("fromtype", "WE_ACCEPT", "not writable", "ptread sets no other attribute of a Parameter's state"),
     ("fromtype", "WE_ACCEPT", "names must", "ptread sets no other attribute of a Parameter's state"),
+    ("fromtype", "WE_ACCEPT", "Number of names", "ptread sets no other attribute of a Parameter's state"),
     ("fromtype", "WE_ACCEPT", "assigned grad", "ptread sets no other attribute of a Parameter's state"),
 ]
 

@@ -1320,7 +1320,8 @@ class TorchHooks : public PickleHooks {
     if (tk == ValueKind::global) {
       const std::string_view mod = g.global_module(new_type), name = g.global_name(new_type);
       const bool plain = name == "Tensor" && (mod == "torch" || mod == "torch._tensor");
-      const bool made_by_it = g.kind(func) == ValueKind::global && g.global_module(func) == mod && g.global_name(func) == name;
+      const bool made_by_it = g.kind(func) == ValueKind::global && g.global_module(func) == mod &&
+                              g.global_name(func) == name && !names_function(g, func);
       is_tensor_type = plain || made_by_it;
       // Parameter's __setstate__ is Tensor's, and the classes ptread knows (made_by_it: a
       // builtin or collections class) have none: torch sets the state's items itself.
@@ -1345,6 +1346,18 @@ class TorchHooks : public PickleHooks {
         return make_error(ErrorCode::bad_tensor_args, std::string("_rebuild_from_type_v2 whose function made a ") +
                                                           value_kind_name(g.kind(made)) +
                                                           ", not a tensor (torch refuses it: as_subclass is a method of tensors)");
+    }
+  }
+  // Whether a global names a function ptread evaluates (whose result is not an instance of
+  // it), not a class.
+  static bool names_function(Graph& g, uint32_t glob) {
+    switch (global_tag(g, glob)) {
+      case kRebuildTensorV2: case kRebuildTensorV3: case kRebuildTensorV1: case kRebuildParameter:
+      case kRebuildDeviceFromCpu: case kRebuildUnsupported: case kRebuildFromTypeV2: case kCodecsEncode:
+      case kNumpyReconstruct: case kNumpyScalar: case kCopyregReconstructor: case kRebuildQTensor: case kRebuildSparse:
+        return true;
+      default:
+        return false;
     }
   }
   // Whether the class named by a global may be a subclass of torch.Tensor: false for those

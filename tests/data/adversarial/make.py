@@ -1047,6 +1047,9 @@ def tensor_files():
     emit("from_type_ordered_dict_state_list.pt", from_type(("collections", "OrderedDict"), b"]", func=ordered),
          "bad_tensor_args", "_rebuild_from_type_v2 of OrderedDict whose function is OrderedDict, with the state [] "
          "(torch refuses it: it sets the state's items itself, and a list has no items())", torch="refuses")
+    emit("from_type_function_itself.pt", from_type(("torch._utils", "_rebuild_tensor_v2"), b"}"), "bad_tensor_args",
+         "_rebuild_from_type_v2 whose type is its function, _rebuild_tensor_v2 (torch refuses it: the tensor is no "
+         "instance of a function, and as_subclass takes a class)", torch="refuses")
     emit("from_type_parameter_int_name.pt", from_type(param, p_dict([(p_int(3), p_int(1))])), "bad_tensor_args",
          "_rebuild_from_type_v2 of a Parameter with the state {3: 1} (torch refuses it: setattr() takes a str)",
          torch="refuses")
