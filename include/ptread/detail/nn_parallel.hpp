@@ -135,8 +135,7 @@ class WorkerPool {
   ~WorkerPool() {
     {
       std::lock_guard<std::mutex> lock(m_);
-      stop_ = true;
-      stop_flag_.store(true, std::memory_order_relaxed);
+      stop_.store(true, std::memory_order_relaxed);
     }
     wake_.notify_all();
 #if PTREAD_POSIX
@@ -153,15 +152,10 @@ class WorkerPool {
   }
 
   // For tests: the workers asleep on the condition variable now, and the wake-ups that
-  // placed a sleeping worker on another CPU so far (both always 0 where placement is not
-  // built: sleep is not tracked there).
+  // placed a sleeping worker on another CPU so far (always 0 where placement is not built).
   size_t asleep() const {
     std::lock_guard<std::mutex> lock(m_);
-    size_t n = 0;
-#if PTREAD_WORKER_PLACEMENT
-    for (const Sleeper& sl : sleepers_) n += sl.asleep ? 1 : 0;
-#endif
-    return n;
+    return waiting_;
   }
   size_t placed_wakes() const {
     std::lock_guard<std::mutex> lock(m_);
@@ -319,7 +313,7 @@ class WorkerPool {
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
     for (unsigned k = 1;; ++k) {
       if ((next_.load(std::memory_order_acquire) >> 32) != (seen & 0xffffffffu)) return;
-      if (k % 64 == 0 && (stop_flag_.load(std::memory_order_relaxed) || std::chrono::steady_clock::now() >= until)) return;
+      if (k % 64 == 0 && (stop_.load(std::memory_order_relaxed) || std::chrono::steady_clock::now() >= until)) return;
       cpu_relax();
     }
   }
@@ -346,7 +340,7 @@ class WorkerPool {
         sleepers_[id].asleep = true;
 #endif
         ++waiting_;
-        wake_.wait(lock, [&] { return stop_ || gen_ != seen; });
+        wake_.wait(lock, [&] { return stop_.load(std::memory_order_relaxed) || gen_ != seen; });
         --waiting_;
 #if PTREAD_WORKER_PLACEMENT
         Sleeper& me = sleepers_[id];
@@ -354,7 +348,7 @@ class WorkerPool {
         placed = me.placement;
         me.placement.placed = false;
 #endif
-        if (stop_) return;
+        if (stop_.load(std::memory_order_relaxed)) return;
         seen = gen = gen_;
         in_job = id < active_;
         call = call_;
@@ -394,7 +388,7 @@ class WorkerPool {
 #endif
   size_t placed_wakes_ = 0;
   const unsigned max_workers_;
-  bool stop_ = false;
+  std::atomic<bool> stop_{false};  // set with m_ held; read without it by polling workers
   uint64_t gen_ = 0;
   void (*call_)(void*, size_t) = nullptr;
   void* ctx_ = nullptr;
@@ -403,7 +397,6 @@ class WorkerPool {
   std::atomic<uint64_t> next_{0};  // generation << 32 | next task
   std::atomic<size_t> done_{0};
   std::atomic<uint32_t> spin_us_{500};
-  std::atomic<bool> stop_flag_{false};  // stop_, for workers polling without m_
   size_t waiting_ = 0;                  // workers asleep on wake_ (with m_)
   std::chrono::steady_clock::time_point last_end_{};  // with job_mutex_
 };
