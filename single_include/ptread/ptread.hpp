@@ -9067,7 +9067,26 @@ enum GlobalTag : uint8_t {
   kRebuildQTensor,             // _rebuild_qtensor
   kRebuildSparse,              // _rebuild_sparse_tensor, _rebuild_sparse_csr_tensor
   kPickleStorageType,          // FloatStorage ... (any module): torch.load finds a StorageType
+  kTorchInstance,              // torch.float32, torch.per_tensor_affine, torch.strided ...: no classes
 };
+
+// What the torch globals are that are objects, not classes or functions (torch_instance_type):
+// Python calls none of them, takes none as NEWOBJ's class, and sets no state on any.
+inline const char* torch_instance_type(std::string_view name) noexcept {
+  DType d;
+  if (dtype_from_torch_name(name, &d)) return "torch.dtype";
+  for (const char* q : {"per_tensor_affine", "per_channel_affine", "per_tensor_symmetric", "per_channel_symmetric",
+                        "per_channel_affine_float_qparams"}) {
+    if (name == q) return "torch.qscheme";
+  }
+  for (const char* l : {"strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn"}) {
+    if (name == l) return "torch.layout";
+  }
+  for (const char* f : {"contiguous_format", "channels_last", "channels_last_3d", "preserve_format"}) {
+    if (name == f) return "torch.memory_format";
+  }
+  return nullptr;
+}
 
 // The storage classes torch.load's unpickler turns into StorageType objects, whatever their
 // module (torch.serialization's find_class: the names of
@@ -9551,6 +9570,10 @@ class TorchHooks : public PickleHooks {
         note_zip_refusal(std::move(e));
         break;
       }
+      case kTorchInstance:
+        return make_error(ErrorCode::pickle_malformed, "'torch." + std::string(g.global_name(callable)) + "', a " +
+                                                           torch_instance_type(g.global_name(callable)) +
+                                                           ", called (it is no callable: torch.load refuses it)");
       case kGlobalUnclassified: case kGlobalOther:
         break;
     }
@@ -9571,6 +9594,10 @@ class TorchHooks : public PickleHooks {
           return make_error(ErrorCode::pickle_malformed, "NEWOBJ of the function '" + std::string(g.global_module(cls)) +
                                                              "." + std::string(g.global_name(cls)) +
                                                              "' (Python's unpickler takes only a class)");
+        case kTorchInstance:
+          return make_error(ErrorCode::pickle_malformed, "NEWOBJ of 'torch." + std::string(g.global_name(cls)) + "', a " +
+                                                             torch_instance_type(g.global_name(cls)) +
+                                                             " (Python's unpickler takes only a class)");
         case kOrderedDict: case kDictLike: return attrs_dict(g, cls, g.add_container(ValueKind::dict));
         case kBuiltinSet: return g.add_container(ValueKind::set);
         case kBuiltinBytearray: return g.add_text(ValueKind::bytes, "");
@@ -9776,6 +9803,7 @@ class TorchHooks : public PickleHooks {
       return kGlobalOther;
     }
     if (mod == "torch" && name == "Size") return kTorchSize;
+    if (mod == "torch" && torch_instance_type(name) != nullptr) return kTorchInstance;
     if (mod == "_codecs" && name == "encode") return kCodecsEncode;
     if (is_numpy_module(mod)) {
       if (name == "_reconstruct") return kNumpyReconstruct;
@@ -10478,6 +10506,12 @@ class TorchHooks : public PickleHooks {
           return refused("slots to set", "a function written in C has no attributes to set");
         }
         break;
+      case kTorchInstance: {  // (as a C function: no __dict__, no attribute to set)
+        const std::string type = std::string("a ") + torch_instance_type(g.global_name(glob));
+        if (dk == ValueKind::dict) return refused("a state that is a dict", (type + " has no __dict__").c_str());
+        if (slots != kNoNode && g.count(slots) != 0) return refused("slots to set", (type + " has no attributes to set").c_str());
+        break;
+      }
       default:
         break;
     }

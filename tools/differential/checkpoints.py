@@ -639,14 +639,17 @@ def known(kind, t, o, how, base, base_path):
             # TorchScript: torch.jit.load resolves each object's class from the code it
             # compiles (ptread keeps the objects inert and reads only the parameter and
             # buffer lines of code/)
-            if "Unknown type name" in why or "cannot be used in a type expression" in why:
+            if ("Unknown type name" in why or "cannot be used in a type expression" in why or
+                    "expected a valid token" in why):
                 return "torch.jit.load resolves a class ptread keeps inert"
             # its unpickler takes each value as the type it expects (a location as a
             # device string ...), where ptread keeps what torch.load would
             if ("INTERNAL ASSERT FAILED" in why or "Unpickler expected 1 element" in why or
                     "device type at start of device string" in why or "Invalid device string" in why or
                     "not in the map" in why or
-                    "Can't hash IValues" in why or "access to globals_" in why or "Expected length to be" in why):
+                    "Can't hash IValues" in why or "access to globals_" in why or "Expected length to be" in why or
+                    # (torch.load's set_ takes no strides as contiguous ones; torch.jit.load's wants one a size)
+                    "dimensionality of sizes" in why or "Expected PROTO opcode" in why):
                 return "torch.jit.load's unpickler checks what torch.load's does not"
             # ... and compiles code/ and reads the debug records, which ptread never reads
             # (a message naming a damaged record reaches Python as bytes it cannot decode)

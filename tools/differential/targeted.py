@@ -34,6 +34,8 @@ the arguments of one rule at random, and compares torch.load(map_location="cpu")
               order, their bytes varied: verdict and value
   byteorder   zip byteorder and version records, archive folders: verdict and bytes
   fromtype    _rebuild_from_type_v2's function, type, arguments and state: verdict and bytes
+  torchobj    torch's objects (dtypes, qschemes, layouts, memory formats) and torch.Size
+              plain, called, as NEWOBJ's class, given BUILD states: verdict
 (all families when none is named). Differences that are understood (README "Formats"; each
 one below, KNOWN) are counted apart and printed with --verbose only. Prints each other
 difference and, per family, a count of each kind: same, both_err, DIFF (both read, other
@@ -492,11 +494,27 @@ def fam_fromtype(r):
     return one(t), "bytes", (new_type, func, args, state)
 
 
+def fam_torchobj(r):
+    # (objects, not classes: ptread keeps torch's classes inert, calls and all, but for Size)
+    names = ["float32", "int", "bool", "bfloat16", "complex64", "qint8", "uint16", "float8_e4m3fn",
+             "per_tensor_affine", "per_channel_symmetric", "strided", "sparse_csr", "_mkldnn", "channels_last",
+             "preserve_format", "Size"]
+    obj = p_global("torch", r.choice(names))
+    args = [p_int(r.randint(0, 3)), p_str("cpu"), b"N", p_ints((2, 3))]
+    a = p_tuple(r.sample(args, r.randint(0, 2)))
+    states = [b"N", b"}", b"}" + p_str("a") + p_int(1) + b"s", b"N}\x86", b"N}" + p_str("a") + p_int(1) + b"s\x86",
+              p_int(3), b"]"]
+    op = r.choice(["plain", "call", "newobj", "build", "call_build"])
+    body = (obj if op == "plain" else obj + a + b"R" if op == "call" else obj + a + b"\x81" if op == "newobj"
+            else obj + r.choice(states) + b"b" if op == "build" else obj + a + b"R" + r.choice(states) + b"b")
+    return beside(body), "verdict", body
+
+
 FAMILIES = {"views": fam_views, "legacy": fam_legacy, "tar": fam_tar, "coo": fam_coo, "csr": fam_csr, "csrbatch": fam_csrbatch,
             "qparams": fam_qparams, "rebuild": fam_rebuild, "opcodes": fam_opcodes, "text": fam_text,
             "memo": fam_memo, "builtins": fam_builtins, "dictkeys": fam_dictkeys, "headers": fam_headers,
             "byteorder": fam_byteorder, "numpy": fam_numpy, "npscalar": fam_npscalar,
-            "fromtype": fam_fromtype}
+            "fromtype": fam_fromtype, "torchobj": fam_torchobj}
 
 
 # ---------------------------------------------------------------------------------------
@@ -631,6 +649,7 @@ KNOWN = [
     ("fromtype", "WE_ACCEPT", "names must", "ptread sets no other attribute of a Parameter's state"),
     ("fromtype", "WE_ACCEPT", "Number of names", "ptread sets no other attribute of a Parameter's state"),
     ("fromtype", "WE_ACCEPT", "assigned grad", "ptread sets no other attribute of a Parameter's state"),
+    ("torchobj", "WE_ACCEPT", "Can't get attribute", "a dtype of torch 2.x (uint16, float8_e4m3fn), absent in 1.13"),
 ]
 
 

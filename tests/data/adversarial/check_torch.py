@@ -91,8 +91,8 @@ def tensors_of(obj, prefix=""):
             out += tensors_of(v, name + ".")
         elif isinstance(v, numpy.ndarray) and v.dtype.kind in "biufc":
             out.append(describe_numpy(name, v))  # ptread lists a numpy array of a tensor dtype as a tensor
-        elif isinstance(v, (str, bytes, int, float, type(None), type, torch.Size, numpy.generic)):
-            pass  # metadata (a numpy scalar is a Python value to ptread) or a class, no tensor
+        elif isinstance(v, (str, bytes, int, float, type(None), type, torch.Size, numpy.generic, torch.dtype)):
+            pass  # metadata (a numpy scalar is a Python value to ptread; a dtype an inert global) or a class, no tensor
         elif isinstance(v, torch.storage.TypedStorage):
             pass  # a storage saved on its own: ptread lists no tensor for it
         else:

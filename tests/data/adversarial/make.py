@@ -1541,6 +1541,30 @@ def numpy_files():
          "numpy.core.multiarray.scalar of the uint64 2^64-1: a Python int past int64 (torch reads it)", torch="reads")
 
 
+def torch_object_files():
+    """torch's module-level objects (dtypes, qschemes, layouts, memory formats) used as
+    Python's unpickler would refuse: called, taken as NEWOBJ's class, given a state."""
+    def sd(value):
+        return ck(pickle(p_dict([(p_str("w"), tensor("0", 4)), (p_str("a"), value)])))
+    for name, obj, ops, why in [
+            ("call_dtype", "float32", b")R", "TypeError: 'torch.dtype' object is not callable"),
+            ("call_dtype_alias", "int", p_int(3) + b"\x85R", "TypeError: 'torch.dtype' object is not callable"),
+            ("call_qscheme", "per_tensor_affine", b")R", "TypeError: 'torch.qscheme' object is not callable"),
+            ("call_layout", "strided", b")R", "TypeError: 'torch.layout' object is not callable"),
+            ("call_memory_format", "channels_last", b")R", "TypeError: 'torch.memory_format' object is not callable"),
+            ("newobj_dtype", "float32", b")\x81", "NEWOBJ class argument must be a type, not torch.dtype"),
+            ("build_dtype_dict", "float32", b"}" + p_str("a") + p_int(1) + b"sb",
+             "'torch.dtype' object has no attribute '__dict__'"),
+            ("build_dtype_slots", "float32", b"N}" + p_str("a") + p_int(1) + b"s\x86b",
+             "'torch.dtype' object has no attribute 'a'")]:
+        emit(f"torch_object_{name}.pt", sd(p_global("torch", obj) + ops), "pickle_malformed",
+             f"torch.{obj} {name.split('_')[0]} (torch refuses it: {why})", torch="refuses")
+    emit("torch_object_build_dtype_none.pt", sd(p_global("torch", "float32") + b"Nb"), "ok",
+         "BUILD of torch.float32 with the state None: nothing to set (torch reads it)", torch="reads")
+    emit("torch_object_build_dtype_empty_slots.pt", sd(p_global("torch", "float32") + b"N}\x86b"), "ok",
+         "BUILD of torch.float32 with no dict state and no slots (torch reads it)", torch="reads")
+
+
 def main():
     for f in os.listdir(HERE):
         if f.endswith(".pt"):
@@ -1554,6 +1578,7 @@ def main():
     tar_files()
     torchscript_files()
     numpy_files()
+    torch_object_files()
     with open(os.path.join(HERE, "expected.json"), "w") as f:
         json.dump({n: e for n, _, e in ENTRIES}, f, indent=1, sort_keys=True)
         f.write("\n")
