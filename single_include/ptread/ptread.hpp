@@ -1796,9 +1796,35 @@ inline float nn_mul_add(float a, float b, float c) noexcept {
 #endif
   return c + p;
 }
+// c + a * b rounded once, as std::fma. MinGW-w64's fmaf is not correctly rounded (of 10^6
+// random sums c + 1 * b it got 5% wrong by an ulp, under Wine and on Windows alike), so
+// there it is computed in double: the product is exact (24 + 24 bits), the sum is rounded
+// to odd (TwoSum gives its exact error; an inexact sum with an even last bit steps one ulp
+// toward the error), and a double rounded to odd then to float is rounded once (53 >= 24 + 2
+// bits: Boldo and Melquiond, "When double rounding is odd", 2005).
+inline float nn_fma(float a, float b, float c) noexcept {
+#if defined(__MINGW32__)
+  const double p = static_cast<double>(a) * static_cast<double>(b);
+  const double s = p + static_cast<double>(c);
+  if (!std::isfinite(s)) return static_cast<float>(s);
+  const double cs = s - p;
+  const double err = (p - (s - cs)) + (static_cast<double>(c) - cs);
+  uint64_t bits;
+  std::memcpy(&bits, &s, sizeof bits);
+  if (err != 0.0 && (bits & 1u) == 0) {
+    bits = (err > 0.0) == (s > 0.0) ? bits + 1 : bits - 1;  // away from or toward zero
+    double odd;
+    std::memcpy(&odd, &bits, sizeof odd);
+    return static_cast<float>(odd);
+  }
+  return static_cast<float>(s);
+#else
+  return std::fma(a, b, c);
+#endif
+}
 // c + a * b as one fused multiply-add, or (fused false) as nn_mul_add.
 inline float nn_madd(bool fused, float a, float b, float c) noexcept {
-  return fused ? std::fma(a, b, c) : nn_mul_add(a, b, c);
+  return fused ? nn_fma(a, b, c) : nn_mul_add(a, b, c);
 }
 
 // Asks for the cache lines of [p, p + bytes) (a hint: never faults), with __builtin_prefetch's
@@ -6660,6 +6686,7 @@ inline bool PickleVM::step() {
 }  // namespace ptread
 // ---- end ptread/pickle.hpp ----
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -6708,6 +6735,15 @@ inline std::string step_last_digit(const char* e, bool up) {
 // 1e-4 <= |v| < 1e16. "%.*e" gives the p-digit decimal nearest v; where that does not
 // read back, the next p-digit one toward v may (a power of two, whose doubles below lie
 // twice as close as those above: 2**-24 is 5.960464477539063e-08, not ...062e-08).
+// The double nearest the decimal text s ("%.*e" output). std::from_chars, not strtod: the
+// C library's strtod is not correctly rounded everywhere (MinGW-w64's reads
+// 3.839223843572815e-239 as 2**-792, one ulp above the nearest double).
+inline double nearest_double(const std::string& s) {
+  double v = 0;
+  std::from_chars(s.data(), s.data() + s.size(), v);
+  return v;
+}
+
 inline std::string python_float_repr(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
@@ -6716,14 +6752,14 @@ inline std::string python_float_repr(double v) {
   std::string s;
   for (int prec = 1; prec <= 17; ++prec) {
     std::snprintf(buf, sizeof buf, "%.*e", prec - 1, a);
-    const double back = std::strtod(buf, nullptr);
+    const double back = nearest_double(buf);
     if (back == a) {
       s = buf;
       break;
     }
     if (a != 0) {
       const std::string next = step_last_digit(buf, back < a);
-      if (std::strtod(next.c_str(), nullptr) == a) {
+      if (nearest_double(next) == a) {
         s = next;
         break;
       }

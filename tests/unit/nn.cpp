@@ -146,6 +146,54 @@ static bool nn_same_bits(const std::vector<float>& a, const std::vector<float>& 
   return true;
 }
 
+#if PTREAD_NN_X86 && (defined(__GNUC__) || defined(__clang__))
+// The CPU's own fused multiply-add: rounded once, by definition.
+__attribute__((target("fma"))) float hardware_fma(float a, float b, float c) {
+  return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
+}
+
+TEST_CASE("nn_fma rounds c + a * b once, as the CPU's FMA instruction", "[nn]") {
+  // The generic kernels' fused sums (torch's, fbgemm's) go through nn_fma; a C library whose
+  // fmaf rounds twice (MinGW-w64's) would give other bits than torch.
+  if (ptread::detail::nn_detect_isa() < ptread::detail::NnIsa::avx2) {
+    WARN("this CPU has no FMA instruction to compare nn_fma with");
+    return;
+  }
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  const auto next = [&state] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  const auto any_float = [&next] {  // every bit pattern but NaN: signs, subnormals, infinities
+    for (;;) {
+      const auto bits = static_cast<uint32_t>(next());
+      float f;
+      std::memcpy(&f, &bits, sizeof f);
+      if (!std::isnan(f)) return f;
+    }
+  };
+  const auto near_one = [&next] {  // products and sums that round: the kernels' common case
+    return static_cast<float>(static_cast<int64_t>(next() % 2000001) - 1000000) / 131072.0f;
+  };
+  size_t differ = 0, compared = 0;
+  for (int k = 0; k < 2000000; ++k) {
+    const bool wide = k % 4 == 0;
+    const float a = wide ? any_float() : (k % 3 == 0 ? 1.0f : near_one());
+    const float b = wide ? any_float() : near_one();
+    const float c = wide ? any_float() : near_one();
+    const float want = hardware_fma(a, b, c), got = ptread::detail::nn_fma(a, b, c);
+    ++compared;
+    if (std::isnan(want) ? !std::isnan(got) : std::memcmp(&want, &got, sizeof want) != 0) {
+      if (++differ <= 5) UNSCOPED_INFO(a << " * " << b << " + " << c << ": " << got << ", the CPU " << want);
+    }
+  }
+  CHECK(compared == 2000000);
+  CHECK(differ == 0);
+}
+#endif
+
 TEST_CASE("bag equals axpy and vmax row by row, bit for bit", "[nn]") {
   using ptread::DType;
   IsaRestore restore;

@@ -3,6 +3,7 @@
 
 #include "../pickle.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -51,6 +52,15 @@ inline std::string step_last_digit(const char* e, bool up) {
 // 1e-4 <= |v| < 1e16. "%.*e" gives the p-digit decimal nearest v; where that does not
 // read back, the next p-digit one toward v may (a power of two, whose doubles below lie
 // twice as close as those above: 2**-24 is 5.960464477539063e-08, not ...062e-08).
+// The double nearest the decimal text s ("%.*e" output). std::from_chars, not strtod: the
+// C library's strtod is not correctly rounded everywhere (MinGW-w64's reads
+// 3.839223843572815e-239 as 2**-792, one ulp above the nearest double).
+inline double nearest_double(const std::string& s) {
+  double v = 0;
+  std::from_chars(s.data(), s.data() + s.size(), v);
+  return v;
+}
+
 inline std::string python_float_repr(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
@@ -59,14 +69,14 @@ inline std::string python_float_repr(double v) {
   std::string s;
   for (int prec = 1; prec <= 17; ++prec) {
     std::snprintf(buf, sizeof buf, "%.*e", prec - 1, a);
-    const double back = std::strtod(buf, nullptr);
+    const double back = nearest_double(buf);
     if (back == a) {
       s = buf;
       break;
     }
     if (a != 0) {
       const std::string next = step_last_digit(buf, back < a);
-      if (std::strtod(next.c_str(), nullptr) == a) {
+      if (nearest_double(next) == a) {
         s = next;
         break;
       }
