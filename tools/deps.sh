@@ -4,6 +4,8 @@
 set -euo pipefail
 pkgs=(g++ clang cmake ninja-build meson pkg-config catch2 zlib1g-dev libopenblas-dev python3 python3-torch python3-numpy)
 if [[ ${PTREAD_DEPS_SANITIZERS:-1} == 1 ]]; then pkgs+=(libclang-rt-14-dev); fi
+# Windows, cross-compiled and run under Wine (tools/windows.sh; tools/test.sh asks for it)
+if [[ ${PTREAD_DEPS_WINDOWS:-0} == 1 ]]; then pkgs+=(g++-mingw-w64-x86-64-posix libz-mingw-w64-dev wine64); fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -9,7 +9,8 @@
 # the tests of the code that runs on two threads; libFuzzer runs of
 # the three fuzz targets (tools/fuzz.sh); Meson; the consumer tests (tools/consumers.sh:
 # add_subdirectory, find_package, pkg-config, -static, Meson subproject, single header, nvcc);
-# the CUDA compile check when nvcc is present.
+# Windows (tools/windows.sh: the unit suite, the tool and a consumer built with MinGW-w64 and
+# run under Wine); the CUDA compile check when nvcc is present.
 # The CUDA programs (tests/cuda, the cuda_split example, cuda_bench) are compiled by nvcc in
 # the g++ stage when the toolkit is found (their GPU tests skip without a GPU); the other
 # stages leave them out (-DPTREAD_CUDA=OFF) to spare nvcc time, and run the CUDA kernels
@@ -23,7 +24,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 stage() { printf '\n==== %s (at %ds)\n' "$*" "$SECONDS"; }
 
 stage "dependencies"
-bash tools/deps.sh
+PTREAD_DEPS_WINDOWS=1 bash tools/deps.sh
 
 stage "single header: single_include/ptread/ptread.hpp is what tools/amalgamate.py writes"
 mkdir -p "$out"
@@ -105,6 +106,9 @@ meson test -C "$out/meson" --print-errorlogs
 
 stage "consumers (tools/consumers.sh)"
 bash tools/consumers.sh "$out/consumers"
+
+stage "windows (MinGW-w64 under Wine: tools/windows.sh)"
+bash tools/windows.sh "$out/windows" "$out/gcc/ptread"
 
 nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
 if [[ -n $nvcc ]]; then

@@ -40,7 +40,7 @@ struct Options {
 class Checkpoint {
  public:
   static Result<Checkpoint> open(const std::string& path, const Options& options = {}) {
-#if PTREAD_POSIX
+#if PTREAD_POSIX || defined(_WIN32)
     if (options.mode == LoadMode::memory) {
       return make_error(ErrorCode::invalid_argument, "LoadMode::memory is for open_memory(); open() maps or reads");
     }

@@ -17,6 +17,11 @@
 #include <memory>
 #include <new>
 #include <string>
+#if defined(_WIN32)
+#include <mutex>
+#endif
+
+#include "detail/win32.hpp"  // (Windows only: empty elsewhere)
 
 #if PTREAD_POSIX
 #include <fcntl.h>
@@ -79,12 +84,18 @@ inline Result<std::shared_ptr<uint8_t>> allocate_aligned(size_t n) {
     if (auto huge = allocate_huge(n)) return huge;
   }
 #endif
+#if defined(_WIN32)  // (no std::aligned_alloc in the Windows C runtime)
+  void* p = ::_aligned_malloc(rounded == 0 ? 64 : rounded, 64);
+  const auto release = [](uint8_t* q) { ::_aligned_free(q); };
+#else
   void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  const auto release = [](uint8_t* q) { std::free(q); };
+#endif
   if (p == nullptr) {
     return make_error(ErrorCode::limit_exceeded,
                       "cannot allocate " + std::to_string(n) + " bytes");
   }
-  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), release);
 }
 
 class Source : public std::enable_shared_from_this<Source> {
@@ -245,6 +256,108 @@ class FileSource final : public Source {
   }
   int fd_ = -1;
   size_t map_size_ = 0;
+};
+#elif defined(_WIN32)
+inline Error win32_error(const std::string& what, const std::string& path, unsigned long err) {
+  return make_error(ErrorCode::io_error, what + " '" + path + "': " + win32_message(err));
+}
+
+// The same source on Windows: the path is UTF-8; the file is shared for reading, writing
+// and deletion as a POSIX file is (while it is mapped, Windows refuses to truncate it); one
+// read-only view maps the whole file; reads seek and read under a lock (a positioned read
+// would need the SDK's OVERLAPPED, see detail/win32.hpp).
+class FileSource final : public Source {
+ public:
+  static Result<std::shared_ptr<FileSource>> open(const std::string& path, bool map) {
+    const std::wstring wide = win32_wide(path);
+    if (wide.empty()) return make_error(ErrorCode::io_error, "cannot open '" + path + "': not a UTF-8 path");
+    const unsigned long attributes = ::GetFileAttributesW(wide.c_str());
+    if (attributes != win32::kInvalidAttributes && (attributes & win32::kAttributeDirectory) != 0) {
+      return make_error(ErrorCode::io_error, "'" + path + "' is not a regular file");
+    }
+    void* file = ::CreateFileW(wide.c_str(), win32::kGenericRead, win32::kShareReadWriteDelete, nullptr,
+                               win32::kOpenExisting, win32::kAttributeNormal, nullptr);
+    if (file == win32::invalid_handle()) return win32_error("cannot open", path, ::GetLastError());
+    auto src = std::shared_ptr<FileSource>(new FileSource());
+    src->file_ = file;  // closed by the destructor from here on
+    src->name_ = path;
+    if (::GetFileType(file) != win32::kFileTypeDisk) {
+      return make_error(ErrorCode::io_error, "'" + path + "' is not a regular file");
+    }
+    unsigned long high = 0;
+    ::SetLastError(win32::kNoError);
+    const unsigned long low = ::GetFileSize(file, &high);
+    if (low == win32::kInvalidFileSize && ::GetLastError() != win32::kNoError) {
+      return win32_error("cannot stat", path, ::GetLastError());
+    }
+    src->size_ = (static_cast<uint64_t>(high) << 32) | low;
+    if (map && src->size_ > 0) {
+      if (src->size_ > static_cast<uint64_t>(SIZE_MAX)) {
+        return make_error(ErrorCode::io_error, "cannot mmap '" + path + "': larger than the address space");
+      }
+      void* mapping = ::CreateFileMappingW(file, nullptr, win32::kPageReadonly, 0, 0, nullptr);
+      if (mapping == nullptr) return win32_error("cannot mmap", path, ::GetLastError());
+      void* p = ::MapViewOfFile(mapping, win32::kFileMapRead, 0, 0, 0);
+      const unsigned long err = ::GetLastError();
+      ::CloseHandle(mapping);  // the view keeps the mapping alive
+      if (p == nullptr) return win32_error("cannot mmap", path, err);
+      src->base_ = static_cast<const uint8_t*>(p);
+    }
+    return src;
+  }
+
+  ~FileSource() override {
+    if (base_ != nullptr) ::UnmapViewOfFile(base_);
+    close_file();
+  }
+  FileSource(const FileSource&) = delete;
+  FileSource& operator=(const FileSource&) = delete;
+
+  // After open has read everything it needs, the handle is closed (the view stays valid).
+  void close_file() {
+    if (file_ != win32::invalid_handle()) ::CloseHandle(file_);
+    file_ = win32::invalid_handle();
+  }
+
+ private:
+  FileSource() = default;
+  // Reads [offset, offset + n) into dst: 0 on success, else the error (ERROR_HANDLE_EOF for
+  // a file that ended first).
+  unsigned long read_file(uint64_t offset, uint8_t* dst, size_t n) const noexcept {
+    if (file_ == win32::invalid_handle()) return win32::kErrorInvalidHandle;
+    std::lock_guard<std::mutex> lock(mutex_);
+    long high = static_cast<long>(offset >> 32);
+    ::SetLastError(win32::kNoError);
+    if (::SetFilePointer(file_, static_cast<long>(offset & 0xffffffffu), &high, win32::kFileBegin) ==
+            win32::kInvalidSetFilePointer &&
+        ::GetLastError() != win32::kNoError) {
+      return ::GetLastError();
+    }
+    while (n > 0) {
+      const unsigned long chunk = static_cast<unsigned long>(n < (size_t{1} << 30) ? n : (size_t{1} << 30));
+      unsigned long got = 0;
+      if (!::ReadFile(file_, dst, chunk, &got, nullptr)) return ::GetLastError();
+      if (got == 0) return win32::kErrorHandleEof;
+      dst += got;
+      n -= got;
+    }
+    return win32::kNoError;
+  }
+  Status read_impl(uint64_t offset, uint8_t* dst, size_t n) const override {
+    if (file_ == win32::invalid_handle()) return make_error(ErrorCode::io_error, "'" + name_ + "' is closed");
+    const unsigned long err = read_file(offset, dst, n);
+    if (err == win32::kErrorHandleEof) {
+      return make_error(ErrorCode::truncated, "'" + name_ + "' ended before byte " + std::to_string(offset + n) +
+                                                  " while reading (it changed since it was opened?)");
+    }
+    if (err != win32::kNoError) return win32_error("cannot read", name_, err);
+    return {};
+  }
+  bool file_copy_impl(uint64_t offset, uint8_t* dst, size_t n) const noexcept override {
+    return read_file(offset, dst, n) == win32::kNoError;
+  }
+  void* file_ = win32::invalid_handle();
+  mutable std::mutex mutex_;  // one seek and read at a time
 };
 #endif
 

@@ -616,6 +616,127 @@ inline float fp8_to_float(uint8_t b, DType t) noexcept {
 #include <memory>
 #include <new>
 #include <string>
+#if defined(_WIN32)
+#include <mutex>
+#endif
+
+// ---- begin ptread/detail/win32.hpp ----
+// ptread — the few Windows calls the file layer makes (built where _WIN32 is defined; tested
+// with MinGW-w64 under Wine).
+//
+// <windows.h> is not included: it defines macros (min, max, near, far, ERROR, ...) that break
+// ordinary C++ in the files that include ptread. The calls are declared here instead, as
+// <windows.h> declares them (same types, dllimport, __stdcall), so a program that includes
+// both compiles; only calls whose arguments are plain types or pointers to the SDK's own
+// struct tags are used. Paths are UTF-8 and handed to the wide-character calls.
+
+// #include "../config.hpp": inlined above
+
+#if defined(_WIN32)
+
+#include <cstdarg>
+#include <cstdint>
+#include <string>
+
+struct _SECURITY_ATTRIBUTES;
+struct _OVERLAPPED;
+union _ULARGE_INTEGER;
+
+extern "C" {
+__declspec(dllimport) unsigned long __stdcall GetLastError(void);
+__declspec(dllimport) void __stdcall SetLastError(unsigned long dwErrCode);
+__declspec(dllimport) int __stdcall CloseHandle(void* hObject);
+__declspec(dllimport) void* __stdcall CreateFileW(const wchar_t* lpFileName, unsigned long dwDesiredAccess,
+                                                  unsigned long dwShareMode, _SECURITY_ATTRIBUTES* lpSecurityAttributes,
+                                                  unsigned long dwCreationDisposition,
+                                                  unsigned long dwFlagsAndAttributes, void* hTemplateFile);
+__declspec(dllimport) unsigned long __stdcall GetFileAttributesW(const wchar_t* lpFileName);
+__declspec(dllimport) unsigned long __stdcall GetFileType(void* hFile);
+__declspec(dllimport) unsigned long __stdcall GetFileSize(void* hFile, unsigned long* lpFileSizeHigh);
+__declspec(dllimport) void* __stdcall CreateFileMappingW(void* hFile, _SECURITY_ATTRIBUTES* lpFileMappingAttributes,
+                                                         unsigned long flProtect, unsigned long dwMaximumSizeHigh,
+                                                         unsigned long dwMaximumSizeLow, const wchar_t* lpName);
+#if defined(_WIN64)
+__declspec(dllimport) void* __stdcall MapViewOfFile(void* hFileMappingObject, unsigned long dwDesiredAccess,
+                                                    unsigned long dwFileOffsetHigh, unsigned long dwFileOffsetLow,
+                                                    unsigned long long dwNumberOfBytesToMap);
+#else
+__declspec(dllimport) void* __stdcall MapViewOfFile(void* hFileMappingObject, unsigned long dwDesiredAccess,
+                                                    unsigned long dwFileOffsetHigh, unsigned long dwFileOffsetLow,
+                                                    unsigned long dwNumberOfBytesToMap);
+#endif
+__declspec(dllimport) int __stdcall UnmapViewOfFile(const void* lpBaseAddress);
+__declspec(dllimport) unsigned long __stdcall SetFilePointer(void* hFile, long lDistanceToMove,
+                                                             long* lpDistanceToMoveHigh, unsigned long dwMoveMethod);
+__declspec(dllimport) int __stdcall ReadFile(void* hFile, void* lpBuffer, unsigned long nNumberOfBytesToRead,
+                                             unsigned long* lpNumberOfBytesRead, _OVERLAPPED* lpOverlapped);
+__declspec(dllimport) int __stdcall FlushFileBuffers(void* hFile);
+__declspec(dllimport) int __stdcall MoveFileExW(const wchar_t* lpExistingFileName, const wchar_t* lpNewFileName,
+                                                unsigned long dwFlags);
+__declspec(dllimport) int __stdcall GetDiskFreeSpaceExW(const wchar_t* lpDirectoryName,
+                                                        _ULARGE_INTEGER* lpFreeBytesAvailableToCaller,
+                                                        _ULARGE_INTEGER* lpTotalNumberOfBytes,
+                                                        _ULARGE_INTEGER* lpTotalNumberOfFreeBytes);
+__declspec(dllimport) int __stdcall MultiByteToWideChar(unsigned int CodePage, unsigned long dwFlags,
+                                                        const char* lpMultiByteStr, int cbMultiByte,
+                                                        wchar_t* lpWideCharStr, int cchWideChar);
+__declspec(dllimport) unsigned long __stdcall FormatMessageA(unsigned long dwFlags, const void* lpSource,
+                                                             unsigned long dwMessageId, unsigned long dwLanguageId,
+                                                             char* lpBuffer, unsigned long nSize, va_list* Arguments);
+}
+
+namespace ptread {
+namespace detail {
+namespace win32 {
+
+// The SDK's values of the constants used (winnt.h, fileapi.h, winbase.h, winerror.h).
+inline void* invalid_handle() noexcept { return reinterpret_cast<void*>(static_cast<intptr_t>(-1)); }
+constexpr unsigned long kGenericRead = 0x80000000ul;
+constexpr unsigned long kShareReadWriteDelete = 0x1ul | 0x2ul | 0x4ul;
+constexpr unsigned long kOpenExisting = 3;
+constexpr unsigned long kAttributeNormal = 0x80;
+constexpr unsigned long kAttributeDirectory = 0x10;
+constexpr unsigned long kInvalidAttributes = 0xFFFFFFFFul;
+constexpr unsigned long kFileTypeDisk = 1;
+constexpr unsigned long kInvalidFileSize = 0xFFFFFFFFul;
+constexpr unsigned long kPageReadonly = 0x02;
+constexpr unsigned long kFileMapRead = 0x04;
+constexpr unsigned long kFileBegin = 0;
+constexpr unsigned long kInvalidSetFilePointer = 0xFFFFFFFFul;
+constexpr unsigned long kMoveReplaceExisting = 0x1, kMoveWriteThrough = 0x8;
+constexpr unsigned int kCodePageUtf8 = 65001;
+constexpr unsigned long kUtf8Strict = 0x8;  // MB_ERR_INVALID_CHARS
+constexpr unsigned long kFormatFromSystem = 0x1000, kFormatIgnoreInserts = 0x200;
+constexpr unsigned long kNoError = 0, kErrorInvalidFunction = 1, kErrorHandleEof = 38, kErrorInvalidHandle = 6;
+
+}  // namespace win32
+
+// A UTF-8 path as the wide string the *W calls take; empty when it is not valid UTF-8 (or
+// is empty), which the callers report as a path that cannot be opened.
+inline std::wstring win32_wide(const std::string& utf8) {
+  if (utf8.empty() || utf8.size() > 0x7fffffff) return {};
+  const int n = static_cast<int>(utf8.size());
+  const int wn = ::MultiByteToWideChar(win32::kCodePageUtf8, win32::kUtf8Strict, utf8.data(), n, nullptr, 0);
+  if (wn <= 0) return {};
+  std::wstring w(static_cast<size_t>(wn), L'\0');
+  if (::MultiByteToWideChar(win32::kCodePageUtf8, win32::kUtf8Strict, utf8.data(), n, &w[0], wn) != wn) return {};
+  return w;
+}
+
+// The system's text for an error code from GetLastError(), with its number.
+inline std::string win32_message(unsigned long err) {
+  char buf[256];
+  unsigned long n = ::FormatMessageA(win32::kFormatFromSystem | win32::kFormatIgnoreInserts, nullptr, err, 0, buf,
+                                     sizeof buf, nullptr);
+  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '.')) --n;
+  return (n > 0 ? std::string(buf, n) : std::string("system error")) + " (" + std::to_string(err) + ")";
+}
+
+}  // namespace detail
+}  // namespace ptread
+
+#endif  // _WIN32
+// ---- end ptread/detail/win32.hpp ----
 
 #if PTREAD_POSIX
 #include <fcntl.h>
@@ -678,12 +799,18 @@ inline Result<std::shared_ptr<uint8_t>> allocate_aligned(size_t n) {
     if (auto huge = allocate_huge(n)) return huge;
   }
 #endif
+#if defined(_WIN32)  // (no std::aligned_alloc in the Windows C runtime)
+  void* p = ::_aligned_malloc(rounded == 0 ? 64 : rounded, 64);
+  const auto release = [](uint8_t* q) { ::_aligned_free(q); };
+#else
   void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  const auto release = [](uint8_t* q) { std::free(q); };
+#endif
   if (p == nullptr) {
     return make_error(ErrorCode::limit_exceeded,
                       "cannot allocate " + std::to_string(n) + " bytes");
   }
-  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), release);
 }
 
 class Source : public std::enable_shared_from_this<Source> {
@@ -844,6 +971,108 @@ class FileSource final : public Source {
   }
   int fd_ = -1;
   size_t map_size_ = 0;
+};
+#elif defined(_WIN32)
+inline Error win32_error(const std::string& what, const std::string& path, unsigned long err) {
+  return make_error(ErrorCode::io_error, what + " '" + path + "': " + win32_message(err));
+}
+
+// The same source on Windows: the path is UTF-8; the file is shared for reading, writing
+// and deletion as a POSIX file is (while it is mapped, Windows refuses to truncate it); one
+// read-only view maps the whole file; reads seek and read under a lock (a positioned read
+// would need the SDK's OVERLAPPED, see detail/win32.hpp).
+class FileSource final : public Source {
+ public:
+  static Result<std::shared_ptr<FileSource>> open(const std::string& path, bool map) {
+    const std::wstring wide = win32_wide(path);
+    if (wide.empty()) return make_error(ErrorCode::io_error, "cannot open '" + path + "': not a UTF-8 path");
+    const unsigned long attributes = ::GetFileAttributesW(wide.c_str());
+    if (attributes != win32::kInvalidAttributes && (attributes & win32::kAttributeDirectory) != 0) {
+      return make_error(ErrorCode::io_error, "'" + path + "' is not a regular file");
+    }
+    void* file = ::CreateFileW(wide.c_str(), win32::kGenericRead, win32::kShareReadWriteDelete, nullptr,
+                               win32::kOpenExisting, win32::kAttributeNormal, nullptr);
+    if (file == win32::invalid_handle()) return win32_error("cannot open", path, ::GetLastError());
+    auto src = std::shared_ptr<FileSource>(new FileSource());
+    src->file_ = file;  // closed by the destructor from here on
+    src->name_ = path;
+    if (::GetFileType(file) != win32::kFileTypeDisk) {
+      return make_error(ErrorCode::io_error, "'" + path + "' is not a regular file");
+    }
+    unsigned long high = 0;
+    ::SetLastError(win32::kNoError);
+    const unsigned long low = ::GetFileSize(file, &high);
+    if (low == win32::kInvalidFileSize && ::GetLastError() != win32::kNoError) {
+      return win32_error("cannot stat", path, ::GetLastError());
+    }
+    src->size_ = (static_cast<uint64_t>(high) << 32) | low;
+    if (map && src->size_ > 0) {
+      if (src->size_ > static_cast<uint64_t>(SIZE_MAX)) {
+        return make_error(ErrorCode::io_error, "cannot mmap '" + path + "': larger than the address space");
+      }
+      void* mapping = ::CreateFileMappingW(file, nullptr, win32::kPageReadonly, 0, 0, nullptr);
+      if (mapping == nullptr) return win32_error("cannot mmap", path, ::GetLastError());
+      void* p = ::MapViewOfFile(mapping, win32::kFileMapRead, 0, 0, 0);
+      const unsigned long err = ::GetLastError();
+      ::CloseHandle(mapping);  // the view keeps the mapping alive
+      if (p == nullptr) return win32_error("cannot mmap", path, err);
+      src->base_ = static_cast<const uint8_t*>(p);
+    }
+    return src;
+  }
+
+  ~FileSource() override {
+    if (base_ != nullptr) ::UnmapViewOfFile(base_);
+    close_file();
+  }
+  FileSource(const FileSource&) = delete;
+  FileSource& operator=(const FileSource&) = delete;
+
+  // After open has read everything it needs, the handle is closed (the view stays valid).
+  void close_file() {
+    if (file_ != win32::invalid_handle()) ::CloseHandle(file_);
+    file_ = win32::invalid_handle();
+  }
+
+ private:
+  FileSource() = default;
+  // Reads [offset, offset + n) into dst: 0 on success, else the error (ERROR_HANDLE_EOF for
+  // a file that ended first).
+  unsigned long read_file(uint64_t offset, uint8_t* dst, size_t n) const noexcept {
+    if (file_ == win32::invalid_handle()) return win32::kErrorInvalidHandle;
+    std::lock_guard<std::mutex> lock(mutex_);
+    long high = static_cast<long>(offset >> 32);
+    ::SetLastError(win32::kNoError);
+    if (::SetFilePointer(file_, static_cast<long>(offset & 0xffffffffu), &high, win32::kFileBegin) ==
+            win32::kInvalidSetFilePointer &&
+        ::GetLastError() != win32::kNoError) {
+      return ::GetLastError();
+    }
+    while (n > 0) {
+      const unsigned long chunk = static_cast<unsigned long>(n < (size_t{1} << 30) ? n : (size_t{1} << 30));
+      unsigned long got = 0;
+      if (!::ReadFile(file_, dst, chunk, &got, nullptr)) return ::GetLastError();
+      if (got == 0) return win32::kErrorHandleEof;
+      dst += got;
+      n -= got;
+    }
+    return win32::kNoError;
+  }
+  Status read_impl(uint64_t offset, uint8_t* dst, size_t n) const override {
+    if (file_ == win32::invalid_handle()) return make_error(ErrorCode::io_error, "'" + name_ + "' is closed");
+    const unsigned long err = read_file(offset, dst, n);
+    if (err == win32::kErrorHandleEof) {
+      return make_error(ErrorCode::truncated, "'" + name_ + "' ended before byte " + std::to_string(offset + n) +
+                                                  " while reading (it changed since it was opened?)");
+    }
+    if (err != win32::kNoError) return win32_error("cannot read", name_, err);
+    return {};
+  }
+  bool file_copy_impl(uint64_t offset, uint8_t* dst, size_t n) const noexcept override {
+    return read_file(offset, dst, n) == win32::kNoError;
+  }
+  void* file_ = win32::invalid_handle();
+  mutable std::mutex mutex_;  // one seek and read at a time
 };
 #endif
 
@@ -13114,7 +13343,7 @@ struct Options {
 class Checkpoint {
  public:
   static Result<Checkpoint> open(const std::string& path, const Options& options = {}) {
-#if PTREAD_POSIX
+#if PTREAD_POSIX || defined(_WIN32)
     if (options.mode == LoadMode::memory) {
       return make_error(ErrorCode::invalid_argument, "LoadMode::memory is for open_memory(); open() maps or reads");
     }
@@ -13696,9 +13925,13 @@ class Crc32 {
 #include <utility>
 #include <vector>
 
+// #include "win32.hpp"  // (Windows only: empty elsewhere): inlined above
+
 #if PTREAD_POSIX
 #include <sys/statvfs.h>
 #include <unistd.h>
+#elif defined(_WIN32)
+#include <io.h>  // _get_osfhandle
 #endif
 
 namespace ptread {
@@ -13727,8 +13960,22 @@ class OutputFile {
     OutputFile f;
     f.path_ = path;
     f.tmp_ = path + ".tmp";
+#if defined(_WIN32)  // (paths are UTF-8: the wide-character calls take them)
+    const std::wstring wide = win32_wide(f.tmp_);
+    f.file_ = wide.empty() ? nullptr : ::_wfopen(wide.c_str(), L"wb");
+    if (f.file_ == nullptr) return io_error("cannot create", f.tmp_, wide.empty() ? EINVAL : errno);
+    uint64_t room = 0;  // (a ULARGE_INTEGER: a 64-bit unsigned integer, QuadPart)
+    if (need > 0 &&
+        ::GetDiskFreeSpaceExW(win32_wide(directory_of(f.tmp_)).c_str(), reinterpret_cast<_ULARGE_INTEGER*>(&room),
+                              nullptr, nullptr) &&
+        need > room) {
+      return make_error(ErrorCode::io_error, "cannot write '" + path + "': it would hold " + std::to_string(need) +
+                                                 " bytes; its filesystem has " + std::to_string(room) + " free");
+    }
+#else
     f.file_ = std::fopen(f.tmp_.c_str(), "wb");
     if (f.file_ == nullptr) return io_error("cannot create", f.tmp_, errno);
+#endif
 #if PTREAD_POSIX
     struct statvfs fs;
     if (need > 0 && ::fstatvfs(fileno(f.file_), &fs) == 0) {
@@ -13766,19 +14013,35 @@ class OutputFile {
 #if PTREAD_POSIX
     // EINVAL, EROFS: a file system or device that cannot sync (a pipe, /dev/null ...)
     if (::fsync(fileno(file_)) != 0 && errno != EINVAL && errno != EROFS) return io_error("cannot sync", tmp_, errno);
+#elif defined(_WIN32)
+    // (a device that cannot flush, such as NUL, refuses with ERROR_INVALID_FUNCTION)
+    void* h = reinterpret_cast<void*>(::_get_osfhandle(::_fileno(file_)));
+    const unsigned long flush_err = h == win32::invalid_handle() || ::FlushFileBuffers(h) ? 0 : ::GetLastError();
+    if (flush_err != 0 && flush_err != win32::kErrorInvalidFunction) {
+      return make_error(ErrorCode::io_error, "cannot sync '" + tmp_ + "': " + win32_message(flush_err));
+    }
 #endif
     std::FILE* f = std::exchange(file_, nullptr);
     if (std::fclose(f) != 0) {
       const int err = errno;
-      std::remove(tmp_.c_str());
+      remove_file(tmp_);
       return io_error("cannot close", tmp_, err);
     }
+#if defined(_WIN32)  // (the C runtime's rename() never replaces a file)
+    if (!::MoveFileExW(win32_wide(tmp_).c_str(), win32_wide(path_).c_str(),
+                       win32::kMoveReplaceExisting | win32::kMoveWriteThrough)) {
+      const unsigned long err = ::GetLastError();
+      remove_file(tmp_);
+      return make_error(ErrorCode::io_error, "cannot rename '" + tmp_ + "' to '" + path_ + "': " + win32_message(err));
+    }
+#else
     if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
       const int err = errno;
       std::remove(tmp_.c_str());
       return make_error(ErrorCode::io_error,
                         "cannot rename '" + tmp_ + "' to '" + path_ + "': " + std::strerror(err));
     }
+#endif
     return {};
   }
 
@@ -13786,11 +14049,25 @@ class OutputFile {
   void discard() noexcept {
     if (file_ == nullptr) return;
     std::fclose(std::exchange(file_, nullptr));
-    std::remove(tmp_.c_str());
+    remove_file(tmp_);
   }
 
  private:
   OutputFile() = default;
+  static void remove_file(const std::string& path) noexcept {
+#if defined(_WIN32)
+    ::_wremove(win32_wide(path).c_str());
+#else
+    std::remove(path.c_str());
+#endif
+  }
+#if defined(_WIN32)
+  // The folder a path names its file in ("." for a bare name), for the free-space check.
+  static std::string directory_of(const std::string& path) {
+    const size_t slash = path.find_last_of("/\\");
+    return slash == std::string::npos ? std::string(".") : path.substr(0, slash + 1);
+  }
+#endif
   static Error io_error(const char* what, const std::string& path, int err) {
     return make_error(ErrorCode::io_error, std::string(what) + " '" + path + "': " + std::strerror(err));
   }

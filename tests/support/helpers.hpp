@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "json.hpp"
+#include "platform.hpp"
 #include "sha256.hpp"
 
 #include <dirent.h>
@@ -16,7 +17,6 @@
 #include <map>
 #include <string>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <vector>
 
 namespace ptread_test {
@@ -62,12 +62,11 @@ struct IsaRestore {
   ~IsaRestore() { ptread::detail::nn_set_isa(ptread::detail::nn_detect_isa()); }
 };
 
-// A path under $TMPDIR (or /tmp) for a test's file, removed at the end of scope.
+// A path under temp_dir() for a test's file, removed at the end of scope.
 struct TempFile {
   std::string path;
   explicit TempFile(const std::string& name) {
-    const char* dir = std::getenv("TMPDIR");
-    path = std::string(dir && *dir ? dir : "/tmp") + "/ptread_test_" + std::to_string(::getpid()) + "_" + name;
+    path = temp_dir() + "/ptread_test_" + std::to_string(test_pid()) + "_" + name;
   }
   ~TempFile() { std::remove(path.c_str()); }
   TempFile(const TempFile&) = delete;

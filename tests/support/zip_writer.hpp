@@ -30,9 +30,7 @@
 #include <zlib.h>
 #endif
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "platform.hpp"
 
 namespace ptread_test {
 
@@ -158,37 +156,12 @@ struct ZipBuilt {
     return out;
   }
 
-  // Writes the chunks with pwrite at their offsets: the holes cost no disk on filesystems
-  // with sparse files.
+  // Writes the chunks at their offsets: the holes cost no disk on filesystems with sparse
+  // files.
   bool write_sparse(const std::string& path, std::string* err) const {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      *err = "cannot create " + path + ": " + std::strerror(errno);
-      return false;
-    }
-    bool ok = true;
-    for (const auto& c : chunks) {
-      size_t done = 0;
-      while (ok && done < c.bytes.size()) {
-        const ssize_t n = ::pwrite(fd, c.bytes.data() + done, c.bytes.size() - done,
-                                   static_cast<off_t>(c.offset + done));
-        if (n <= 0) {
-          *err = "cannot write " + path + ": " + std::strerror(errno);
-          ok = false;
-        } else {
-          done += static_cast<size_t>(n);
-        }
-      }
-    }
-    if (ok && ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
-      *err = "cannot size " + path + ": " + std::strerror(errno);
-      ok = false;
-    }
-    if (::close(fd) != 0 && ok) {
-      *err = "cannot close " + path + ": " + std::strerror(errno);
-      ok = false;
-    }
-    return ok;
+    std::vector<FilePiece> pieces;
+    for (const auto& c : chunks) pieces.push_back({c.offset, c.bytes.data(), c.bytes.size()});
+    return write_pieces(path, pieces, size, err);
   }
 };
 

@@ -24,7 +24,7 @@ using namespace ptread_test;
 namespace {
 
 std::string copy_to_tmp(const std::string& name) {
-  const std::string path = "/tmp/ptread-files-" + std::to_string(::getpid()) + "-" + name;
+  const std::string path = temp_dir() + "/ptread-files-" + std::to_string(test_pid()) + "-" + name;
   const auto bytes = read_file(fixture_dir() + "/" + name);
   REQUIRE(write_file(path, bytes.data(), bytes.size()));
   return path;
@@ -132,11 +132,19 @@ TEST_CASE("a path that is not a regular file is refused at once, a named pipe to
     ptread::Options o;
     o.mode = mode;
     INFO(ptread::load_mode_name(mode));
-    auto dir = ptread::Checkpoint::open("/tmp", o);
+    const std::string folder = temp_dir();
+    auto dir = ptread::Checkpoint::open(folder, o);
     REQUIRE_FALSE(dir.ok());
     CHECK(dir.error().code() == ptread::ErrorCode::io_error);
-    CHECK(dir.error().str().find("'/tmp' is not a regular file") != std::string::npos);
+    CHECK(dir.error().str().find("'" + folder + "' is not a regular file") != std::string::npos);
 
+#if defined(_WIN32)
+    // A device (NUL, the null device) opens as a file but is none.
+    auto device = ptread::Checkpoint::open("NUL", o);
+    REQUIRE_FALSE(device.ok());
+    CHECK(device.error().code() == ptread::ErrorCode::io_error);
+    CHECK(device.error().str().find("'NUL' is not a regular file") != std::string::npos);
+#else
     // A FIFO no one writes to: opening it for reading would wait for a writer. Should the
     // open hang, a helper opens the writing end after a minute (so the test ends) and
     // says it had to.
@@ -165,5 +173,56 @@ TEST_CASE("a path that is not a regular file is refused at once, a named pipe to
     REQUIRE_FALSE(ck.ok());
     CHECK(ck.error().code() == ptread::ErrorCode::io_error);
     CHECK(ck.error().str().find("is not a regular file") != std::string::npos);
+#endif
   }
+}
+
+TEST_CASE("paths are UTF-8: a name beyond ASCII is written, replaced and read", "[files]") {
+  // On Windows ptread hands paths to the wide-character calls; the name on disk must be the
+  // one the UTF-8 spells (checked through the C library's own wide call), not its bytes read
+  // in the ANSI code page.
+  const std::string name = "ptread-\xc3\xbc-\xe6\x97\xa5\xe6\x9c\xac-" + std::to_string(test_pid()) + ".pt";  // ü, 日本
+  const std::string path = temp_dir() + "/" + name;
+  auto src = ptread::Checkpoint::open(fixture_dir() + "/proto2.pt");
+  REQUIRE(src.ok());
+  const Json& tensors = expected_json()["files"]["proto2.pt"]["tensors"];
+  REQUIRE(src->tensors().size() == tensors.size());
+#if defined(_WIN32)
+  const std::string dir = temp_dir();  // (ASCII)
+  const std::wstring wide_path = std::wstring(dir.begin(), dir.end()) + L"/ptread-\u00fc-\u65e5\u672c-" +
+                                 std::to_wstring(test_pid()) + L".pt";
+#endif
+  for (int round = 0; round < 2; ++round) {  // the second save replaces the first file
+    INFO("save " << round);
+    REQUIRE(ptread::save_pt(path, src->tensors()).ok());
+#if defined(_WIN32)
+    std::FILE* f = ::_wfopen(wide_path.c_str(), L"rb");
+#else
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+#endif
+    CHECK(f != nullptr);
+    if (f != nullptr) std::fclose(f);
+    for (ptread::LoadMode mode : {ptread::LoadMode::mmap, ptread::LoadMode::read}) {
+      INFO(ptread::load_mode_name(mode));
+      ptread::Options o;
+      o.mode = mode;
+      auto ck = ptread::Checkpoint::open(path, o);
+      REQUIRE(ck.ok());
+      REQUIRE(ck->tensors().size() == tensors.size());
+      for (size_t k = 0; k < tensors.size(); ++k) {
+        CHECK(ck->tensors()[k].name == tensors[k]["name"].as_string());
+        CHECK(tensor_sha256(ck->tensors()[k].tensor) == tensors[k]["sha256"].as_string());
+      }
+    }
+  }
+#if defined(_WIN32)
+  ::_wremove(wide_path.c_str());
+  // Bytes that are not UTF-8 name no file: an error that says so.
+  auto bad = ptread::Checkpoint::open(temp_dir() + "/ptread-\xff.pt");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code() == ptread::ErrorCode::io_error);
+  CHECK(bad.error().str().find("not a UTF-8 path") != std::string::npos);
+#else
+  std::remove(path.c_str());
+#endif
 }

@@ -379,7 +379,6 @@ TarStorages tar_storages(const Bytes& b, const TarEntry& e) {
 // ---------------------------------------------------------------------------------------
 // Opening bytes in each mode.
 
-// A file under $TMPDIR (or /tmp), removed when it goes out of scope.
 // Opens `data` in `mode`: mmap and read through a file, memory from an exactly sized copy
 // (so that a read past the end is a read past an allocation).
 ptread::Result<ptread::Checkpoint> open_bytes(const Bytes& data, LoadMode mode, const std::string& name,

@@ -17,16 +17,15 @@ using ptread::DType;
 using ptread::ErrorCode;
 using ptread::Tensor;
 
-// A path under $TMPDIR (or /tmp); the file and its ".tmp" are removed at the end of scope.
+// A path under temp_dir(); the file and its ".tmp" are removed at the end of scope.
 struct TempPath {
   std::string path;
   explicit TempPath(const std::string& name) {
-    const char* dir = std::getenv("TMPDIR");
-    path = std::string(dir && *dir ? dir : "/tmp") + "/ptread_save_test_" + std::to_string(::getpid()) + "_" + name;
+    path = ptread_test::temp_dir() + "/ptread_save_test_" + std::to_string(ptread_test::test_pid()) + "_" + name;
   }
   ~TempPath() {
-    std::remove(path.c_str());
-    std::remove((path + ".tmp").c_str());
+    ptread_test::remove_path(path);
+    ptread_test::remove_path(path + ".tmp");
   }
   TempPath(const TempPath&) = delete;
   TempPath& operator=(const TempPath&) = delete;
@@ -108,7 +107,7 @@ TEST_CASE("save_pt round-trips every plain dtype", "[save]") {
   CHECK(r->storages == want.size());
   auto ck = reopen(out.path);
   CHECK(std::string(ck.format_name()) == "zip");
-  CHECK(ck.archive_prefix() == "ptread_save_test_" + std::to_string(::getpid()) + "_dtypes/");
+  CHECK(ck.archive_prefix() == "ptread_save_test_" + std::to_string(ptread_test::test_pid()) + "_dtypes/");
   check_same(ck, want);
 }
 
@@ -311,7 +310,7 @@ TEST_CASE("save_pt refuses what torch cannot read back, and writes nothing", "[s
   CHECK(ptread::save_pt("/nonexistent-ptread-dir/x.pt", std::vector<ptread::NamedTensor>{{"x", t}}).code() ==
         ErrorCode::io_error);
   TempPath folder("folder");
-  REQUIRE(::mkdir(folder.path.c_str(), 0700) == 0);
+  REQUIRE(ptread_test::make_dir(folder.path));
   auto r = ptread::save_pt(folder.path, std::vector<ptread::NamedTensor>{{"x", t}});
   CHECK(r.code() == ErrorCode::io_error);
   CHECK_FALSE(ptread_test::path_exists(folder.path + ".tmp"));

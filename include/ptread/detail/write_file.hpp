@@ -20,9 +20,13 @@
 #include <utility>
 #include <vector>
 
+#include "win32.hpp"  // (Windows only: empty elsewhere)
+
 #if PTREAD_POSIX
 #include <sys/statvfs.h>
 #include <unistd.h>
+#elif defined(_WIN32)
+#include <io.h>  // _get_osfhandle
 #endif
 
 namespace ptread {
@@ -51,8 +55,22 @@ class OutputFile {
     OutputFile f;
     f.path_ = path;
     f.tmp_ = path + ".tmp";
+#if defined(_WIN32)  // (paths are UTF-8: the wide-character calls take them)
+    const std::wstring wide = win32_wide(f.tmp_);
+    f.file_ = wide.empty() ? nullptr : ::_wfopen(wide.c_str(), L"wb");
+    if (f.file_ == nullptr) return io_error("cannot create", f.tmp_, wide.empty() ? EINVAL : errno);
+    uint64_t room = 0;  // (a ULARGE_INTEGER: a 64-bit unsigned integer, QuadPart)
+    if (need > 0 &&
+        ::GetDiskFreeSpaceExW(win32_wide(directory_of(f.tmp_)).c_str(), reinterpret_cast<_ULARGE_INTEGER*>(&room),
+                              nullptr, nullptr) &&
+        need > room) {
+      return make_error(ErrorCode::io_error, "cannot write '" + path + "': it would hold " + std::to_string(need) +
+                                                 " bytes; its filesystem has " + std::to_string(room) + " free");
+    }
+#else
     f.file_ = std::fopen(f.tmp_.c_str(), "wb");
     if (f.file_ == nullptr) return io_error("cannot create", f.tmp_, errno);
+#endif
 #if PTREAD_POSIX
     struct statvfs fs;
     if (need > 0 && ::fstatvfs(fileno(f.file_), &fs) == 0) {
@@ -90,19 +108,35 @@ class OutputFile {
 #if PTREAD_POSIX
     // EINVAL, EROFS: a file system or device that cannot sync (a pipe, /dev/null ...)
     if (::fsync(fileno(file_)) != 0 && errno != EINVAL && errno != EROFS) return io_error("cannot sync", tmp_, errno);
+#elif defined(_WIN32)
+    // (a device that cannot flush, such as NUL, refuses with ERROR_INVALID_FUNCTION)
+    void* h = reinterpret_cast<void*>(::_get_osfhandle(::_fileno(file_)));
+    const unsigned long flush_err = h == win32::invalid_handle() || ::FlushFileBuffers(h) ? 0 : ::GetLastError();
+    if (flush_err != 0 && flush_err != win32::kErrorInvalidFunction) {
+      return make_error(ErrorCode::io_error, "cannot sync '" + tmp_ + "': " + win32_message(flush_err));
+    }
 #endif
     std::FILE* f = std::exchange(file_, nullptr);
     if (std::fclose(f) != 0) {
       const int err = errno;
-      std::remove(tmp_.c_str());
+      remove_file(tmp_);
       return io_error("cannot close", tmp_, err);
     }
+#if defined(_WIN32)  // (the C runtime's rename() never replaces a file)
+    if (!::MoveFileExW(win32_wide(tmp_).c_str(), win32_wide(path_).c_str(),
+                       win32::kMoveReplaceExisting | win32::kMoveWriteThrough)) {
+      const unsigned long err = ::GetLastError();
+      remove_file(tmp_);
+      return make_error(ErrorCode::io_error, "cannot rename '" + tmp_ + "' to '" + path_ + "': " + win32_message(err));
+    }
+#else
     if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
       const int err = errno;
       std::remove(tmp_.c_str());
       return make_error(ErrorCode::io_error,
                         "cannot rename '" + tmp_ + "' to '" + path_ + "': " + std::strerror(err));
     }
+#endif
     return {};
   }
 
@@ -110,11 +144,25 @@ class OutputFile {
   void discard() noexcept {
     if (file_ == nullptr) return;
     std::fclose(std::exchange(file_, nullptr));
-    std::remove(tmp_.c_str());
+    remove_file(tmp_);
   }
 
  private:
   OutputFile() = default;
+  static void remove_file(const std::string& path) noexcept {
+#if defined(_WIN32)
+    ::_wremove(win32_wide(path).c_str());
+#else
+    std::remove(path.c_str());
+#endif
+  }
+#if defined(_WIN32)
+  // The folder a path names its file in ("." for a bare name), for the free-space check.
+  static std::string directory_of(const std::string& path) {
+    const size_t slash = path.find_last_of("/\\");
+    return slash == std::string::npos ? std::string(".") : path.substr(0, slash + 1);
+  }
+#endif
   static Error io_error(const char* what, const std::string& path, int err) {
     return make_error(ErrorCode::io_error, std::string(what) + " '" + path + "': " + std::strerror(err));
   }
