@@ -2,9 +2,21 @@
 """torch and ptread in one process, call by call: the nn layers' ratios on a noisy machine.
 
 Usage: nn_pair.py LIB FILE [PAIRS] [--only PREFIX] [--gap MS] [--isa generic|avx2|avx512] [--spin US]
+                  [--mode mmap|read] [--cold]
   LIB   the nn_pair module (BUILD/bench/libnn_pair.so, from bench/nn_pair.cpp)
   FILE  the checkpoint bench/make_nn_inputs.py writes
   PAIRS calls of each side per case (default 101)
+  --mode ptread's load mode (default mmap: the tables are read from the mapped file; read:
+        from buffers ptread reads them into, advised for 2 MiB pages)
+  --cold the file's pages dropped from the page cache first (posix_fadvise DONTNEED), so that
+        ptread's mapping reads the tables from the disk as a process serving a checkpoint
+        that is not cached does (the layers ask for 2 MiB pages before the tables are read).
+        Without it the pages are those the file's writer left in the cache (a file just
+        written by torch.save: mostly 4 KiB pages), which no reader can change.
+        Printed before the cases: how much of each table is mapped with 2 MiB pages, for
+        ptread and for torch (/proc/self/smaps: the mappings the table lies in; a mapping
+        can hold more than the table, as the file's whole mapping does where no table was
+        advised).
   --isa ptread's kernel level (default: the best the CPU has; never above it), to measure
         a lower level's kernels on a machine that has a higher one
   --spin how long ptread's workers poll for the next call after one (nn::set_spin_wait);
@@ -61,13 +73,24 @@ gap_ms = float(option("--gap", 0.0))
 isa = option("--isa", None)
 isa = None if isa is None else ISAS.index(isa)
 spin = option("--spin", None)
+load_mode = option("--mode", "mmap")
+if load_mode not in ("mmap", "read"):
+    sys.exit("nn_pair: --mode is mmap or read")
+cold = "--cold" in args
+if cold:
+    args.remove("--cold")
 lib_path, path = args[0], args[1]
 pairs = int(args[2]) if len(args) > 2 else 101
 
 lib = ctypes.CDLL(lib_path)
 P, S, I, U = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_uint
 lib.ptread_pair_open.restype = P
-lib.ptread_pair_open.argtypes = [ctypes.c_char_p]
+lib.ptread_pair_open.argtypes = [ctypes.c_char_p, I]
+lib.ptread_pair_data.restype = P
+lib.ptread_pair_data.argtypes = [P, ctypes.c_char_p, ctypes.POINTER(S)]
+lib.ptread_pair_touch.restype = U
+lib.ptread_pair_touch.argtypes = [P, ctypes.c_char_p]
+lib.ptread_pair_huge.argtypes = [P]
 lib.ptread_pair_kernels.restype = ctypes.c_char_p
 lib.ptread_pair_set_isa.argtypes = [ctypes.c_int]
 if isa is not None:
@@ -126,12 +149,60 @@ def case(name, torch_fn, ptread_fn, ptread_out, exact):
     print("%-26s %9.3f %9.3f %8.2fx %8.2fx  [%.2f, %.2f]" % (name, mp, mt, mt / mp, q2, q1, q3), flush=True)
 
 
+def huge_pages(address, nbytes):
+    """The mappings overlapping [address, address + nbytes) (/proc/self/smaps): their size,
+    resident and 2 MiB-paged KiB, summed."""
+    size = rss = huge = 0
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split(None, 1)[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(v, 16) for v in head.split("-"))
+                inside = lo < address + nbytes and address < hi
+                if inside:
+                    size += (hi - lo) // 1024
+            elif inside and head in ("Rss:", "AnonHugePages:", "FilePmdMapped:"):
+                kb = int(line.split()[1])
+                if head == "Rss:":
+                    rss += kb
+                else:
+                    huge += kb
+    return size, rss, huge
+
+
 torch.set_grad_enabled(False)
-sd = torch.load(path, map_location="cpu")
-set_threads = thread_setter()
-ck = lib.ptread_pair_open(path.encode())
+TABLES = ("emb64", "emb256", "bag32", "bag128")
+if cold:
+    fd = os.open(path, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+ck = lib.ptread_pair_open(path.encode(), 1 if load_mode == "read" else 0)
 if not ck:
     sys.exit("nn_pair: cannot open %s" % path)
+# Each table's layer made (mmap mode: it asks for 2 MiB pages) and its pages faulted in by
+# ptread, before torch reads the file.
+advised = {}
+for name in TABLES:
+    e = lib.ptread_pair_embedding(ck, name.encode(), 1)
+    if not e:
+        sys.exit("nn_pair: cannot make a layer (message above)")
+    advised[name] = lib.ptread_pair_huge(e)
+    lib.ptread_pair_touch(ck, (name + ".weight").encode())
+    lib.ptread_pair_free(e)
+sd = torch.load(path, map_location="cpu")
+set_threads = thread_setter()
+print("ptread: %s mode%s; the tables' pages (/proc/self/smaps: the mappings the table lies in, "
+      "MiB; 2M: mapped with 2 MiB pages):" % (load_mode, ", the file dropped from the page cache first" if cold else ""))
+for name in TABLES:
+    nbytes = S(0)
+    addr = lib.ptread_pair_data(ck, (name + ".weight").encode(), ctypes.byref(nbytes))
+    p = huge_pages(addr, nbytes.value)
+    t = huge_pages(sd[name + ".weight"].data_ptr(), nbytes.value)
+    print("  %-7s %4d MiB  ptread: advised %-3s mapping %5d, resident %5d, 2M %5d   "
+          "torch: mapping %5d, resident %5d, 2M %5d" % (
+              name, nbytes.value >> 20, "yes" if advised[name] else "no",
+              p[0] >> 10, p[1] >> 10, p[2] >> 10, t[0] >> 10, t[1] >> 10, t[2] >> 10))
 print("kernels: %s; %d pairs a case, %.1f ms of sleep before each call; OMP_WAIT_POLICY=%s, "
       "OPENBLAS_THREAD_TIMEOUT=%s, ptread's workers poll %d us" % (
           lib.ptread_pair_kernels().decode(), pairs, gap_ms, os.environ["OMP_WAIT_POLICY"],

@@ -17,6 +17,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <utility>
 #if defined(_WIN32)
 #include <mutex>
 #endif
@@ -74,6 +75,45 @@ inline std::shared_ptr<uint8_t> allocate_huge(size_t n) {
   return std::shared_ptr<uint8_t>(base + lead, [base, len](uint8_t*) { ::munmap(base, len); });
 }
 #endif
+
+// The whole 2 MiB pages inside [p, p + n), as [first, last) addresses (first == last: none).
+inline std::pair<uintptr_t, uintptr_t> whole_huge_pages(const void* p, size_t n) noexcept {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  if (n < kHuge || a > UINTPTR_MAX - n) return {0, 0};
+  const uintptr_t first = (a + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t last = (a + n) & ~(kHuge - 1);
+  return first < last ? std::pair<uintptr_t, uintptr_t>{first, last} : std::pair<uintptr_t, uintptr_t>{0, 0};
+}
+
+// Asks Linux for 2 MiB pages on the whole 2 MiB pages inside [p, p + n), part of a file
+// mapping (or memory ptread owns): pages not in the page cache yet are then read in as
+// 2 MiB folios, and mapped with one TLB entry each, whatever the device's readahead size
+// (pages already cached stay as they are). True when the kernel took the advice; false
+// where it was refused (no transparent huge pages) or is not offered (other systems).
+inline bool advise_huge_pages(const void* p, size_t n) noexcept {
+#if PTREAD_POSIX && defined(__linux__) && defined(MADV_HUGEPAGE)
+  const auto range = whole_huge_pages(p, n);
+  if (range.first == range.second) return false;
+  return ::madvise(reinterpret_cast<void*>(range.first), range.second - range.first, MADV_HUGEPAGE) == 0;
+#else
+  (void)p;
+  (void)n;
+  return false;
+#endif
+}
+
+// Bytes of physical memory, or 0 where unknown.
+inline uint64_t physical_memory() noexcept {
+#if PTREAD_POSIX && defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+#else
+  return 0;
+#endif
+}
 
 // A 64-byte aligned heap buffer, or an error when it cannot be had.
 inline Result<std::shared_ptr<uint8_t>> allocate_aligned(size_t n) {

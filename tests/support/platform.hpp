@@ -133,4 +133,28 @@ inline bool write_pieces(const std::string& path, const std::vector<FilePiece>& 
 #endif
 }
 
+// The VmFlags line of the mapping holding p in /proc/self/smaps (" hg": advised huge pages,
+// " nh": advised small ones), or "" when not found.
+inline std::string vm_flags(const void* p) {
+  std::FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (f == nullptr) return "";
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  std::string flags;
+  char line[512];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && std::strchr(line, '-') < std::strchr(line, ' ')) {
+      inside = at >= lo && at < hi;
+    } else if (inside && std::strncmp(line, "VmFlags:", 8) == 0) {
+      flags = line + 8;
+      if (!flags.empty() && flags.back() == '\n') flags.pop_back();
+      flags += ' ';
+      break;
+    }
+  }
+  std::fclose(f);
+  return flags;
+}
+
 }  // namespace ptread_test

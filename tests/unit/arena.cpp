@@ -6,6 +6,8 @@
 
 #include <ptread/ptread.hpp>
 
+#include "support/platform.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -246,29 +248,6 @@ bool populate_offered() {
   ::munmap(p, 4096);
   return ok;
 }
-// The VmFlags line of the mapping holding p in /proc/self/smaps (" hg": advised huge pages,
-// " nh": advised small ones), or "" when not found.
-std::string vm_flags(const void* p) {
-  std::FILE* f = std::fopen("/proc/self/smaps", "r");
-  if (f == nullptr) return "";
-  const auto at = reinterpret_cast<uintptr_t>(p);
-  bool inside = false;
-  std::string flags;
-  char line[512];
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    unsigned long lo = 0, hi = 0;
-    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && std::strchr(line, '-') < std::strchr(line, ' ')) {
-      inside = at >= lo && at < hi;
-    } else if (inside && std::strncmp(line, "VmFlags:", 8) == 0) {
-      flags = line + 8;
-      if (!flags.empty() && flags.back() == '\n') flags.pop_back();
-      flags += ' ';
-      break;
-    }
-  }
-  std::fclose(f);
-  return flags;
-}
 }  // namespace
 
 TEST_CASE("ChunkReserve: adjacent 2 MiB chunks, faulted in by another thread without a byte changed", "[arena]") {
@@ -394,7 +373,7 @@ TEST_CASE("ChunkReserve: once huge pages were slow anywhere, the chunks it fault
   auto* first = static_cast<uint8_t*>(r.take(1));
   REQUIRE(first != nullptr);
   first[0] = 1;
-  const std::string mapped = vm_flags(first + kHugePage);
+  const std::string mapped = ptread_test::vm_flags(first + kHugePage);
   INFO("the chunks after the taken one, as mapped: VmFlags" << mapped);
   // Mapped while huge pages were fast: advised huge pages (where the kernel has them).
   const bool advised = mapped.find(" hg ") != std::string::npos;
@@ -404,10 +383,10 @@ TEST_CASE("ChunkReserve: once huge pages were slow anywhere, the chunks it fault
   HugePagePolicy::first_fault(std::chrono::microseconds(6000));
   r.fill(1, false);
   if (advised) {
-    const std::string after = vm_flags(first + kHugePage);
+    const std::string after = ptread_test::vm_flags(first + kHugePage);
     INFO("after the fill: VmFlags" << after);
     CHECK(after.find(" nh ") != std::string::npos);
-    CHECK(vm_flags(first + 3 * kHugePage).find(" nh ") != std::string::npos);
+    CHECK(ptread_test::vm_flags(first + 3 * kHugePage).find(" nh ") != std::string::npos);
   }
   CHECK(first[0] == 1);
   // Mapped while small pages are preferred: advised small pages from the start.
@@ -415,7 +394,7 @@ TEST_CASE("ChunkReserve: once huge pages were slow anywhere, the chunks it fault
   REQUIRE(small.map(2));
   auto* one = static_cast<uint8_t*>(small.take(1));
   REQUIRE(one != nullptr);
-  if (advised) CHECK(vm_flags(one).find(" nh ") != std::string::npos);
+  if (advised) CHECK(ptread_test::vm_flags(one).find(" nh ") != std::string::npos);
   HugePagePolicy::small_blocks_left().store(0);
   ptread::detail::block_free(first, kHugePage);
   ptread::detail::block_free(one, kHugePage);

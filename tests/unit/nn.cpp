@@ -8,11 +8,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <string>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #ifdef PTREAD_TEST_OPENBLAS
 #include <ptread/nn/openblas.hpp>
@@ -446,6 +451,116 @@ TEST_CASE("Linear's tiles split across threads give the bits of one thread", "[n
       for (size_t k = 0; k < K; ++k) want += static_cast<double>(x[k]) * static_cast<double>((*bytes)[5 * K + k]);
       CHECK(static_cast<double>(one[5]) == want);
     }
+  }
+}
+
+namespace {
+
+// Whether this system maps memory with 2 MiB pages on request: Linux's madvise(MADV_HUGEPAGE)
+// taken on fresh anonymous memory.
+bool huge_pages_offered() {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  const size_t len = size_t{8} << 20;
+  void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return false;
+  const auto range = ptread::detail::whole_huge_pages(p, len);
+  const bool ok = ::madvise(reinterpret_cast<void*>(range.first), range.second - range.first, MADV_HUGEPAGE) == 0;
+  ::munmap(p, len);
+  return ok;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+TEST_CASE("Embedding and EmbeddingBag ask for 2 MiB pages on a mapped table", "[nn]") {
+  using ptread::detail::whole_huge_pages;
+  const uintptr_t M2 = uintptr_t{2} << 20;
+  // The whole 2 MiB pages inside a range.
+  CHECK(whole_huge_pages(reinterpret_cast<const void*>(4 * M2), 2 * M2) == std::make_pair(4 * M2, 6 * M2));
+  CHECK(whole_huge_pages(reinterpret_cast<const void*>(4 * M2 + 64), 2 * M2) == std::make_pair(5 * M2, 6 * M2));
+  CHECK(whole_huge_pages(reinterpret_cast<const void*>(4 * M2 + 64), 3 * M2) == std::make_pair(5 * M2, 7 * M2));
+  CHECK(whole_huge_pages(reinterpret_cast<const void*>(4 * M2 + 64), 2 * M2 - 128) == std::make_pair(uintptr_t{0}, uintptr_t{0}));
+  CHECK(whole_huge_pages(reinterpret_cast<const void*>(4 * M2), M2 - 1) == std::make_pair(uintptr_t{0}, uintptr_t{0}));
+  CHECK(whole_huge_pages(reinterpret_cast<const void*>(UINTPTR_MAX - M2), 4 * M2) == std::make_pair(uintptr_t{0}, uintptr_t{0}));
+  // Tables up to half the memory; none when the memory is unknown.
+  CHECK(nn::detail::huge_table(8u << 30, 16ull << 30));
+  CHECK_FALSE(nn::detail::huge_table((8ull << 30) + 1, 16ull << 30));
+  CHECK_FALSE(nn::detail::huge_table(1, 0));
+
+  // A 4096 x 1024 F32 table (16 MiB): whole 2 MiB pages lie inside it wherever it lands.
+  const size_t rows = 4096, dim = 1024;
+  auto bytes = std::make_shared<std::vector<float>>(rows * dim);
+  for (size_t k = 0; k < bytes->size(); ++k) (*bytes)[k] = static_cast<float>(k % 1021);
+  auto storage = std::make_shared<const ptread::Storage>(reinterpret_cast<const uint8_t*>(bytes->data()),
+                                                         bytes->size() * sizeof(float), bytes);
+  auto wt = ptread::Tensor::view(storage, ptread::DType::F32,
+                                 std::vector<int64_t>{static_cast<int64_t>(rows), static_cast<int64_t>(dim)},
+                                 std::vector<int64_t>{static_cast<int64_t>(dim), 1}, 0);
+  REQUIRE(wt.ok());
+  std::vector<ptread::NamedTensor> items;
+  items.push_back({"emb.weight", *wt});
+  const ptread_test::TempFile file("nn_huge.pt");
+  REQUIRE(ptread::save_pt(file.path, items).ok());
+  const bool offered = huge_pages_offered();
+  const int64_t idx[] = {4095, 0, 1234};
+  const int64_t offsets[] = {0};
+
+  SECTION("mmap mode: advised where the system offers it, the rows unchanged") {
+    auto ck = ptread::Checkpoint::open(file.path);
+    REQUIRE(ck.ok());
+    auto emb = nn::Embedding::from(*ck, "emb");
+    REQUIRE(emb.ok());
+    CHECK(emb->huge_pages() == offered);
+    auto bag = nn::EmbeddingBag::from(*ck, "emb", nn::Reduce::max);
+    REQUIRE(bag.ok());
+    CHECK(bag->huge_pages() == offered);
+    const auto* table = static_cast<const float*>(emb->weight().data_ptr());
+    const auto inside = whole_huge_pages(table, rows * dim * sizeof(float));
+    REQUIRE(inside.first != inside.second);
+#if defined(__linux__)
+    // The kernel marks the mapping of the whole pages inside the table ("hg": VM_HUGEPAGE).
+    CHECK((ptread_test::vm_flags(reinterpret_cast<const void*>(inside.first)).find(" hg") != std::string::npos) == offered);
+#endif
+    std::vector<float> out(3 * dim), pooled(dim);
+    REQUIRE(emb->forward(idx, 3, out.data()).ok());
+    REQUIRE(bag->forward(idx, 3, offsets, 1, nullptr, pooled.data()).ok());
+    for (size_t i = 0; i < 3; ++i) {
+      CHECK(std::memcmp(out.data() + i * dim, bytes->data() + static_cast<size_t>(idx[i]) * dim, dim * sizeof(float)) == 0);
+    }
+    for (size_t c = 0; c < dim; ++c) {
+      float want = (*bytes)[c];
+      for (int64_t r : idx) want = std::max(want, (*bytes)[static_cast<size_t>(r) * dim + c]);
+      CHECK(pooled[c] == want);
+    }
+  }
+  SECTION("mmap mode with huge_pages = false: never advised") {
+    auto ck = ptread::Checkpoint::open(file.path);
+    REQUIRE(ck.ok());
+    nn::EmbeddingOptions o;
+    o.huge_pages = false;
+    auto emb = nn::Embedding::from(*ck, "emb", o);
+    REQUIRE(emb.ok());
+    CHECK_FALSE(emb->huge_pages());
+    CHECK_FALSE(nn::EmbeddingBag::from(*ck, "emb", nn::Reduce::sum, o)->huge_pages());
+#if defined(__linux__)
+    const auto inside = whole_huge_pages(emb->weight().data_ptr(), rows * dim * sizeof(float));
+    const std::string flags = ptread_test::vm_flags(reinterpret_cast<const void*>(inside.first));
+    CHECK_FALSE(flags.empty());
+    CHECK(flags.find(" hg") == std::string::npos);
+#endif
+  }
+  SECTION("read mode and the caller's memory: not advised") {
+    ptread::Options ro;
+    ro.mode = ptread::LoadMode::read;
+    auto ck = ptread::Checkpoint::open(file.path, ro);
+    REQUIRE(ck.ok());
+    CHECK_FALSE(nn::Embedding::from(*ck, "emb")->huge_pages());
+    std::vector<uint8_t> image = ptread_test::read_file(file.path);
+    auto mem = ptread::Checkpoint::open_memory(image.data(), image.size());
+    REQUIRE(mem.ok());
+    CHECK_FALSE(nn::EmbeddingBag::from(*mem, "emb", nn::Reduce::mean)->huge_pages());
   }
 }
 

@@ -168,9 +168,10 @@ class RowReader {
 };
 
 inline Result<WeightMatrix> table(const Checkpoint& ck, std::string_view prefix, const char* layer,
-                                  const EmbeddingOptions& opt, int64_t* padding) {
+                                  const EmbeddingOptions& opt, int64_t* padding, bool* huge) {
   PTREAD_TRY(WeightMatrix w, weight_matrix(ck, param_name(prefix, "weight"), layer));
   PTREAD_TRY(*padding, padding_row(opt, w.rows, layer));
+  *huge = advise_table(ck, w, opt.huge_pages);
   return w;
 }
 
@@ -182,7 +183,7 @@ class Embedding {
 
   static Result<Embedding> from(const Checkpoint& ck, std::string_view prefix, EmbeddingOptions options = {}) {
     Embedding e;
-    PTREAD_TRY(e.w_, detail::table(ck, prefix, "Embedding", options, &e.padding_));
+    PTREAD_TRY(e.w_, detail::table(ck, prefix, "Embedding", options, &e.padding_, &e.huge_));
     e.threads_ = options.threads;
     return e;
   }
@@ -196,6 +197,9 @@ class Embedding {
   // The row F.embedding's padding_idx names (normalized), or -1.
   int64_t padding_idx() const noexcept { return padding_; }
   const Tensor& weight() const noexcept { return w_.tensor; }
+  // Whether from() asked the kernel for 2 MiB pages on the table and it took the advice
+  // (EmbeddingOptions::huge_pages).
+  bool huge_pages() const noexcept { return huge_; }
 
  private:
   template <class Index>
@@ -220,6 +224,7 @@ class Embedding {
 
   WeightMatrix w_;
   int64_t padding_ = -1;
+  bool huge_ = false;
   unsigned threads_ = 0;
 };
 
@@ -230,7 +235,7 @@ class EmbeddingBag {
   static Result<EmbeddingBag> from(const Checkpoint& ck, std::string_view prefix, Reduce mode,
                                    EmbeddingOptions options = {}) {
     EmbeddingBag e;
-    PTREAD_TRY(e.w_, detail::table(ck, prefix, "EmbeddingBag", options, &e.padding_));
+    PTREAD_TRY(e.w_, detail::table(ck, prefix, "EmbeddingBag", options, &e.padding_, &e.huge_));
     e.mode_ = mode;
     e.include_last_offset_ = options.include_last_offset;
     e.threads_ = options.threads;
@@ -255,6 +260,9 @@ class EmbeddingBag {
   int64_t padding_idx() const noexcept { return padding_; }
   bool include_last_offset() const noexcept { return include_last_offset_; }
   const Tensor& weight() const noexcept { return w_.tensor; }
+  // Whether from() asked the kernel for 2 MiB pages on the table and it took the advice
+  // (EmbeddingOptions::huge_pages).
+  bool huge_pages() const noexcept { return huge_; }
 
  private:
   template <class Index>
@@ -335,6 +343,7 @@ class EmbeddingBag {
   WeightMatrix w_;
   Reduce mode_ = Reduce::sum;
   int64_t padding_ = -1;
+  bool huge_ = false;
   bool include_last_offset_ = false;
   unsigned threads_ = 0;
 };
