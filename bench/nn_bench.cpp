@@ -17,6 +17,7 @@
 #include <immintrin.h>
 #endif
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -107,6 +108,39 @@ double median_ms_cold(F&& fn) {
   return median_of(std::move(ms));
 }
 
+// KiB of [p, p + n) mapped with 2 MiB pages, from /proc/self/smaps (the mappings that
+// overlap the range, whole: ptread's advice makes a table's whole 2 MiB pages a mapping of
+// their own), or -1 where there is no such file.
+long huge_kib(const void* p, size_t n) {
+  std::FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (f == nullptr) return -1;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  long kib = 0;
+  bool inside = false;
+  char line[512];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long lo = 0, hi = 0, v = 0;
+    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && std::strchr(line, '-') < std::strchr(line, ' ')) {
+      inside = lo < a + n && a < hi;
+    } else if (inside && (std::sscanf(line, "FilePmdMapped: %lu", &v) == 1 || std::sscanf(line, "AnonHugePages: %lu", &v) == 1)) {
+      kib += static_cast<long>(v);
+    }
+  }
+  std::fclose(f);
+  return kib;
+}
+
+// After a layer's first call: whether its table was advised for 2 MiB pages, and how much
+// of it the process maps with them (the page cache decides: bench/README.md, "Tables in 2
+// MiB pages").
+template <class Layer>
+void report_pages(const std::string& name, const Layer& layer) {
+  const ptread::Tensor& w = layer.weight();
+  std::fprintf(stderr, "nn_bench: %s: advised for 2 MiB pages: %s; %ld of %zu MiB in 2 MiB pages\n", name.c_str(),
+               layer.huge_pages() ? "yes" : "no", huge_kib(w.data_ptr(), w.nbytes()) / 1024,
+               static_cast<size_t>(w.nbytes() >> 20));
+}
+
 template <class T>
 std::vector<T> tensor_values(const ptread::Checkpoint& ck, const char* name) {
   const T* p = ck.find(name)->data<T>().value();
@@ -142,6 +176,7 @@ int main(int argc, char** argv) {
       auto emb = nn::Embedding::from(*ck, "emb" + std::to_string(d), opt).value();
       report(base + ".ptread.t" + std::to_string(t),
              median_ms([&] { (void)emb.forward(idx.data(), idx.size(), out.data()); }));
+      if (t == 1) report_pages(base, emb);
     }
   }
 
@@ -159,6 +194,7 @@ int main(int argc, char** argv) {
         report(base + ".ptread.t" + std::to_string(t), median_ms([&] {
                  (void)bag.forward(bidx.data(), bidx.size(), boffs.data(), boffs.size(), nullptr, out.data());
                }));
+        if (t == 1 && r == nn::Reduce::sum) report_pages("bag.d" + std::to_string(d), bag);
       }
     }
   }

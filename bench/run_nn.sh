@@ -25,11 +25,11 @@ rounds=${PTREAD_BENCH_ROUNDS:-3}
 groups=(emb.d64 emb.d256 bag.d32 bag.d128 linear.1024 linear.4096)
 for ((k = 1; k <= rounds; k++)); do
   for g in "${groups[@]}"; do
-    "$build/bench/nn_bench" "$file" --only "$g" >>"$tmp/ptread.$k" 2>"$tmp/err.txt"
+    "$build/bench/nn_bench" "$file" --only "$g" >>"$tmp/ptread.$k" 2>>"$tmp/err.$k"
     "$py" "$root/bench/nn_torch.py" "$file" --only "$g" >>"$tmp/torch.$k"
   done
 done
-cat "$tmp/err.txt"
+sort -u "$tmp/err.$rounds"  # the last round's notes: kernels, the tables' pages
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg); $rounds rounds"
 median() {  # "name ms" lines of every round -> "name median" lines
   awk '{ v[$1] = v[$1] " " $2 } END { for (k in v) { n = split(substr(v[k], 2), a, " ")
