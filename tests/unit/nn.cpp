@@ -485,7 +485,7 @@ TEST_CASE("Embedding and EmbeddingBag ask for 2 MiB pages on a mapped table", "[
   CHECK(whole_huge_pages(reinterpret_cast<const void*>(4 * M2), M2 - 1) == std::make_pair(uintptr_t{0}, uintptr_t{0}));
   CHECK(whole_huge_pages(reinterpret_cast<const void*>(UINTPTR_MAX - M2), 4 * M2) == std::make_pair(uintptr_t{0}, uintptr_t{0}));
   // Tables up to half the memory; none when the memory is unknown.
-  CHECK(nn::detail::huge_table(8u << 30, 16ull << 30));
+  CHECK(nn::detail::huge_table(8ull << 30, 16ull << 30));
   CHECK_FALSE(nn::detail::huge_table((8ull << 30) + 1, 16ull << 30));
   CHECK_FALSE(nn::detail::huge_table(1, 0));
 
