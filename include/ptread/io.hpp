@@ -87,15 +87,24 @@ inline std::pair<uintptr_t, uintptr_t> whole_huge_pages(const void* p, size_t n)
 }
 
 // Asks Linux for 2 MiB pages on the whole 2 MiB pages inside [p, p + n), part of a file
-// mapping (or memory ptread owns): pages not in the page cache yet are then read in as
-// 2 MiB folios, and mapped with one TLB entry each, whatever the device's readahead size
-// (pages already cached stay as they are). True when the kernel took the advice; false
-// where it was refused (no transparent huge pages) or is not offered (other systems).
+// mapping (or memory ptread owns) that is read at random: pages not in the page cache yet
+// are then read in as 2 MiB folios, and mapped with one TLB entry each, whatever the
+// device's readahead size (pages already cached stay as they are). The range is also marked
+// for random reads (MADV_RANDOM): a fault then reads its 2 MiB and nothing ahead. Without
+// that, a range read in order after its first pages were cached in small folios (the zip
+// entry's header read at open brings them in) went on in small folios: the readahead that
+// follows a read in order keeps the size it started with. True when the kernel took the
+// advice for 2 MiB pages; false where it was refused (no transparent huge pages) or is not
+// offered (other systems).
 inline bool advise_huge_pages(const void* p, size_t n) noexcept {
 #if PTREAD_POSIX && defined(__linux__) && defined(MADV_HUGEPAGE)
   const auto range = whole_huge_pages(p, n);
   if (range.first == range.second) return false;
-  return ::madvise(reinterpret_cast<void*>(range.first), range.second - range.first, MADV_HUGEPAGE) == 0;
+  void* start = reinterpret_cast<void*>(range.first);
+  const size_t len = range.second - range.first;
+  if (::madvise(start, len, MADV_HUGEPAGE) != 0) return false;
+  ::madvise(start, len, MADV_RANDOM);  // a hint: failure is fine
+  return true;
 #else
   (void)p;
   (void)n;

@@ -520,8 +520,11 @@ TEST_CASE("Embedding and EmbeddingBag ask for 2 MiB pages on a mapped table", "[
     const auto inside = whole_huge_pages(table, rows * dim * sizeof(float));
     REQUIRE(inside.first != inside.second);
 #if defined(__linux__)
-    // The kernel marks the mapping of the whole pages inside the table ("hg": VM_HUGEPAGE).
-    CHECK((ptread_test::vm_flags(reinterpret_cast<const void*>(inside.first)).find(" hg") != std::string::npos) == offered);
+    // The kernel marks the mapping of the whole pages inside the table ("hg": VM_HUGEPAGE;
+    // "rr": VM_RAND_READ, MADV_RANDOM).
+    const std::string flags = ptread_test::vm_flags(reinterpret_cast<const void*>(inside.first));
+    CHECK((flags.find(" hg ") != std::string::npos) == offered);
+    CHECK((flags.find(" rr ") != std::string::npos) == offered);
 #endif
     std::vector<float> out(3 * dim), pooled(dim);
     REQUIRE(emb->forward(idx, 3, out.data()).ok());
@@ -548,7 +551,8 @@ TEST_CASE("Embedding and EmbeddingBag ask for 2 MiB pages on a mapped table", "[
     const auto inside = whole_huge_pages(emb->weight().data_ptr(), rows * dim * sizeof(float));
     const std::string flags = ptread_test::vm_flags(reinterpret_cast<const void*>(inside.first));
     CHECK_FALSE(flags.empty());
-    CHECK(flags.find(" hg") == std::string::npos);
+    CHECK(flags.find(" hg ") == std::string::npos);
+    CHECK(flags.find(" rr ") == std::string::npos);
 #endif
   }
   SECTION("read mode and the caller's memory: not advised") {

@@ -52,9 +52,10 @@ struct EmbeddingOptions {
   // per 4 KiB: gathers and bags ran 1.05-2.5x faster on a table in 2 MiB pages
   // (bench/README.md, "Tables in 2 MiB pages"). The kernel reads the table's pages that are
   // not in the page cache yet as 2 MiB folios and maps them whole (file systems with large
-  // folios: ext4 since Linux 6.16, XFS); pages already cached stay as they are. A larger table
-  // is left to 4 KiB pages, where a fault on a random row reads less of the file. (Read mode:
-  // tables of 8 MiB or more already sit in buffers advised for huge pages.) false: never ask.
+  // folios: ext4 since Linux 6.16, XFS), a fault reading its 2 MiB and no more (the range is
+  // also advised MADV_RANDOM); pages already cached stay as they are. A larger table is left
+  // to 4 KiB pages, where a fault on a random row reads less of the file. (Read mode: tables
+  // of 8 MiB or more already sit in buffers advised for huge pages.) false: never ask.
   bool huge_pages = true;
 };
 
