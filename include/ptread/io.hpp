@@ -6,6 +6,7 @@
 // from a file owns its aligned buffer.
 #pragma once
 
+#include "detail/arena.hpp"  // whole_huge_pages
 #include "error.hpp"
 #include "limits.hpp"
 
@@ -75,16 +76,6 @@ inline std::shared_ptr<uint8_t> allocate_huge(size_t n) {
   return std::shared_ptr<uint8_t>(base + lead, [base, len](uint8_t*) { ::munmap(base, len); });
 }
 #endif
-
-// The whole 2 MiB pages inside [p, p + n), as [first, last) addresses (first == last: none).
-inline std::pair<uintptr_t, uintptr_t> whole_huge_pages(const void* p, size_t n) noexcept {
-  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
-  const auto a = reinterpret_cast<uintptr_t>(p);
-  if (n < kHuge || a > UINTPTR_MAX - n) return {0, 0};
-  const uintptr_t first = (a + kHuge - 1) & ~(kHuge - 1);
-  const uintptr_t last = (a + n) & ~(kHuge - 1);
-  return first < last ? std::pair<uintptr_t, uintptr_t>{first, last} : std::pair<uintptr_t, uintptr_t>{0, 0};
-}
 
 // Asks Linux for 2 MiB pages on the whole 2 MiB pages inside [p, p + n), part of a file
 // mapping (or memory ptread owns) that is read at random: pages not in the page cache yet

@@ -168,13 +168,24 @@ inline void populate_read(const void* p, size_t n) noexcept {
 #endif
 }
 
+// The whole 2 MiB pages inside [p, p + n), as [first, last) addresses (first == last: none).
+inline std::pair<uintptr_t, uintptr_t> whole_huge_pages(const void* p, size_t n) noexcept {
+  constexpr uintptr_t kHuge = kHugePage;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  if (n < kHuge || a > UINTPTR_MAX - n) return {0, 0};
+  const uintptr_t first = (a + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t last = (a + n) & ~(kHuge - 1);
+  return first < last ? std::pair<uintptr_t, uintptr_t>{first, last} : std::pair<uintptr_t, uintptr_t>{0, 0};
+}
+
 // Asks for transparent huge pages on the whole 2 MiB pages inside [p, p + n), memory not
 // touched yet (a vector just reserved): a hint, nothing happens where it is not offered.
 inline void advise_huge(const void* p, size_t n) noexcept {
 #if PTREAD_POSIX && defined(MADV_HUGEPAGE)
-  const uintptr_t start = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) & ~uintptr_t{kHugePage - 1};
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) & ~uintptr_t{kHugePage - 1};
-  if (end > start && HugePagePolicy::huge_now()) ::madvise(reinterpret_cast<void*>(start), end - start, MADV_HUGEPAGE);
+  const auto range = whole_huge_pages(p, n);
+  if (range.first != range.second && HugePagePolicy::huge_now()) {
+    ::madvise(reinterpret_cast<void*>(range.first), range.second - range.first, MADV_HUGEPAGE);
+  }
 #else
   (void)p;
   (void)n;
