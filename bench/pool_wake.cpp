@@ -1,4 +1,4 @@
-// How soon a sleeping worker starts its share of a job: ptread's pool (detail/nn_parallel.hpp)
+// How soon a sleeping worker starts its share of a job: ptread's pool (compute/parallel.hpp)
 // against a plain worker on a condition variable, side by side in one run.
 //
 //   pool_wake [JOBS]       (default 200 jobs a case)

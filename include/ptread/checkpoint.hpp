@@ -12,10 +12,10 @@
 // mapping or buffers alive on their own, so they may outlive it.
 #pragma once
 
-#include "format/detect.hpp"
-#include "format/legacy.hpp"
-#include "format/tar.hpp"
-#include "format/zip_checkpoint.hpp"
+#include "containers/detect.hpp"
+#include "containers/legacy.hpp"
+#include "containers/tar.hpp"
+#include "containers/zip_checkpoint.hpp"
 #include "value.hpp"
 
 #include <string>

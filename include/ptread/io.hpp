@@ -6,7 +6,7 @@
 // from a file owns its aligned buffer.
 #pragma once
 
-#include "detail/arena.hpp"  // whole_huge_pages
+#include "memory/arena.hpp"  // whole_huge_pages
 #include "error.hpp"
 #include "limits.hpp"
 
@@ -23,7 +23,7 @@
 #include <mutex>
 #endif
 
-#include "detail/win32.hpp"  // (Windows only: empty elsewhere)
+#include "platform/win32.hpp"  // (Windows only: empty elsewhere)
 
 #if PTREAD_POSIX
 #include <fcntl.h>
@@ -305,7 +305,7 @@ inline Error win32_error(const std::string& what, const std::string& path, unsig
 // The same source on Windows: the path is UTF-8; the file is shared for reading, writing
 // and deletion as a POSIX file is (while it is mapped, Windows refuses to truncate it); one
 // read-only view maps the whole file; reads seek and read under a lock (a positioned read
-// would need the SDK's OVERLAPPED, see detail/win32.hpp).
+// would need the SDK's OVERLAPPED, see platform/win32.hpp).
 class FileSource final : public Source {
  public:
   static Result<std::shared_ptr<FileSource>> open(const std::string& path, bool map) {

@@ -158,7 +158,7 @@ inline const char* sparse_layout_name(SparseLayout l) noexcept {
 }
 
 // A sparse tensor's parts, as torch saved them, checked while opening as torch.load checks
-// them (format/sparse_check.hpp): every index lies inside the shape.
+// them (torch/sparse_check.hpp): every index lies inside the shape.
 struct SparseTensor {
   SparseLayout layout = SparseLayout::coo;
   std::vector<int64_t> shape;  // the dense shape

@@ -35,11 +35,11 @@
 // JSON padded with spaces so the data starts 8-byte aligned.
 #pragma once
 
-#include "detail/keyed_hash.hpp"
-#include "detail/pickle_writer.hpp"
-#include "detail/text.hpp"
-#include "detail/zip_writer.hpp"
-#include "format/model.hpp"
+#include "memory/keyed_hash.hpp"
+#include "writers/pickle_writer.hpp"
+#include "text/text.hpp"
+#include "writers/zip_writer.hpp"
+#include "torch/model.hpp"
 
 #include <functional>
 #include <map>

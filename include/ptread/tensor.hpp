@@ -11,8 +11,8 @@
 // contiguous() and clone() apply them, so what they produce equals torch's resolved values.
 #pragma once
 
-#include "detail/arena.hpp"
-#include "detail/nn_kernels.hpp"
+#include "memory/arena.hpp"
+#include "compute/kernels.hpp"
 #include "dtype.hpp"
 #include "error.hpp"
 #include "io.hpp"

@@ -8,8 +8,8 @@
 // Checkpoint it came from lives.
 #pragma once
 
-#include "detail/python_repr.hpp"
-#include "format/model.hpp"
+#include "pickle/python_repr.hpp"
+#include "torch/model.hpp"
 
 #include <algorithm>
 #include <cstring>

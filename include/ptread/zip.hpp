@@ -18,9 +18,9 @@
 // records (method 8, from re-zipping tools) are read through zlib when PTREAD_WITH_ZLIB=1.
 #pragma once
 
-#include "detail/arena.hpp"
-#include "detail/flat_map.hpp"
-#include "detail/text.hpp"
+#include "memory/arena.hpp"
+#include "memory/flat_map.hpp"
+#include "text/text.hpp"
 #include "io.hpp"
 
 #include <algorithm>

@@ -605,7 +605,7 @@ inline float fp8_to_float(uint8_t b, DType t) noexcept {
 // plus the owner that keeps it alive: a view into a mapping shares the mapping, a range read
 // from a file owns its aligned buffer.
 
-// ---- begin ptread/detail/arena.hpp ----
+// ---- begin ptread/memory/arena.hpp ----
 // ptread — allocation helpers for the pickle graph: a bump arena, a segmented vector, the
 // block pool they can share, and a reserve of 2 MiB chunks another thread faults in ahead
 // of a pool's use (ChunkReserve).
@@ -1394,7 +1394,7 @@ class SegmentedVector {
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/detail/arena.hpp ----
+// ---- end ptread/memory/arena.hpp ----
 // #include "error.hpp": inlined above
 // #include "limits.hpp": inlined above
 
@@ -1411,7 +1411,7 @@ class SegmentedVector {
 #include <mutex>
 #endif
 
-// ---- begin ptread/detail/win32.hpp ----
+// ---- begin ptread/platform/win32.hpp ----
 // ptread — the few Windows calls the file layer makes (built where _WIN32 is defined; tested
 // with MinGW-w64 under Wine).
 //
@@ -1527,7 +1527,7 @@ inline std::string win32_message(unsigned long err) {
 }  // namespace ptread
 
 #endif  // _WIN32
-// ---- end ptread/detail/win32.hpp ----
+// ---- end ptread/platform/win32.hpp ----
 
 #if PTREAD_POSIX
 #include <fcntl.h>
@@ -1809,7 +1809,7 @@ inline Error win32_error(const std::string& what, const std::string& path, unsig
 // The same source on Windows: the path is UTF-8; the file is shared for reading, writing
 // and deletion as a POSIX file is (while it is mapped, Windows refuses to truncate it); one
 // read-only view maps the whole file; reads seek and read under a lock (a positioned read
-// would need the SDK's OVERLAPPED, see detail/win32.hpp).
+// would need the SDK's OVERLAPPED, see platform/win32.hpp).
 class FileSource final : public Source {
  public:
   static Result<std::shared_ptr<FileSource>> open(const std::string& path, bool map) {
@@ -1958,8 +1958,8 @@ class FileWindow {
 // conj (complex) and neg. data<T>() refuses such tensors; copy_to(), to_float32(),
 // contiguous() and clone() apply them, so what they produce equals torch's resolved values.
 
-// #include "detail/arena.hpp": inlined above
-// ---- begin ptread/detail/nn_kernels.hpp ----
+// #include "memory/arena.hpp": inlined above
+// ---- begin ptread/compute/kernels.hpp ----
 // ptread — CPU kernels of the nn layers, with runtime dispatch on the instruction set.
 //
 // Three builds of the same kernels: generic C++ (whatever the compiler targets), AVX2+FMA+F16C
@@ -2704,7 +2704,7 @@ inline NnKernels nn_kernels(DType dt) noexcept {
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/detail/nn_kernels.hpp ----
+// ---- end ptread/compute/kernels.hpp ----
 // #include "dtype.hpp": inlined above
 // #include "error.hpp": inlined above
 // #include "io.hpp": inlined above
@@ -3336,7 +3336,7 @@ class Tensor {
 // Result that says what was expected and what was found. A Value is valid while the
 // Checkpoint it came from lives.
 
-// ---- begin ptread/detail/python_repr.hpp ----
+// ---- begin ptread/pickle/python_repr.hpp ----
 // ptread — Python's str() and repr() of pickled values, for tensor names and the tree view.
 
 // ---- begin ptread/pickle.hpp ----
@@ -3358,373 +3358,25 @@ class Tensor {
 //
 // Memory is linear in the pickle's size: each opcode makes at most one node, and container
 // items are bounded by the values on the stack, all checked against Limits.
-
-// ---- begin ptread/detail/dict_keys.hpp ----
-// ptread — Python's dict semantics for the dicts (and sets) a pickle builds. The pickle VM
-// appends every key it is given (DICT, SETITEM, SETITEMS, OrderedDict and Counter
-// arguments; FROZENSET, ADDITEMS, set(...)); Python stores d[k] = v, so a key given twice
-// keeps its first place and takes the last value (a set keeps an item once), and
-// keys compare as Python compares them: 1 == 1.0 == True, -0.0 == 0, str != bytes, tuples
-// item by item, frozensets as sets, a class by its name, anything else by identity (a NaN
-// equals only itself). A key Python cannot hash (a list, dict or set, or a tuple or
-// frozenset holding one) makes torch.load fail: here it is an error naming it.
-// torch.save never writes a key twice; crafted files do, and a reader that kept both would
-// show other tensors than torch.load gives.
-
-// ---- begin ptread/detail/flat_map.hpp ----
-// ptread — a small open-addressing hash index from strings to positions.
 //
-// StringIndex maps a string to a uint32 position in a table the caller owns (zip entries,
-// storages, named tensors): the keys are not stored, a `key_at(position)` function gives
-// them back. Slots are 8 bytes (32 bits of hash, the position), linear probing, at most
-// half full.
+// The VM is three layers, each a header: pickle/vm_base.hpp (state, operands, stack,
+// values), pickle/tensor_runs.hpp (the memo and torch.save's tensor runs) and this one
+// (the public API and the opcode dispatch). pickle/interface.hpp is what it asks of the
+// layer above (PickleHooks).
 
-// #include "arena.hpp": inlined above
-// ---- begin ptread/detail/keyed_hash.hpp ----
-// ptread — a keyed hash for tables whose keys come from a file.
-//
-// The fast hashes of the hot tables (hash_string, DictKeys' mixes) have a fixed key: a file
-// can be crafted so that thousands of its names fall into one run of slots, and every
-// insert then walks that run (quadratic: 20,000 such names took seconds, 200,000 minutes).
-// Those tables bound how far a key may lie from its slot and, past that bound, index again
-// with this hash: SipHash-1-3 under a key drawn once per process (Rust's and Python's
-// answer to hash flooding), which a file cannot target. Tables of keys that never matter to
-// speed (far memo keys, tar keys, TorchScript class names) use it from the start through
-// KeyedHash.
+// ---- begin ptread/pickle/interface.hpp ----
+// ptread — what the pickle VM asks of the layer above it: PickleHooks (persistent ids,
+// calls, NEWOBJ, BUILD and torch.save's tensor runs) and the TensorRun it hands them; the
+// opcodes' names for messages.
 
-#include <chrono>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <string>
-#include <string_view>
-
-namespace ptread {
-namespace detail {
-
-struct SipKey {
-  uint64_t k0 = 0, k1 = 0;
-};
-
-// SipHash-c-d of n bytes under key (c compression and d finalization rounds).
-template <int C = 1, int D = 3>
-inline uint64_t siphash(const void* data, size_t n, const SipKey& key) noexcept {
-  uint64_t v0 = key.k0 ^ 0x736f6d6570736575ull, v1 = key.k1 ^ 0x646f72616e646f6dull;
-  uint64_t v2 = key.k0 ^ 0x6c7967656e657261ull, v3 = key.k1 ^ 0x7465646279746573ull;
-  auto rotl = [](uint64_t x, int b) { return (x << b) | (x >> (64 - b)); };
-  auto sip_round = [&] {
-    v0 += v1; v1 = rotl(v1, 13); v1 ^= v0; v0 = rotl(v0, 32);
-    v2 += v3; v3 = rotl(v3, 16); v3 ^= v2;
-    v0 += v3; v3 = rotl(v3, 21); v3 ^= v0;
-    v2 += v1; v1 = rotl(v1, 17); v1 ^= v2; v2 = rotl(v2, 32);
-  };
-  auto word = [&](uint64_t m) {
-    v3 ^= m;
-    for (int i = 0; i < C; ++i) sip_round();
-    v0 ^= m;
-  };
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  size_t left = n;
-  for (; left >= 8; left -= 8, p += 8) {
-    uint64_t m = 0;
-    for (int k = 0; k < 8; ++k) m |= static_cast<uint64_t>(p[k]) << (8 * k);  // little-endian on any host
-    word(m);
-  }
-  uint64_t last = static_cast<uint64_t>(n) << 56;
-  for (size_t k = 0; k < left; ++k) last |= static_cast<uint64_t>(p[k]) << (8 * k);
-  word(last);
-  v2 ^= 0xff;
-  for (int i = 0; i < D; ++i) sip_round();
-  return v0 ^ v1 ^ v2 ^ v3;
-}
-
-// The key of this process: drawn on first use from what differs between runs and machines
-// (the clocks, the addresses of a stack variable and of this function under ASLR). Nothing
-// in a file can learn it. (Not std::random_device: it may throw, and builds without
-// exceptions use ptread too.)
-inline const SipKey& process_sip_key() noexcept {
-  static const SipKey key = [] {
-    uint64_t seed[5];
-    seed[0] = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    seed[1] = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
-    seed[2] = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(&seed));
-    seed[3] = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(&process_sip_key));
-    seed[4] = static_cast<uint64_t>(std::chrono::high_resolution_clock::now().time_since_epoch().count());
-    const SipKey fixed{0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull};
-    SipKey k;
-    k.k0 = siphash<2, 4>(seed, sizeof seed, fixed);
-    seed[0] ^= k.k0;
-    k.k1 = siphash<2, 4>(seed, sizeof seed, fixed);
-    return k;
-  }();
-  return key;
-}
-
-inline uint64_t keyed_hash(std::string_view s) noexcept { return siphash(s.data(), s.size(), process_sip_key()); }
-inline uint64_t keyed_hash(uint64_t v) noexcept {
-  unsigned char b[8];
-  for (int k = 0; k < 8; ++k) b[k] = static_cast<unsigned char>(v >> (8 * k));
-  return siphash(b, 8, process_sip_key());
-}
-
-// For std::unordered_map / unordered_set keyed by what a file chose (std::hash of an integer
-// is the integer itself in libstdc++: keys a multiple of the bucket count apart share a
-// bucket).
-struct KeyedHash {
-  size_t operator()(std::string_view s) const noexcept { return static_cast<size_t>(keyed_hash(s)); }
-  size_t operator()(const std::string& s) const noexcept { return static_cast<size_t>(keyed_hash(std::string_view(s))); }
-  size_t operator()(uint64_t v) const noexcept { return static_cast<size_t>(keyed_hash(v)); }
-  size_t operator()(int64_t v) const noexcept { return static_cast<size_t>(keyed_hash(static_cast<uint64_t>(v))); }
-};
-
-}  // namespace detail
-}  // namespace ptread
-// ---- end ptread/detail/keyed_hash.hpp ----
-
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <string_view>
-#include <vector>
-
-namespace ptread {
-namespace detail {
-
-inline uint64_t hash_mix(uint64_t h) noexcept {
-  h ^= h >> 32;
-  h *= 0xd6e8feb86659fd93ull;
-  h ^= h >> 32;
-  return h;
-}
-
-// MurmurHash3's finalizer: a bijection of 64-bit words.
-inline uint64_t fmix64(uint64_t h) noexcept {
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ull;
-  return h ^ (h >> 33);
-}
-
-inline uint64_t hash_string(std::string_view s) noexcept {
-  constexpr uint64_t m = 0x9e3779b97f4a7c15ull;
-  const char* p = s.data();
-  size_t n = s.size();
-  uint64_t h = 0x243f6a8885a308d3ull ^ (static_cast<uint64_t>(n) * m);
-  while (n >= 8) {
-    uint64_t w;
-    std::memcpy(&w, p, 8);
-    h = (h ^ w) * m;
-    h ^= h >> 29;
-    p += 8;
-    n -= 8;
-  }
-  if (n > 0) {  // 1 to 7 bytes, read without a variable-length copy
-    uint64_t w;
-    if (n >= 4) {
-      uint32_t lo, hi;
-      std::memcpy(&lo, p, 4);
-      std::memcpy(&hi, p + n - 4, 4);
-      w = lo | (static_cast<uint64_t>(hi) << 32);
-    } else {
-      w = static_cast<uint64_t>(static_cast<unsigned char>(p[0])) |
-          (static_cast<uint64_t>(static_cast<unsigned char>(p[n / 2])) << 8) |
-          (static_cast<uint64_t>(static_cast<unsigned char>(p[n - 1])) << 16);
-    }
-    h = (h ^ w) * m;
-    h ^= h >> 29;
-  }
-  return hash_mix(h);
-}
-
-// The number a canonical decimal text spells ("0", "17"; not "017", "+1" or "1e3"),
-// when it is below 10^9.
-PTREAD_ALWAYS_INLINE bool decimal_key(std::string_view s, uint32_t* out) noexcept {
-  const size_t n = s.size();
-  if (n - 1 > 8 || (s[0] == '0' && n > 1)) return false;  // 1 to 9 digits (n - 1 wraps for 0)
-  uint32_t v = 0;
-  for (size_t k = 0; k < n; ++k) {
-    const uint32_t d = static_cast<uint32_t>(static_cast<unsigned char>(s[k])) - uint32_t{'0'};
-    if (d > 9) return false;
-    v = v * 10 + d;
-  }
-  *out = v;
-  return true;
-}
-
-class StringIndex {
- public:
-  static constexpr uint32_t npos = 0xffffffffu;
-  // No key lies more than this many slots past its home slot, so a find looks no further.
-  // Keys a file crafted to share their hashes' low bits (hash_string has a fixed key) would
-  // otherwise make one run of slots that every insert walks: 20,000 such names took 1.6 s
-  // to index, 200,000 minutes. The first insert that would go past it indexes all the keys
-  // again under keyed_hash (SipHash, a key per process), which no file can aim at. (Random
-  // keys at this load go past 128 slots with a chance of about 1 in 10^10 per key.)
-  static constexpr size_t kMaxDistance = 128;
-
-  // limit: kMaxDistance (tests lower it to reach the keyed hash's own bound).
-  explicit StringIndex(size_t limit = kMaxDistance) noexcept : limit_(limit) {}
-
-  size_t size() const noexcept { return size_; }
-  // The keys hash with keyed_hash (a flood was seen).
-  bool keyed() const noexcept { return keyed_; }
-  // The farthest any key lies past its home slot.
-  size_t max_distance() const noexcept {
-    size_t most = 0;
-    for (size_t i = 0; i < slots_.size(); ++i) {
-      if (slots_[i].pos != npos) most = std::max(most, (i - (slots_[i].hash & mask_)) & mask_);
-    }
-    return most;
-  }
-
-  // Room for n keys without rehashing.
-  template <class KeyAt>
-  void reserve(size_t n, const KeyAt& key_at) {
-    size_t cap = 16;
-    while (cap < 2 * n) cap *= 2;
-    if (cap > slots_.size()) rebuild(cap, false, key_at);
-  }
-
-  // The position stored under key, or npos.
-  template <class KeyAt>
-  uint32_t find(std::string_view key, const KeyAt& key_at) const {
-    if (size_ == 0) return npos;
-    const uint32_t h = hash_of(key);
-    size_t i = h & mask_;
-    for (size_t d = 0; d <= limit_; ++d, i = (i + 1) & mask_) {
-      const Slot& s = slots_[i];
-      if (s.pos == npos) return npos;
-      if (s.hash == h && key_at(s.pos) == key) return s.pos;
-    }
-    return npos;  // further than any key lies
-  }
-
-  // Stores pos under key unless the key is present; returns the position now under key.
-  template <class KeyAt>
-  uint32_t insert(std::string_view key, uint32_t pos, const KeyAt& key_at) {
-    if (2 * (size_ + 1) > slots_.size()) rebuild(slots_.empty() ? 16 : slots_.size() * 2, false, key_at);
-    return insert_hashed(key, hash_of(key), pos, key_at);
-  }
-
-  // Inserts positions 0 .. n-1 under key_at(position), in order (the first of equal keys
-  // wins). The slots are random accesses into a table larger than the caches: they are
-  // prefetched a few keys ahead.
-  template <class KeyAt>
-  void insert_all(uint32_t n, const KeyAt& key_at) {
-    reserve(size_ + n, key_at);
-    constexpr uint32_t kAhead = 16;
-    uint32_t ahead[kAhead];
-    const bool was_keyed = keyed_;
-    for (uint64_t i = 0; i < uint64_t{n} + kAhead; ++i) {
-      const uint32_t slot = static_cast<uint32_t>(i % kAhead);
-      if (i >= kAhead) {  // key i - kAhead, whose slot was prefetched
-        const uint32_t j = static_cast<uint32_t>(i - kAhead);
-        insert_hashed(key_at(j), ahead[slot], j, key_at);
-        if (PTREAD_UNLIKELY(keyed_ != was_keyed)) {  // indexed again: the hashes ahead are stale
-          for (uint32_t r = j + 1; r < n; ++r) insert(key_at(r), r, key_at);
-          return;
-        }
-      }
-      if (i < n) {
-        ahead[slot] = hash_of(key_at(static_cast<uint32_t>(i)));
-        __builtin_prefetch(&slots_[ahead[slot] & mask_], 1);
-      }
-    }
-  }
-
- private:
-  struct Slot {
-    uint32_t hash;
-    uint32_t pos;
-  };
-
-  uint32_t hash_of(std::string_view key) const noexcept {
-    return static_cast<uint32_t>(keyed_ ? keyed_hash(key) : hash_string(key));
-  }
-
-  template <class KeyAt>
-  uint32_t insert_hashed(std::string_view key, uint32_t h, uint32_t pos, const KeyAt& key_at) {
-    size_t i = h & mask_;
-    for (size_t d = 0; d <= limit_; ++d, i = (i + 1) & mask_) {
-      Slot& s = slots_[i];
-      if (s.pos == npos) {
-        s.hash = h;
-        s.pos = pos;
-        ++size_;
-        return pos;
-      }
-      if (s.hash == h && key_at(s.pos) == key) return s.pos;
-    }
-    // Absent (every key lies within limit_ of its home), and no room within it: a flood.
-    if (!keyed_) {
-      rebuild(slots_.size(), true, key_at);
-    } else {
-      limit_ = SIZE_MAX;  // even under the keyed hash (never seen: the key is secret)
-    }
-    return insert_hashed(key, hash_of(key), pos, key_at);
-  }
-
-  // The keys in a table of cap slots; rekey: under keyed_hash. A key that would lie past
-  // limit_ makes it index under keyed_hash; one past it even so (never seen: the key is
-  // secret), with no limit.
-  template <class KeyAt>
-  void rebuild(size_t cap, bool rekey, const KeyAt& key_at) {
-    std::vector<Slot> old;
-    old.swap(slots_);
-    if (rekey) keyed_ = true;
-    for (;;) {
-      slots_.clear();
-      reserve_huge(slots_, cap);
-      slots_.resize(cap, Slot{0, npos});
-      mask_ = cap - 1;
-      bool placed = true;
-      for (Slot s : old) {
-        if (s.pos == npos) continue;
-        if (rekey) s.hash = hash_of(key_at(s.pos));
-        if (!place(s)) {
-          placed = false;
-          break;
-        }
-      }
-      if (placed) return;
-      if (!keyed_) {
-        keyed_ = rekey = true;
-      } else {
-        limit_ = SIZE_MAX;
-      }
-    }
-  }
-  bool place(const Slot& s) noexcept {
-    size_t i = s.hash & mask_;
-    for (size_t d = 0; d <= limit_; ++d, i = (i + 1) & mask_) {
-      if (slots_[i].pos == npos) {
-        slots_[i] = s;
-        return true;
-      }
-    }
-    return false;
-  }
-
-  std::vector<Slot> slots_;
-  size_t size_ = 0;
-  size_t mask_ = 0;
-  size_t limit_;  // how far a key may lie from its home slot; SIZE_MAX: any distance
-  bool keyed_ = false;
-};
-
-}  // namespace detail
-}  // namespace ptread
-// ---- end ptread/detail/flat_map.hpp ----
-// ---- begin ptread/detail/value_graph.hpp ----
+// ---- begin ptread/pickle/value_graph.hpp ----
 // ptread — the value graph the pickle VM builds: nodes for None, bools, ints (any size),
 // floats, str, bytes, containers, globals, generic objects, tensors; arena-allocated,
 // 16-byte nodes, referenced by index. Also the big-integer and UTF-8 helpers the VM uses.
 
 
-// #include "arena.hpp": inlined above
-// ---- begin ptread/detail/text.hpp ----
+// #include "../memory/arena.hpp": inlined above
+// ---- begin ptread/text/text.hpp ----
 // ptread — UTF-8 checks, JSON string text and prefix tests, shared by the reader, the writers
 // and the command line.
 //
@@ -3843,7 +3495,7 @@ inline void append_json_string(std::string& out, std::string_view s) {
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/detail/text.hpp ----
+// ---- end ptread/text/text.hpp ----
 // #include "../error.hpp": inlined above
 // #include "../limits.hpp": inlined above
 
@@ -4313,7 +3965,732 @@ inline void append_utf8(std::string* out, uint32_t cp) {
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/detail/value_graph.hpp ----
+// ---- end ptread/pickle/value_graph.hpp ----
+// ---- begin ptread/pickle/run_template.hpp ----
+// ptread — the template of one tensor's opcodes (a TensorRun, see pickle.hpp), made from a
+// run the VM read and took, to read the next runs of the same shape by comparing bytes.
+//
+// A state dict of many tensors of one dtype and shape (features per item, shards of a
+// table, a layer's tensors repeated) pickles each tensor as the same opcodes: the same
+// memo gets, the same int opcodes, the same tuple opcodes. Only some bytes differ from one
+// tensor to the next: the storage key's text, the keys of the memo puts, and the values of
+// the ints (numel, offset, sizes, strides). The template keeps where those "holes" are;
+// a later run whose other bytes equal the template's (a few 8-byte compares) is then read
+// by decoding its holes alone. The VM checks the holes exactly as its opcode reader checks
+// them (the put keys, the text's UTF-8, a LONG1's size), and its gets (the same keys) give
+// the values they gave the run the template was made from while no memo entry is
+// overwritten, so a run is taken this way only if the reader would take it, with the same
+// values (tests/unit/run_template.cpp compares the two on runs that differ in every hole,
+// and on damaged ones).
+
+// #include "../config.hpp": inlined above
+// #include "value_graph.hpp"  // fits_int64, load_u32: inlined above
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace ptread {
+namespace detail {
+
+// The values of a run that its memo puts may hold, made only if a get asks for them (the
+// lazy memo entries of pickle.hpp).
+enum RunValue : uint8_t { kRunPid = 1, kRunSize, kRunStride, kRunHooks, kRunArgs, kRunKey };
+
+// The most dimensions a run reads in one go (more: opcode by opcode).
+inline constexpr uint32_t kRunMaxRank = 8;
+
+// An int of a TensorRun at q (its opcode, with 10 bytes readable): BININT1, BININT2, BININT,
+// or LONG1 of at most 8 bytes that fits 64 bits. The bytes it takes; 0 for anything else.
+// (The opcode reader and the template read ints through this one.)
+PTREAD_ALWAYS_INLINE size_t run_int(const uint8_t* q, int64_t* out) noexcept {
+  switch (*q) {
+    case 'K': *out = q[1]; return 2;
+    case 'M': *out = q[1] | (q[2] << 8); return 3;
+    case 'J': {
+      const uint32_t u = load_u32(q + 1);
+      int32_t v;
+      std::memcpy(&v, &u, 4);
+      *out = v;
+      return 5;
+    }
+    case 0x8a: {
+      const size_t n = q[1];
+      return n <= 8 && fits_int64(q + 2, n, out) ? 2 + n : 0;
+    }
+    default: return 0;
+  }
+}
+
+class RunTemplate {
+ public:
+  static constexpr size_t kMaxBytes = 256;  // longer runs get no template
+  static constexpr size_t kMaxPuts = 6;      // the run's own values, each put at most once
+  static constexpr size_t kMaxInts = 2 + 2 * kRunMaxRank;
+  // Where an int goes: kNumel, kOffset, then kDims + d (size d) and kDims + kRunMaxRank + d
+  // (stride d): an index into an array of kMaxInts.
+  enum Target : uint8_t { kNumel = 0, kOffset = 1, kDims = 2 };
+  struct Put {
+    uint16_t at;    // the opcode's offset in the run
+    uint8_t width;  // of its key: 1 (BINPUT), 4 (LONG_BINPUT), 0 (MEMOIZE: the memo's count)
+    uint8_t what;   // the RunValue it holds
+  };
+  struct Int {
+    uint16_t at;    // the opcode's offset in the run (run_int reads it)
+    uint8_t target;
+  };
+
+  // Whether a template is kept.
+  bool empty() const noexcept { return size_ == 0; }
+  size_t size() const noexcept { return size_; }
+  void clear() noexcept { size_ = 0; }
+
+  // Makes the template of the run [at, stop) (after MARK MARK), one the VM read and took,
+  // in a pickle that ends at end. False (and no template) when the run is not of the kind
+  // a template reads: the tag, the storage class, the location and the hooks class as
+  // memo gets without puts, the storage key as text, puts only of the run's own values, at
+  // most kMaxBytes, with 8 bytes of pickle after it (same_shape reads whole words).
+  bool make(const uint8_t* at, const uint8_t* stop, const uint8_t* end) noexcept {
+    size_ = 0;
+    const size_t n = static_cast<size_t>(stop - at);
+    if (n == 0 || n > kMaxBytes || end - stop < 8) return false;
+    uint8_t keep[kMaxBytes + 8];
+    std::memset(keep, 0xff, n);
+    std::memset(keep + n, 0, sizeof keep - n);
+    ints_ = 0;
+    ints_k_ = true;
+    gets_ = 0;
+    puts_ = 0;
+    std::memset(put_what_, 0, sizeof put_what_);
+    const uint8_t* q = at;
+    auto left = [&](size_t k) { return static_cast<size_t>(stop - q) >= k; };
+    auto hide = [&](const uint8_t* p, size_t k) { std::memset(keep + (p - at), 0, k); };
+    auto add_put = [&](uint8_t width, RunValue what) {
+      if (puts_ == kMaxPuts) return false;
+      put_what_[puts_] = what;
+      put_[puts_++] = Put{static_cast<uint16_t>(q - at), width, what};
+      return true;
+    };
+    auto add_int = [&](uint8_t target) {
+      if (ints_ == kMaxInts) return false;
+      int_[ints_++] = Int{static_cast<uint16_t>(q - at), target};
+      ints_k_ = ints_k_ && *q == 'K';
+      return true;
+    };
+    auto op = [&](uint8_t o) {
+      if (!left(1) || *q != o) return false;
+      ++q;
+      return true;
+    };
+    auto no_put = [&] { return !left(1) || (*q != 'q' && *q != 'r' && *q != 0x94); };
+    auto read_get = [&] {  // a memo get (its key bytes stay compared), with no put after it
+      if (left(2) && *q == 'h') {
+        q += 2;
+      } else if (left(5) && *q == 'j') {
+        q += 5;
+      } else {
+        return false;
+      }
+      ++gets_;
+      return no_put();
+    };
+    auto read_put = [&](RunValue what) {  // an optional put of one of the run's values
+      if (!left(1)) return true;
+      if (*q == 'q' && left(2)) {
+        if (!add_put(1, what)) return false;
+        hide(q + 1, 1);
+        q += 2;
+      } else if (*q == 'r' && left(5)) {
+        if (!add_put(4, what)) return false;
+        hide(q + 1, 4);
+        q += 5;
+      } else if (*q == 0x94) {
+        if (!add_put(0, what)) return false;
+        ++q;
+      }
+      return true;
+    };
+    auto read_int = [&](uint8_t target) {  // its value bytes hidden (LONG1: not its length)
+      int64_t v;
+      const size_t k = left(2) ? run_int(q, &v) : 0;  // (reads at most 10 bytes: 8 after stop)
+      if (k == 0 || !left(k) || !add_int(target)) return false;
+      const size_t from = *q == 0x8a ? 2 : 1;
+      hide(q + from, k - from);
+      q += k;
+      return no_put();
+    };
+    auto is_int = [&] { return left(1) && (*q == 'K' || *q == 'M' || *q == 'J' || *q == 0x8a); };
+
+    if (!read_get() || !read_get()) return false;  // the tag and the storage class
+    size_t len = 0;                      // the storage key: text
+    if (left(2) && *q == 0x8c) {
+      len = q[1];
+      q += 2;
+    } else if (left(5) && *q == 'X') {
+      len = static_cast<size_t>(q[1]) | (static_cast<size_t>(q[2]) << 8) | (static_cast<size_t>(q[3]) << 16) |
+            (static_cast<size_t>(q[4]) << 24);
+      q += 5;
+    } else {
+      return false;
+    }
+    if (!left(len)) return false;
+    key_at_ = static_cast<uint16_t>(q - at);
+    key_len_ = static_cast<uint16_t>(len);
+    hide(q, len);
+    q += len;
+    if (!read_put(kRunKey) || !read_get() || !read_int(kNumel)) return false;  // the location: a get
+    pid_none_ = op('N');
+    if (!no_put() || !op('t') || !read_put(kRunPid) || !op('Q') || !no_put() || !read_int(kOffset)) return false;
+    uint32_t ranks[2] = {0, 0};
+    for (uint32_t k = 0; k < 2; ++k) {
+      if (op(')')) {
+        if (!no_put()) return false;
+        continue;
+      }
+      const bool marked = op('(');
+      uint32_t d = 0;
+      while (is_int()) {
+        if (d == kRunMaxRank || !read_int(static_cast<uint8_t>(kDims + k * kRunMaxRank + d))) return false;
+        ++d;
+      }
+      if (marked ? !op('t') : (d == 0 || d > 3 || !op(static_cast<uint8_t>(0x84 + d)))) return false;
+      if (d == 0 ? !no_put() : !read_put(k ? kRunStride : kRunSize)) return false;
+      ranks[k] = d;
+    }
+    if (ranks[0] != ranks[1]) return false;
+    rank_ = ranks[0];
+    if (op(0x88)) {
+      requires_grad_ = true;
+    } else if (op(0x89)) {
+      requires_grad_ = false;
+    } else {
+      return false;
+    }
+    if (!no_put() || !read_get() || !op(')') || !op('R') || !read_put(kRunHooks) || !op('t') || !read_put(kRunArgs) || !op('R') ||
+        q != stop || gets_ != 4) {
+      return false;
+    }
+    put_width_ = puts_ != 0 ? put_[0].width : 0;
+    for (uint32_t k = 1; k < puts_; ++k) {
+      if (put_[k].width != put_width_) put_width_ = kMixedWidths;
+    }
+    words_ = (n + 7) / 8;
+    for (size_t w = 0; w < words_; ++w) std::memcpy(&mask_[w], keep + 8 * w, 8);
+    from_ = at;
+    size_ = static_cast<uint32_t>(n);
+    return true;
+  }
+
+  // Whether the bytes at q (a run after MARK MARK, with at least size() + slack bytes of
+  // pickle from q) equal the template's everywhere but in its holes.
+  PTREAD_ALWAYS_INLINE bool same_shape(const uint8_t* q) const noexcept {
+    uint64_t diff = 0;
+    for (size_t w = 0; w < words_; ++w) {
+      uint64_t a, b;
+      std::memcpy(&a, q + 8 * w, 8);
+      std::memcpy(&b, from_ + 8 * w, 8);
+      diff |= (a ^ b) & mask_[w];
+    }
+    return diff == 0;
+  }
+
+  // The template's parts: its puts and ints in the order of the run's bytes, the storage
+  // key's text, the rest. (Its four gets, the tag, the storage class, the location and the
+  // hooks class, are compared bytes.)
+  const Put* puts_begin() const noexcept { return put_; }
+  // The puts' RunValues, 0 after the last (kMaxPuts + 2 of them: two whole vectors of 4).
+  const uint32_t* put_whats() const noexcept { return put_what_; }
+  // The width of every put key (1, 4; 0: MEMOIZE), or kMixedWidths.
+  static constexpr uint8_t kMixedWidths = 0xff;
+  uint8_t put_width() const noexcept { return put_width_; }
+  // Whether every int is a BININT1 (K): one byte.
+  bool ints_k() const noexcept { return ints_k_; }
+  uint32_t puts() const noexcept { return puts_; }
+  const Int* ints_begin() const noexcept { return int_; }
+  uint32_t ints() const noexcept { return ints_; }
+  size_t key_at() const noexcept { return key_at_; }
+  size_t key_len() const noexcept { return key_len_; }
+  uint32_t rank() const noexcept { return rank_; }
+  bool pid_none() const noexcept { return pid_none_; }
+  bool requires_grad() const noexcept { return requires_grad_; }
+
+ private:
+  const uint8_t* from_ = nullptr;  // the run it was made from (in the pickle, which outlives it)
+  uint32_t size_ = 0;              // its bytes; 0: no template
+  size_t words_ = 0;
+  uint64_t mask_[kMaxBytes / 8 + 1] = {};  // per 8 bytes: 0xff where bytes must be equal
+  Put put_[kMaxPuts] = {};
+  uint32_t put_what_[kMaxPuts + 2] = {};
+  uint8_t put_width_ = 0;
+  bool ints_k_ = false;
+  Int int_[kMaxInts] = {};
+  uint32_t puts_ = 0, ints_ = 0;
+  uint32_t gets_ = 0;
+  uint16_t key_at_ = 0, key_len_ = 0;
+  uint32_t rank_ = 0;
+  bool pid_none_ = false, requires_grad_ = false;
+};
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/pickle/run_template.hpp ----
+
+#include <cstdint>
+#include <string_view>
+
+namespace ptread {
+namespace detail {
+
+// One tensor as torch.save pickles it (protocols 2 to 5), read by the VM in one go: the call
+//   fn((tag, cls, key, location, numel[, None]), offset, size, stride, requires_grad, hooks_cls())
+// that is the opcodes
+//   fn MARK MARK tag cls key location numel [NONE] TUPLE BINPERSID offset size stride
+//   NEWFALSE|NEWTRUE hooks_cls EMPTY_TUPLE REDUCE TUPLE REDUCE
+// where fn, tag, cls and hooks_cls are memo gets; key and location memo gets or new text;
+// numel and offset BININT1/BININT2/BININT/LONG1; size and stride tuples of such ints (at
+// most kRunRank); and any value but an int, None, a bool, the storage and the call result
+// may be memoized (BINPUT, LONG_BINPUT, MEMOIZE). Everything else goes opcode by opcode.
+struct TensorRun {
+  static constexpr uint32_t kRunRank = kRunMaxRank;
+  uint32_t fn = 0, tag = 0, cls = 0, key = 0, location = 0, hooks_cls = 0;  // nodes
+  // A key read as text, by this run or by the run whose key the memo gave (key is then
+  // kNoNode): its text, in the pickle, and the lazy memo value that makes its node.
+  std::string_view key_text;
+  uint32_t key_lazy = 0;
+  int64_t numel = 0, offset = 0;
+  int64_t* dims = nullptr;   // rank sizes, then rank strides: in the graph's arena
+  uint32_t rank = 0;
+  bool pid_none = false;     // the persistent id has a sixth item, None
+  bool requires_grad = false;
+};
+
+// What the VM cannot decide by itself.
+class PickleHooks {
+ public:
+  virtual ~PickleHooks() = default;
+  // A TensorRun: the node persistent_load and call would have made for it, with the same
+  // effects on the hooks' state, or kNoNode to have the VM run its opcodes one by one (and
+  // report any error there). The values in between (the persistent id, the size and stride
+  // tuples, the hooks dict, the argument tuple) are made only if the pickle gets them from
+  // the memo later.
+  virtual uint32_t tensor_run(Graph& g, const TensorRun& run) {
+    (void)g;
+    (void)run;
+    return kNoNode;
+  }
+  // BINPERSID / PERSID: returns the node standing for the persistent object.
+  virtual Result<uint32_t> persistent_load(Graph& g, uint32_t pid) = 0;
+  // REDUCE, INST, OBJ: callable(*args). Never runs anything.
+  virtual Result<uint32_t> call(Graph& g, uint32_t callable, uint32_t args) = 0;
+  // NEWOBJ, NEWOBJ_EX: cls.__new__(cls, *args), which for most classes is what a call makes.
+  virtual Result<uint32_t> new_object(Graph& g, uint32_t cls, uint32_t args) { return call(g, cls, args); }
+  // BUILD: obj.__setstate__(state) or obj.__dict__.update(state).
+  virtual Status build(Graph& g, uint32_t obj, uint32_t state) = 0;
+};
+
+inline const char* opcode_name(uint8_t op) {
+  switch (op) {
+    case '(': return "MARK"; case '.': return "STOP"; case '0': return "POP";
+    case '1': return "POP_MARK"; case '2': return "DUP"; case 'F': return "FLOAT";
+    case 'I': return "INT"; case 'J': return "BININT"; case 'K': return "BININT1";
+    case 'L': return "LONG"; case 'M': return "BININT2"; case 'N': return "NONE";
+    case 'P': return "PERSID"; case 'Q': return "BINPERSID"; case 'R': return "REDUCE";
+    case 'S': return "STRING"; case 'T': return "BINSTRING"; case 'U': return "SHORT_BINSTRING";
+    case 'V': return "UNICODE"; case 'X': return "BINUNICODE"; case 'a': return "APPEND";
+    case 'b': return "BUILD"; case 'c': return "GLOBAL"; case 'd': return "DICT";
+    case '}': return "EMPTY_DICT"; case 'e': return "APPENDS"; case 'g': return "GET";
+    case 'h': return "BINGET"; case 'i': return "INST"; case 'j': return "LONG_BINGET";
+    case 'l': return "LIST"; case ']': return "EMPTY_LIST"; case 'o': return "OBJ";
+    case 'p': return "PUT"; case 'q': return "BINPUT"; case 'r': return "LONG_BINPUT";
+    case 's': return "SETITEM"; case 't': return "TUPLE"; case ')': return "EMPTY_TUPLE";
+    case 'u': return "SETITEMS"; case 'G': return "BINFLOAT"; case 0x80: return "PROTO";
+    case 0x81: return "NEWOBJ"; case 0x82: return "EXT1"; case 0x83: return "EXT2";
+    case 0x84: return "EXT4"; case 0x85: return "TUPLE1"; case 0x86: return "TUPLE2";
+    case 0x87: return "TUPLE3"; case 0x88: return "NEWTRUE"; case 0x89: return "NEWFALSE";
+    case 0x8a: return "LONG1"; case 0x8b: return "LONG4"; case 'B': return "BINBYTES";
+    case 'C': return "SHORT_BINBYTES"; case 0x8c: return "SHORT_BINUNICODE";
+    case 0x8d: return "BINUNICODE8"; case 0x8e: return "BINBYTES8"; case 0x8f: return "EMPTY_SET";
+    case 0x90: return "ADDITEMS"; case 0x91: return "FROZENSET"; case 0x92: return "NEWOBJ_EX";
+    case 0x93: return "STACK_GLOBAL"; case 0x94: return "MEMOIZE"; case 0x95: return "FRAME";
+    case 0x96: return "BYTEARRAY8"; case 0x97: return "NEXT_BUFFER";
+    case 0x98: return "READONLY_BUFFER";
+    default: return nullptr;
+  }
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/pickle/interface.hpp ----
+// ---- begin ptread/pickle/tensor_runs.hpp ----
+// ptread — the pickle VM's memo and torch.save's tensor runs: the ~26 opcodes of each tensor
+// read in one go (by RunTemplate where a run of that shape came before), the values in
+// between kept as lazy memo entries made only when the pickle gets them again.
+
+// ---- begin ptread/pickle/vm_base.hpp ----
+// ptread — the pickle VM's state and its plain parts: errors with where they happened, the
+// operand reader, the stack and MARKs, the values containers are made of, Python's STRING
+// and UNICODE escapes. TensorRunVM (tensor_runs.hpp) adds the memo and torch's tensor runs,
+// PickleVM (../pickle.hpp) the opcode dispatch.
+
+// ---- begin ptread/pickle/dict_keys.hpp ----
+// ptread — Python's dict semantics for the dicts (and sets) a pickle builds. The pickle VM
+// appends every key it is given (DICT, SETITEM, SETITEMS, OrderedDict and Counter
+// arguments; FROZENSET, ADDITEMS, set(...)); Python stores d[k] = v, so a key given twice
+// keeps its first place and takes the last value (a set keeps an item once), and
+// keys compare as Python compares them: 1 == 1.0 == True, -0.0 == 0, str != bytes, tuples
+// item by item, frozensets as sets, a class by its name, anything else by identity (a NaN
+// equals only itself). A key Python cannot hash (a list, dict or set, or a tuple or
+// frozenset holding one) makes torch.load fail: here it is an error naming it.
+// torch.save never writes a key twice; crafted files do, and a reader that kept both would
+// show other tensors than torch.load gives.
+
+// ---- begin ptread/memory/flat_map.hpp ----
+// ptread — a small open-addressing hash index from strings to positions.
+//
+// StringIndex maps a string to a uint32 position in a table the caller owns (zip entries,
+// storages, named tensors): the keys are not stored, a `key_at(position)` function gives
+// them back. Slots are 8 bytes (32 bits of hash, the position), linear probing, at most
+// half full.
+
+// #include "arena.hpp": inlined above
+// ---- begin ptread/memory/keyed_hash.hpp ----
+// ptread — a keyed hash for tables whose keys come from a file.
+//
+// The fast hashes of the hot tables (hash_string, DictKeys' mixes) have a fixed key: a file
+// can be crafted so that thousands of its names fall into one run of slots, and every
+// insert then walks that run (quadratic: 20,000 such names took seconds, 200,000 minutes).
+// Those tables bound how far a key may lie from its slot and, past that bound, index again
+// with this hash: SipHash-1-3 under a key drawn once per process (Rust's and Python's
+// answer to hash flooding), which a file cannot target. Tables of keys that never matter to
+// speed (far memo keys, tar keys, TorchScript class names) use it from the start through
+// KeyedHash.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace ptread {
+namespace detail {
+
+struct SipKey {
+  uint64_t k0 = 0, k1 = 0;
+};
+
+// SipHash-c-d of n bytes under key (c compression and d finalization rounds).
+template <int C = 1, int D = 3>
+inline uint64_t siphash(const void* data, size_t n, const SipKey& key) noexcept {
+  uint64_t v0 = key.k0 ^ 0x736f6d6570736575ull, v1 = key.k1 ^ 0x646f72616e646f6dull;
+  uint64_t v2 = key.k0 ^ 0x6c7967656e657261ull, v3 = key.k1 ^ 0x7465646279746573ull;
+  auto rotl = [](uint64_t x, int b) { return (x << b) | (x >> (64 - b)); };
+  auto sip_round = [&] {
+    v0 += v1; v1 = rotl(v1, 13); v1 ^= v0; v0 = rotl(v0, 32);
+    v2 += v3; v3 = rotl(v3, 16); v3 ^= v2;
+    v0 += v3; v3 = rotl(v3, 21); v3 ^= v0;
+    v2 += v1; v1 = rotl(v1, 17); v1 ^= v2; v2 = rotl(v2, 32);
+  };
+  auto word = [&](uint64_t m) {
+    v3 ^= m;
+    for (int i = 0; i < C; ++i) sip_round();
+    v0 ^= m;
+  };
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  size_t left = n;
+  for (; left >= 8; left -= 8, p += 8) {
+    uint64_t m = 0;
+    for (int k = 0; k < 8; ++k) m |= static_cast<uint64_t>(p[k]) << (8 * k);  // little-endian on any host
+    word(m);
+  }
+  uint64_t last = static_cast<uint64_t>(n) << 56;
+  for (size_t k = 0; k < left; ++k) last |= static_cast<uint64_t>(p[k]) << (8 * k);
+  word(last);
+  v2 ^= 0xff;
+  for (int i = 0; i < D; ++i) sip_round();
+  return v0 ^ v1 ^ v2 ^ v3;
+}
+
+// The key of this process: drawn on first use from what differs between runs and machines
+// (the clocks, the addresses of a stack variable and of this function under ASLR). Nothing
+// in a file can learn it. (Not std::random_device: it may throw, and builds without
+// exceptions use ptread too.)
+inline const SipKey& process_sip_key() noexcept {
+  static const SipKey key = [] {
+    uint64_t seed[5];
+    seed[0] = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    seed[1] = static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+    seed[2] = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(&seed));
+    seed[3] = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(&process_sip_key));
+    seed[4] = static_cast<uint64_t>(std::chrono::high_resolution_clock::now().time_since_epoch().count());
+    const SipKey fixed{0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull};
+    SipKey k;
+    k.k0 = siphash<2, 4>(seed, sizeof seed, fixed);
+    seed[0] ^= k.k0;
+    k.k1 = siphash<2, 4>(seed, sizeof seed, fixed);
+    return k;
+  }();
+  return key;
+}
+
+inline uint64_t keyed_hash(std::string_view s) noexcept { return siphash(s.data(), s.size(), process_sip_key()); }
+inline uint64_t keyed_hash(uint64_t v) noexcept {
+  unsigned char b[8];
+  for (int k = 0; k < 8; ++k) b[k] = static_cast<unsigned char>(v >> (8 * k));
+  return siphash(b, 8, process_sip_key());
+}
+
+// For std::unordered_map / unordered_set keyed by what a file chose (std::hash of an integer
+// is the integer itself in libstdc++: keys a multiple of the bucket count apart share a
+// bucket).
+struct KeyedHash {
+  size_t operator()(std::string_view s) const noexcept { return static_cast<size_t>(keyed_hash(s)); }
+  size_t operator()(const std::string& s) const noexcept { return static_cast<size_t>(keyed_hash(std::string_view(s))); }
+  size_t operator()(uint64_t v) const noexcept { return static_cast<size_t>(keyed_hash(v)); }
+  size_t operator()(int64_t v) const noexcept { return static_cast<size_t>(keyed_hash(static_cast<uint64_t>(v))); }
+};
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/memory/keyed_hash.hpp ----
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+namespace ptread {
+namespace detail {
+
+inline uint64_t hash_mix(uint64_t h) noexcept {
+  h ^= h >> 32;
+  h *= 0xd6e8feb86659fd93ull;
+  h ^= h >> 32;
+  return h;
+}
+
+// MurmurHash3's finalizer: a bijection of 64-bit words.
+inline uint64_t fmix64(uint64_t h) noexcept {
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 33);
+}
+
+inline uint64_t hash_string(std::string_view s) noexcept {
+  constexpr uint64_t m = 0x9e3779b97f4a7c15ull;
+  const char* p = s.data();
+  size_t n = s.size();
+  uint64_t h = 0x243f6a8885a308d3ull ^ (static_cast<uint64_t>(n) * m);
+  while (n >= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    h = (h ^ w) * m;
+    h ^= h >> 29;
+    p += 8;
+    n -= 8;
+  }
+  if (n > 0) {  // 1 to 7 bytes, read without a variable-length copy
+    uint64_t w;
+    if (n >= 4) {
+      uint32_t lo, hi;
+      std::memcpy(&lo, p, 4);
+      std::memcpy(&hi, p + n - 4, 4);
+      w = lo | (static_cast<uint64_t>(hi) << 32);
+    } else {
+      w = static_cast<uint64_t>(static_cast<unsigned char>(p[0])) |
+          (static_cast<uint64_t>(static_cast<unsigned char>(p[n / 2])) << 8) |
+          (static_cast<uint64_t>(static_cast<unsigned char>(p[n - 1])) << 16);
+    }
+    h = (h ^ w) * m;
+    h ^= h >> 29;
+  }
+  return hash_mix(h);
+}
+
+// The number a canonical decimal text spells ("0", "17"; not "017", "+1" or "1e3"),
+// when it is below 10^9.
+PTREAD_ALWAYS_INLINE bool decimal_key(std::string_view s, uint32_t* out) noexcept {
+  const size_t n = s.size();
+  if (n - 1 > 8 || (s[0] == '0' && n > 1)) return false;  // 1 to 9 digits (n - 1 wraps for 0)
+  uint32_t v = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const uint32_t d = static_cast<uint32_t>(static_cast<unsigned char>(s[k])) - uint32_t{'0'};
+    if (d > 9) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
+class StringIndex {
+ public:
+  static constexpr uint32_t npos = 0xffffffffu;
+  // No key lies more than this many slots past its home slot, so a find looks no further.
+  // Keys a file crafted to share their hashes' low bits (hash_string has a fixed key) would
+  // otherwise make one run of slots that every insert walks: 20,000 such names took 1.6 s
+  // to index, 200,000 minutes. The first insert that would go past it indexes all the keys
+  // again under keyed_hash (SipHash, a key per process), which no file can aim at. (Random
+  // keys at this load go past 128 slots with a chance of about 1 in 10^10 per key.)
+  static constexpr size_t kMaxDistance = 128;
+
+  // limit: kMaxDistance (tests lower it to reach the keyed hash's own bound).
+  explicit StringIndex(size_t limit = kMaxDistance) noexcept : limit_(limit) {}
+
+  size_t size() const noexcept { return size_; }
+  // The keys hash with keyed_hash (a flood was seen).
+  bool keyed() const noexcept { return keyed_; }
+  // The farthest any key lies past its home slot.
+  size_t max_distance() const noexcept {
+    size_t most = 0;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].pos != npos) most = std::max(most, (i - (slots_[i].hash & mask_)) & mask_);
+    }
+    return most;
+  }
+
+  // Room for n keys without rehashing.
+  template <class KeyAt>
+  void reserve(size_t n, const KeyAt& key_at) {
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    if (cap > slots_.size()) rebuild(cap, false, key_at);
+  }
+
+  // The position stored under key, or npos.
+  template <class KeyAt>
+  uint32_t find(std::string_view key, const KeyAt& key_at) const {
+    if (size_ == 0) return npos;
+    const uint32_t h = hash_of(key);
+    size_t i = h & mask_;
+    for (size_t d = 0; d <= limit_; ++d, i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.pos == npos) return npos;
+      if (s.hash == h && key_at(s.pos) == key) return s.pos;
+    }
+    return npos;  // further than any key lies
+  }
+
+  // Stores pos under key unless the key is present; returns the position now under key.
+  template <class KeyAt>
+  uint32_t insert(std::string_view key, uint32_t pos, const KeyAt& key_at) {
+    if (2 * (size_ + 1) > slots_.size()) rebuild(slots_.empty() ? 16 : slots_.size() * 2, false, key_at);
+    return insert_hashed(key, hash_of(key), pos, key_at);
+  }
+
+  // Inserts positions 0 .. n-1 under key_at(position), in order (the first of equal keys
+  // wins). The slots are random accesses into a table larger than the caches: they are
+  // prefetched a few keys ahead.
+  template <class KeyAt>
+  void insert_all(uint32_t n, const KeyAt& key_at) {
+    reserve(size_ + n, key_at);
+    constexpr uint32_t kAhead = 16;
+    uint32_t ahead[kAhead];
+    const bool was_keyed = keyed_;
+    for (uint64_t i = 0; i < uint64_t{n} + kAhead; ++i) {
+      const uint32_t slot = static_cast<uint32_t>(i % kAhead);
+      if (i >= kAhead) {  // key i - kAhead, whose slot was prefetched
+        const uint32_t j = static_cast<uint32_t>(i - kAhead);
+        insert_hashed(key_at(j), ahead[slot], j, key_at);
+        if (PTREAD_UNLIKELY(keyed_ != was_keyed)) {  // indexed again: the hashes ahead are stale
+          for (uint32_t r = j + 1; r < n; ++r) insert(key_at(r), r, key_at);
+          return;
+        }
+      }
+      if (i < n) {
+        ahead[slot] = hash_of(key_at(static_cast<uint32_t>(i)));
+        __builtin_prefetch(&slots_[ahead[slot] & mask_], 1);
+      }
+    }
+  }
+
+ private:
+  struct Slot {
+    uint32_t hash;
+    uint32_t pos;
+  };
+
+  uint32_t hash_of(std::string_view key) const noexcept {
+    return static_cast<uint32_t>(keyed_ ? keyed_hash(key) : hash_string(key));
+  }
+
+  template <class KeyAt>
+  uint32_t insert_hashed(std::string_view key, uint32_t h, uint32_t pos, const KeyAt& key_at) {
+    size_t i = h & mask_;
+    for (size_t d = 0; d <= limit_; ++d, i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (s.pos == npos) {
+        s.hash = h;
+        s.pos = pos;
+        ++size_;
+        return pos;
+      }
+      if (s.hash == h && key_at(s.pos) == key) return s.pos;
+    }
+    // Absent (every key lies within limit_ of its home), and no room within it: a flood.
+    if (!keyed_) {
+      rebuild(slots_.size(), true, key_at);
+    } else {
+      limit_ = SIZE_MAX;  // even under the keyed hash (never seen: the key is secret)
+    }
+    return insert_hashed(key, hash_of(key), pos, key_at);
+  }
+
+  // The keys in a table of cap slots; rekey: under keyed_hash. A key that would lie past
+  // limit_ makes it index under keyed_hash; one past it even so (never seen: the key is
+  // secret), with no limit.
+  template <class KeyAt>
+  void rebuild(size_t cap, bool rekey, const KeyAt& key_at) {
+    std::vector<Slot> old;
+    old.swap(slots_);
+    if (rekey) keyed_ = true;
+    for (;;) {
+      slots_.clear();
+      reserve_huge(slots_, cap);
+      slots_.resize(cap, Slot{0, npos});
+      mask_ = cap - 1;
+      bool placed = true;
+      for (Slot s : old) {
+        if (s.pos == npos) continue;
+        if (rekey) s.hash = hash_of(key_at(s.pos));
+        if (!place(s)) {
+          placed = false;
+          break;
+        }
+      }
+      if (placed) return;
+      if (!keyed_) {
+        keyed_ = rekey = true;
+      } else {
+        limit_ = SIZE_MAX;
+      }
+    }
+  }
+  bool place(const Slot& s) noexcept {
+    size_t i = s.hash & mask_;
+    for (size_t d = 0; d <= limit_; ++d, i = (i + 1) & mask_) {
+      if (slots_[i].pos == npos) {
+        slots_[i] = s;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  std::vector<Slot> slots_;
+  size_t size_ = 0;
+  size_t mask_ = 0;
+  size_t limit_;  // how far a key may lie from its home slot; SIZE_MAX: any distance
+  bool keyed_ = false;
+};
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/memory/flat_map.hpp ----
+// #include "value_graph.hpp": inlined above
 
 #include <cmath>
 #include <cstdint>
@@ -4652,9 +5029,9 @@ class DictKeys {
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/detail/dict_keys.hpp ----
-// #include "detail/keyed_hash.hpp": inlined above
-// ---- begin ptread/detail/number_text.hpp ----
+// ---- end ptread/pickle/dict_keys.hpp ----
+// #include "interface.hpp": inlined above
+// ---- begin ptread/pickle/number_text.hpp ----
 // ptread — the numbers of protocol 0's text opcodes (INT, LONG, FLOAT, and GET and PUT keys), read as
 // CPython's unpickler (_pickle.c, which torch.load uses) reads them. Python 2 and protocol 0 write
 // plain decimals ("I42", "L42L", "F0.5"), but the unpickler takes more, and a reader that
@@ -4672,7 +5049,7 @@ class DictKeys {
 //          large is an error, one too small is 0.
 // C functions see the line up to its first NUL byte ("I5\0x" is 5), as CPython does.
 
-// #include "text.hpp": inlined above
+// #include "../text/text.hpp": inlined above
 // #include "value_graph.hpp": inlined above
 
 #include <algorithm>
@@ -4870,8 +5247,8 @@ inline FloatText python_float_text(std::string_view s, double* out) {
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/detail/number_text.hpp ----
-// ---- begin ptread/detail/pickle_unframe.hpp ----
+// ---- end ptread/pickle/number_text.hpp ----
+// ---- begin ptread/pickle/unframe.hpp ----
 // ptread — a pickle's bytes in the order torch.load's unpickler reads them.
 //
 // torch.load unpickles a zip checkpoint's data.pkl from an io.BytesIO (torch 1.6 to 2.x,
@@ -5120,280 +5497,11 @@ inline size_t frame_readings_part(const uint8_t* data, size_t n) {
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/detail/pickle_unframe.hpp ----
-// ---- begin ptread/detail/run_template.hpp ----
-// ptread — the template of one tensor's opcodes (a TensorRun, see pickle.hpp), made from a
-// run the VM read and took, to read the next runs of the same shape by comparing bytes.
-//
-// A state dict of many tensors of one dtype and shape (features per item, shards of a
-// table, a layer's tensors repeated) pickles each tensor as the same opcodes: the same
-// memo gets, the same int opcodes, the same tuple opcodes. Only some bytes differ from one
-// tensor to the next: the storage key's text, the keys of the memo puts, and the values of
-// the ints (numel, offset, sizes, strides). The template keeps where those "holes" are;
-// a later run whose other bytes equal the template's (a few 8-byte compares) is then read
-// by decoding its holes alone. The VM checks the holes exactly as its opcode reader checks
-// them (the put keys, the text's UTF-8, a LONG1's size), and its gets (the same keys) give
-// the values they gave the run the template was made from while no memo entry is
-// overwritten, so a run is taken this way only if the reader would take it, with the same
-// values (tests/unit/run_template.cpp compares the two on runs that differ in every hole,
-// and on damaged ones).
-
-// #include "../config.hpp": inlined above
-// #include "value_graph.hpp"  // fits_int64, load_u32: inlined above
-
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-
-namespace ptread {
-namespace detail {
-
-// The values of a run that its memo puts may hold, made only if a get asks for them (the
-// lazy memo entries of pickle.hpp).
-enum RunValue : uint8_t { kRunPid = 1, kRunSize, kRunStride, kRunHooks, kRunArgs, kRunKey };
-
-// The most dimensions a run reads in one go (more: opcode by opcode).
-inline constexpr uint32_t kRunMaxRank = 8;
-
-// An int of a TensorRun at q (its opcode, with 10 bytes readable): BININT1, BININT2, BININT,
-// or LONG1 of at most 8 bytes that fits 64 bits. The bytes it takes; 0 for anything else.
-// (The opcode reader and the template read ints through this one.)
-PTREAD_ALWAYS_INLINE size_t run_int(const uint8_t* q, int64_t* out) noexcept {
-  switch (*q) {
-    case 'K': *out = q[1]; return 2;
-    case 'M': *out = q[1] | (q[2] << 8); return 3;
-    case 'J': {
-      const uint32_t u = load_u32(q + 1);
-      int32_t v;
-      std::memcpy(&v, &u, 4);
-      *out = v;
-      return 5;
-    }
-    case 0x8a: {
-      const size_t n = q[1];
-      return n <= 8 && fits_int64(q + 2, n, out) ? 2 + n : 0;
-    }
-    default: return 0;
-  }
-}
-
-class RunTemplate {
- public:
-  static constexpr size_t kMaxBytes = 256;  // longer runs get no template
-  static constexpr size_t kMaxPuts = 6;      // the run's own values, each put at most once
-  static constexpr size_t kMaxInts = 2 + 2 * kRunMaxRank;
-  // Where an int goes: kNumel, kOffset, then kDims + d (size d) and kDims + kRunMaxRank + d
-  // (stride d): an index into an array of kMaxInts.
-  enum Target : uint8_t { kNumel = 0, kOffset = 1, kDims = 2 };
-  struct Put {
-    uint16_t at;    // the opcode's offset in the run
-    uint8_t width;  // of its key: 1 (BINPUT), 4 (LONG_BINPUT), 0 (MEMOIZE: the memo's count)
-    uint8_t what;   // the RunValue it holds
-  };
-  struct Int {
-    uint16_t at;    // the opcode's offset in the run (run_int reads it)
-    uint8_t target;
-  };
-
-  // Whether a template is kept.
-  bool empty() const noexcept { return size_ == 0; }
-  size_t size() const noexcept { return size_; }
-  void clear() noexcept { size_ = 0; }
-
-  // Makes the template of the run [at, stop) (after MARK MARK), one the VM read and took,
-  // in a pickle that ends at end. False (and no template) when the run is not of the kind
-  // a template reads: the tag, the storage class, the location and the hooks class as
-  // memo gets without puts, the storage key as text, puts only of the run's own values, at
-  // most kMaxBytes, with 8 bytes of pickle after it (same_shape reads whole words).
-  bool make(const uint8_t* at, const uint8_t* stop, const uint8_t* end) noexcept {
-    size_ = 0;
-    const size_t n = static_cast<size_t>(stop - at);
-    if (n == 0 || n > kMaxBytes || end - stop < 8) return false;
-    uint8_t keep[kMaxBytes + 8];
-    std::memset(keep, 0xff, n);
-    std::memset(keep + n, 0, sizeof keep - n);
-    ints_ = 0;
-    ints_k_ = true;
-    gets_ = 0;
-    puts_ = 0;
-    std::memset(put_what_, 0, sizeof put_what_);
-    const uint8_t* q = at;
-    auto left = [&](size_t k) { return static_cast<size_t>(stop - q) >= k; };
-    auto hide = [&](const uint8_t* p, size_t k) { std::memset(keep + (p - at), 0, k); };
-    auto add_put = [&](uint8_t width, RunValue what) {
-      if (puts_ == kMaxPuts) return false;
-      put_what_[puts_] = what;
-      put_[puts_++] = Put{static_cast<uint16_t>(q - at), width, what};
-      return true;
-    };
-    auto add_int = [&](uint8_t target) {
-      if (ints_ == kMaxInts) return false;
-      int_[ints_++] = Int{static_cast<uint16_t>(q - at), target};
-      ints_k_ = ints_k_ && *q == 'K';
-      return true;
-    };
-    auto op = [&](uint8_t o) {
-      if (!left(1) || *q != o) return false;
-      ++q;
-      return true;
-    };
-    auto no_put = [&] { return !left(1) || (*q != 'q' && *q != 'r' && *q != 0x94); };
-    auto read_get = [&] {  // a memo get (its key bytes stay compared), with no put after it
-      if (left(2) && *q == 'h') {
-        q += 2;
-      } else if (left(5) && *q == 'j') {
-        q += 5;
-      } else {
-        return false;
-      }
-      ++gets_;
-      return no_put();
-    };
-    auto read_put = [&](RunValue what) {  // an optional put of one of the run's values
-      if (!left(1)) return true;
-      if (*q == 'q' && left(2)) {
-        if (!add_put(1, what)) return false;
-        hide(q + 1, 1);
-        q += 2;
-      } else if (*q == 'r' && left(5)) {
-        if (!add_put(4, what)) return false;
-        hide(q + 1, 4);
-        q += 5;
-      } else if (*q == 0x94) {
-        if (!add_put(0, what)) return false;
-        ++q;
-      }
-      return true;
-    };
-    auto read_int = [&](uint8_t target) {  // its value bytes hidden (LONG1: not its length)
-      int64_t v;
-      const size_t k = left(2) ? run_int(q, &v) : 0;  // (reads at most 10 bytes: 8 after stop)
-      if (k == 0 || !left(k) || !add_int(target)) return false;
-      const size_t from = *q == 0x8a ? 2 : 1;
-      hide(q + from, k - from);
-      q += k;
-      return no_put();
-    };
-    auto is_int = [&] { return left(1) && (*q == 'K' || *q == 'M' || *q == 'J' || *q == 0x8a); };
-
-    if (!read_get() || !read_get()) return false;  // the tag and the storage class
-    size_t len = 0;                      // the storage key: text
-    if (left(2) && *q == 0x8c) {
-      len = q[1];
-      q += 2;
-    } else if (left(5) && *q == 'X') {
-      len = static_cast<size_t>(q[1]) | (static_cast<size_t>(q[2]) << 8) | (static_cast<size_t>(q[3]) << 16) |
-            (static_cast<size_t>(q[4]) << 24);
-      q += 5;
-    } else {
-      return false;
-    }
-    if (!left(len)) return false;
-    key_at_ = static_cast<uint16_t>(q - at);
-    key_len_ = static_cast<uint16_t>(len);
-    hide(q, len);
-    q += len;
-    if (!read_put(kRunKey) || !read_get() || !read_int(kNumel)) return false;  // the location: a get
-    pid_none_ = op('N');
-    if (!no_put() || !op('t') || !read_put(kRunPid) || !op('Q') || !no_put() || !read_int(kOffset)) return false;
-    uint32_t ranks[2] = {0, 0};
-    for (uint32_t k = 0; k < 2; ++k) {
-      if (op(')')) {
-        if (!no_put()) return false;
-        continue;
-      }
-      const bool marked = op('(');
-      uint32_t d = 0;
-      while (is_int()) {
-        if (d == kRunMaxRank || !read_int(static_cast<uint8_t>(kDims + k * kRunMaxRank + d))) return false;
-        ++d;
-      }
-      if (marked ? !op('t') : (d == 0 || d > 3 || !op(static_cast<uint8_t>(0x84 + d)))) return false;
-      if (d == 0 ? !no_put() : !read_put(k ? kRunStride : kRunSize)) return false;
-      ranks[k] = d;
-    }
-    if (ranks[0] != ranks[1]) return false;
-    rank_ = ranks[0];
-    if (op(0x88)) {
-      requires_grad_ = true;
-    } else if (op(0x89)) {
-      requires_grad_ = false;
-    } else {
-      return false;
-    }
-    if (!no_put() || !read_get() || !op(')') || !op('R') || !read_put(kRunHooks) || !op('t') || !read_put(kRunArgs) || !op('R') ||
-        q != stop || gets_ != 4) {
-      return false;
-    }
-    put_width_ = puts_ != 0 ? put_[0].width : 0;
-    for (uint32_t k = 1; k < puts_; ++k) {
-      if (put_[k].width != put_width_) put_width_ = kMixedWidths;
-    }
-    words_ = (n + 7) / 8;
-    for (size_t w = 0; w < words_; ++w) std::memcpy(&mask_[w], keep + 8 * w, 8);
-    from_ = at;
-    size_ = static_cast<uint32_t>(n);
-    return true;
-  }
-
-  // Whether the bytes at q (a run after MARK MARK, with at least size() + slack bytes of
-  // pickle from q) equal the template's everywhere but in its holes.
-  PTREAD_ALWAYS_INLINE bool same_shape(const uint8_t* q) const noexcept {
-    uint64_t diff = 0;
-    for (size_t w = 0; w < words_; ++w) {
-      uint64_t a, b;
-      std::memcpy(&a, q + 8 * w, 8);
-      std::memcpy(&b, from_ + 8 * w, 8);
-      diff |= (a ^ b) & mask_[w];
-    }
-    return diff == 0;
-  }
-
-  // The template's parts: its puts and ints in the order of the run's bytes, the storage
-  // key's text, the rest. (Its four gets, the tag, the storage class, the location and the
-  // hooks class, are compared bytes.)
-  const Put* puts_begin() const noexcept { return put_; }
-  // The puts' RunValues, 0 after the last (kMaxPuts + 2 of them: two whole vectors of 4).
-  const uint32_t* put_whats() const noexcept { return put_what_; }
-  // The width of every put key (1, 4; 0: MEMOIZE), or kMixedWidths.
-  static constexpr uint8_t kMixedWidths = 0xff;
-  uint8_t put_width() const noexcept { return put_width_; }
-  // Whether every int is a BININT1 (K): one byte.
-  bool ints_k() const noexcept { return ints_k_; }
-  uint32_t puts() const noexcept { return puts_; }
-  const Int* ints_begin() const noexcept { return int_; }
-  uint32_t ints() const noexcept { return ints_; }
-  size_t key_at() const noexcept { return key_at_; }
-  size_t key_len() const noexcept { return key_len_; }
-  uint32_t rank() const noexcept { return rank_; }
-  bool pid_none() const noexcept { return pid_none_; }
-  bool requires_grad() const noexcept { return requires_grad_; }
-
- private:
-  const uint8_t* from_ = nullptr;  // the run it was made from (in the pickle, which outlives it)
-  uint32_t size_ = 0;              // its bytes; 0: no template
-  size_t words_ = 0;
-  uint64_t mask_[kMaxBytes / 8 + 1] = {};  // per 8 bytes: 0xff where bytes must be equal
-  Put put_[kMaxPuts] = {};
-  uint32_t put_what_[kMaxPuts + 2] = {};
-  uint8_t put_width_ = 0;
-  bool ints_k_ = false;
-  Int int_[kMaxInts] = {};
-  uint32_t puts_ = 0, ints_ = 0;
-  uint32_t gets_ = 0;
-  uint16_t key_at_ = 0, key_len_ = 0;
-  uint32_t rank_ = 0;
-  bool pid_none_ = false, requires_grad_ = false;
-};
-
-}  // namespace detail
-}  // namespace ptread
-// ---- end ptread/detail/run_template.hpp ----
-// #include "detail/value_graph.hpp": inlined above
-
-
-// #include "error.hpp": inlined above
-// #include "limits.hpp": inlined above
+// ---- end ptread/pickle/unframe.hpp ----
+// #include "value_graph.hpp": inlined above
+// #include "../memory/keyed_hash.hpp": inlined above
+// #include "../error.hpp": inlined above
+// #include "../limits.hpp": inlined above
 
 #include <charconv>
 #include <cmath>
@@ -5409,362 +5517,11 @@ class RunTemplate {
 namespace ptread {
 namespace detail {
 
-// One tensor as torch.save pickles it (protocols 2 to 5), read by the VM in one go: the call
-//   fn((tag, cls, key, location, numel[, None]), offset, size, stride, requires_grad, hooks_cls())
-// that is the opcodes
-//   fn MARK MARK tag cls key location numel [NONE] TUPLE BINPERSID offset size stride
-//   NEWFALSE|NEWTRUE hooks_cls EMPTY_TUPLE REDUCE TUPLE REDUCE
-// where fn, tag, cls and hooks_cls are memo gets; key and location memo gets or new text;
-// numel and offset BININT1/BININT2/BININT/LONG1; size and stride tuples of such ints (at
-// most kRunRank); and any value but an int, None, a bool, the storage and the call result
-// may be memoized (BINPUT, LONG_BINPUT, MEMOIZE). Everything else goes opcode by opcode.
-struct TensorRun {
-  static constexpr uint32_t kRunRank = kRunMaxRank;
-  uint32_t fn = 0, tag = 0, cls = 0, key = 0, location = 0, hooks_cls = 0;  // nodes
-  // A key read as text, by this run or by the run whose key the memo gave (key is then
-  // kNoNode): its text, in the pickle, and the lazy memo value that makes its node.
-  std::string_view key_text;
-  uint32_t key_lazy = 0;
-  int64_t numel = 0, offset = 0;
-  int64_t* dims = nullptr;   // rank sizes, then rank strides: in the graph's arena
-  uint32_t rank = 0;
-  bool pid_none = false;     // the persistent id has a sixth item, None
-  bool requires_grad = false;
-};
-
-// What the VM cannot decide by itself.
-class PickleHooks {
- public:
-  virtual ~PickleHooks() = default;
-  // A TensorRun: the node persistent_load and call would have made for it, with the same
-  // effects on the hooks' state, or kNoNode to have the VM run its opcodes one by one (and
-  // report any error there). The values in between (the persistent id, the size and stride
-  // tuples, the hooks dict, the argument tuple) are made only if the pickle gets them from
-  // the memo later.
-  virtual uint32_t tensor_run(Graph& g, const TensorRun& run) {
-    (void)g;
-    (void)run;
-    return kNoNode;
-  }
-  // BINPERSID / PERSID: returns the node standing for the persistent object.
-  virtual Result<uint32_t> persistent_load(Graph& g, uint32_t pid) = 0;
-  // REDUCE, INST, OBJ: callable(*args). Never runs anything.
-  virtual Result<uint32_t> call(Graph& g, uint32_t callable, uint32_t args) = 0;
-  // NEWOBJ, NEWOBJ_EX: cls.__new__(cls, *args), which for most classes is what a call makes.
-  virtual Result<uint32_t> new_object(Graph& g, uint32_t cls, uint32_t args) { return call(g, cls, args); }
-  // BUILD: obj.__setstate__(state) or obj.__dict__.update(state).
-  virtual Status build(Graph& g, uint32_t obj, uint32_t state) = 0;
-};
-
-inline const char* opcode_name(uint8_t op) {
-  switch (op) {
-    case '(': return "MARK"; case '.': return "STOP"; case '0': return "POP";
-    case '1': return "POP_MARK"; case '2': return "DUP"; case 'F': return "FLOAT";
-    case 'I': return "INT"; case 'J': return "BININT"; case 'K': return "BININT1";
-    case 'L': return "LONG"; case 'M': return "BININT2"; case 'N': return "NONE";
-    case 'P': return "PERSID"; case 'Q': return "BINPERSID"; case 'R': return "REDUCE";
-    case 'S': return "STRING"; case 'T': return "BINSTRING"; case 'U': return "SHORT_BINSTRING";
-    case 'V': return "UNICODE"; case 'X': return "BINUNICODE"; case 'a': return "APPEND";
-    case 'b': return "BUILD"; case 'c': return "GLOBAL"; case 'd': return "DICT";
-    case '}': return "EMPTY_DICT"; case 'e': return "APPENDS"; case 'g': return "GET";
-    case 'h': return "BINGET"; case 'i': return "INST"; case 'j': return "LONG_BINGET";
-    case 'l': return "LIST"; case ']': return "EMPTY_LIST"; case 'o': return "OBJ";
-    case 'p': return "PUT"; case 'q': return "BINPUT"; case 'r': return "LONG_BINPUT";
-    case 's': return "SETITEM"; case 't': return "TUPLE"; case ')': return "EMPTY_TUPLE";
-    case 'u': return "SETITEMS"; case 'G': return "BINFLOAT"; case 0x80: return "PROTO";
-    case 0x81: return "NEWOBJ"; case 0x82: return "EXT1"; case 0x83: return "EXT2";
-    case 0x84: return "EXT4"; case 0x85: return "TUPLE1"; case 0x86: return "TUPLE2";
-    case 0x87: return "TUPLE3"; case 0x88: return "NEWTRUE"; case 0x89: return "NEWFALSE";
-    case 0x8a: return "LONG1"; case 0x8b: return "LONG4"; case 'B': return "BINBYTES";
-    case 'C': return "SHORT_BINBYTES"; case 0x8c: return "SHORT_BINUNICODE";
-    case 0x8d: return "BINUNICODE8"; case 0x8e: return "BINBYTES8"; case 0x8f: return "EMPTY_SET";
-    case 0x90: return "ADDITEMS"; case 0x91: return "FROZENSET"; case 0x92: return "NEWOBJ_EX";
-    case 0x93: return "STACK_GLOBAL"; case 0x94: return "MEMOIZE"; case 0x95: return "FRAME";
-    case 0x96: return "BYTEARRAY8"; case 0x97: return "NEXT_BUFFER";
-    case 0x98: return "READONLY_BUFFER";
-    default: return nullptr;
-  }
-}
-
-class PickleVM {
- public:
-  PickleVM(Graph& g, PickleHooks& hooks, const Limits& limits, std::string where)
+class PickleVMBase {
+ protected:
+  PickleVMBase(Graph& g, PickleHooks& hooks, const Limits& limits, std::string where)
       : g_(g), hooks_(hooks), limits_(limits), where_(std::move(where)), max_stack_(limits.max_stack_depth) {}
 
-  // Whether TensorRuns are offered to the hooks (on by default; off, every opcode goes
-  // through the dispatch loop: the tests compare both).
-  void set_tensor_runs(bool on) { runs_ = on; }
-  // Where its memo takes 2 MiB chunks from (see ChunkReserve; nullptr: none).
-  // Its progress through the pickle is reported to the reserve (ChunkReserve::progress,
-  // after each TensorRun and each batch of items added to a container).
-  void set_chunk_reserve(ChunkReserve* r) noexcept {
-    pool_.set_reserve(r);
-    reserve_ = r;
-  }
-  // Its pool's first chunk taken from the reserve now (BlockPool::prime).
-  void prime_pool() { pool_.prime(); }
-  // After the pickle: up to `max` of the 2 MiB chunks its memo took, to pool `to`
-  // (BlockPool::give_chunks). The VM runs no pickle after.
-  void give_chunks(BlockPool& to, size_t max) { pool_.give_chunks(to, max); }
-  // Whether torch.load's unpickler may read the last run()'s pickle otherwise than this
-  // flat reading (see frame_end_): a read crossed the end of its FRAME, or the pickle failed
-  // after a FRAME was read (the read that failed may have crossed one). The zip reader then
-  // reads it again as torch.load does (unframe_as_torch_load()).
-  bool torch_reads_otherwise() const { return crossed_; }
-  // The next run() reads u->bytes (unframe_as_torch_load()): the byte offsets its errors
-  // and *consumed give are those of the input it came from. u must outlive that run.
-  void set_unframed(const UnframedPickle* u) noexcept { unframed_ = u; }
-  // How many TensorRuns the last run() took, and how many of those it read by their
-  // template (RunTemplate).
-  size_t tensor_runs_taken() const { return runs_taken_; }
-  size_t template_runs_taken() const { return template_runs_; }
-
-  // Runs the pickle in [data, data + n) up to STOP; returns the root node and, through
-  // *consumed, how many bytes the pickle took (several pickles can follow each other).
-  Result<uint32_t> run(const uint8_t* data, size_t n, size_t* consumed = nullptr) {
-    begin_ = data;
-    end_ = data + n;
-    stack_.clear();
-    stack_.set_limit(max_stack_);
-    marks_.clear();
-    memo_.truncate(0);  // each pickle.load has its own memo
-    memo_far_.clear();
-    memo_count_ = 0;
-    lazy_.truncate(0);
-    lazy_scan_ = 0;
-    runs_taken_ = 0;
-    template_runs_ = 0;
-    template_.clear();  // it points into the last pickle
-    template_streak_ = 0;
-    template_good_ = false;
-    template_backoff_ = 1;
-    template_wait_ = 0;
-    made_.clear();
-    floor_ = 0;
-    proto_ = 0;
-    hashed_from_ = g_.hashed.size();
-    // The opcodes torch.save writes are handled here, the read position in a local; the
-    // others by step(), through p_.
-    const uint8_t* p = data;
-    const uint8_t* const end = end_;
-    frame_end_ = data;  // no frame read yet
-    crossed_ = false;
-    // An opcode that starts at `guard` or past it: the end of the pickle, or the last
-    // opcode left the frame it began in (past its end, frame_end_ + 1: the one compare
-    // each opcode had before frames were followed).
-    const uint8_t* guard = end;
-    for (;;) {
-      if (PTREAD_UNLIKELY(p >= guard)) {
-        if (p >= end) {
-          if (frame_end_ != begin_) crossed_ = true;
-          return make_error(ErrorCode::pickle_truncated, "pickle: the pickle ends before STOP, at byte " +
-                                                             std::to_string(input_pos(p)) + " of '" + where_ + "'");
-        }
-        left_frame();
-        guard = end;
-      }
-      op_ptr_ = p;
-      bool ok;
-      switch (*p++) {
-        case '.': {
-          // Python's STOP returns the top value, whatever lies below it.
-          if (stack_.size() <= floor_) {
-            fail(ErrorCode::pickle_malformed, "STOP with an empty stack");
-            return failed_run();
-          }
-          if (g_.hashed.size() > hashed_from_) {
-            Status keys = python_keys();
-            if (!keys) {
-              err_ = std::move(keys).error();
-              return failed_run();
-            }
-          }
-          if (consumed) *consumed = input_pos(p);
-          return stack_.back();
-        }
-        case 'q':  // BINPUT
-          if (PTREAD_UNLIKELY(p == end)) {
-            ok = truncated();
-            break;
-          }
-          ok = memo_put_top(*p++);
-          break;
-        case 'h':  // BINGET
-          if (PTREAD_UNLIKELY(p == end)) {
-            ok = truncated();
-            break;
-          }
-          ok = memo_get(*p++);
-          if (ok && end - p > 2 && p[0] == '(' && p[1] == '(' && runs_) tensor_run(p);
-          break;
-        case 'r':  // LONG_BINPUT
-          if (PTREAD_UNLIKELY(end - p < 4)) {
-            ok = truncated();
-            break;
-          }
-          ok = memo_put_top(load_u32(p));
-          p += 4;
-          break;
-        case 'j':  // LONG_BINGET
-          if (PTREAD_UNLIKELY(end - p < 4)) {
-            ok = truncated();
-            break;
-          }
-          ok = memo_get(load_u32(p));
-          p += 4;
-          if (ok && end - p > 2 && p[0] == '(' && p[1] == '(' && runs_) tensor_run(p);
-          break;
-        case 0x94: ok = memo_put_top(memo_count_); break;  // MEMOIZE
-        case '(': push_mark(); ok = true; break;
-        case 'K':  // BININT1
-          if (PTREAD_UNLIKELY(p == end)) {
-            ok = truncated();
-            break;
-          }
-          ok = push(g_.add_int(*p++));
-          break;
-        case 'M':  // BININT2
-          if (PTREAD_UNLIKELY(end - p < 2)) {
-            ok = truncated();
-            break;
-          }
-          ok = push(g_.add_int(p[0] | (p[1] << 8)));
-          p += 2;
-          break;
-        case 'J': {  // BININT
-          if (PTREAD_UNLIKELY(end - p < 4)) {
-            ok = truncated();
-            break;
-          }
-          const uint32_t u = load_u32(p);
-          p += 4;
-          int32_t v;
-          std::memcpy(&v, &u, 4);
-          ok = push(g_.add_int(v));
-          break;
-        }
-        case 0x8c: {  // SHORT_BINUNICODE
-          if (PTREAD_UNLIKELY(p == end)) {
-            ok = truncated();
-            break;
-          }
-          const size_t len = *p++;
-          if (PTREAD_UNLIKELY(static_cast<size_t>(end - p) < len)) {
-            ok = truncated();
-            break;
-          }
-          if (PTREAD_UNLIKELY(!pickle_text_ok(p, len, end))) {
-            ok = bad_utf8();
-            break;
-          }
-          ok = push(g_.add_text(ValueKind::string, std::string_view(reinterpret_cast<const char*>(p), len)));
-          p += len;
-          break;
-        }
-        case 'X': {  // BINUNICODE
-          if (PTREAD_UNLIKELY(end - p < 4)) {
-            ok = truncated();
-            break;
-          }
-          const size_t len = load_u32(p);
-          p += 4;
-          if (PTREAD_UNLIKELY(static_cast<size_t>(end - p) < len)) {
-            ok = truncated();
-            break;
-          }
-          if (PTREAD_UNLIKELY(!pickle_text_ok(p, len, end))) {
-            ok = bad_utf8();
-            break;
-          }
-          ok = push(g_.add_text(ValueKind::string, std::string_view(reinterpret_cast<const char*>(p), len)));
-          p += len;
-          break;
-        }
-        case 'N': ok = push(kNoneNode); break;
-        case 0x88: ok = push(kTrueNode); break;
-        case 0x89: ok = push(kFalseNode); break;
-        case ')': ok = push(g_.add_container(ValueKind::tuple)); break;
-        case '}': ok = push(g_.add_container(ValueKind::dict)); break;
-        case ']': ok = push(g_.add_container(ValueKind::list)); break;
-        case 't': ok = container_from_mark(ValueKind::tuple); break;
-        case 0x85: case 0x86: case 0x87: {  // TUPLE1..3
-          const size_t k = static_cast<size_t>(p[-1] - 0x84);
-          if (PTREAD_UNLIKELY(stack_.size() - floor_ < k)) {
-            ok = underflow();
-            break;
-          }
-          const size_t m = stack_.size() - k;
-          const uint32_t c = g_.add_container(ValueKind::tuple, items_from(m), k);
-          drop_from(m);
-          ok = push(c);
-          break;
-        }
-        case 'R': case 0x81: {  // REDUCE, NEWOBJ
-          uint32_t args = 0, callable = 0;
-          ok = pop(&args) && pop(&callable);
-          if (!ok) break;
-          if (PTREAD_UNLIKELY(g_.kind(args) != ValueKind::tuple)) {
-            ok = fail(ErrorCode::pickle_malformed, "arguments are not a tuple");
-            break;
-          }
-          ok = call(callable, args, *op_ptr_ == 0x81);
-          break;
-        }
-        case 'Q': {  // BINPERSID
-          uint32_t pid = 0;
-          ok = pop(&pid) && persistent_load(pid);
-          break;
-        }
-        case 'u': ok = append_from_mark(true); break;  // SETITEMS
-        case 0x95: {  // FRAME (see frame_end_)
-          if (PTREAD_UNLIKELY(end - p < 8)) {
-            ok = truncated();
-            break;
-          }
-          uint64_t length = 0;
-          for (int k = 7; k >= 0; --k) length = (length << 8) | p[k];
-          p += 8;
-          if (PTREAD_UNLIKELY(length > static_cast<uint64_t>(end - p))) {
-            ok = frame_past_end(length);
-          } else if (p < frame_end_ && length <= static_cast<uint64_t>(frame_end_ - p)) {
-            ok = true;  // a FRAME that its frame holds: Python reads nothing
-          } else {
-            // A new frame; a FRAME that began in the last one and does not end with it (its
-            // length, or its bytes, past that frame's end) is a read crossing its end.
-            if (op_ptr_ < frame_end_ && op_ptr_ + 1 != frame_end_ && p != frame_end_) note_crossing();
-            frame_end_ = p + length;
-            guard = frame_end_ < end ? frame_end_ + 1 : end;
-            ok = true;
-          }
-          break;
-        }
-        default:
-          p_ = p;
-          ok = step();
-          p = p_;
-          break;
-      }
-      if (PTREAD_UNLIKELY(!ok)) return failed_run();
-      // Protocols 1 to 3 memoize nearly every value right after making it: BINPUT or
-      // LONG_BINPUT is run here, without going round the dispatch (not after an opcode
-      // that left a frame: the dispatch looks at that first).
-      if (p < guard && (*p == 'q' || *p == 'r')) {
-        op_ptr_ = p;
-        if (*p == 'q' && end - p >= 2) {
-          ok = memo_put_top(p[1]);
-          p += 2;
-        } else if (*p == 'r' && end - p >= 5) {
-          ok = memo_put_top(load_u32(p + 1));
-          p += 5;
-        } else {
-          continue;  // truncated: the dispatch reports it
-        }
-        if (PTREAD_UNLIKELY(!ok)) return failed_run();
-      }
-    }
-  }
-
- private:
   // After the opcode at op_ptr_ ended past the end of the frame it began in: notes whether
   // one of Python's reads of it crossed the frame's end. No frame is read from here.
   PTREAD_NOINLINE void left_frame() {
@@ -5891,7 +5648,7 @@ class PickleVM {
     return true;
   }
   // A text operand, without its newline (and a '\r' before it, but for the numbers:
-  // detail/number_text.hpp reads them as CPython does, '\r' included).
+  // pickle/number_text.hpp reads them as CPython does, '\r' included).
   bool line(std::string_view* out, bool strip_cr = true) {
     const uint8_t* nl = static_cast<const uint8_t*>(std::memchr(p_, '\n', static_cast<size_t>(end_ - p_)));
     if (!nl) return fail(ErrorCode::pickle_truncated, "no newline after a text operand");
@@ -5962,6 +5719,292 @@ class PickleVM {
     drop_from(m);
     return push(c);
   }
+
+
+  // ---- helpers for values ----
+  bool push_long(std::string_view le) {
+    int64_t v;
+    if (fits_int64(reinterpret_cast<const uint8_t*>(le.data()), le.size(), &v)) return push(g_.add_int(v));
+    return push(g_.add_text(ValueKind::big_integer, le));
+  }
+  // LONG's text, or INT's that strtol did not take: Python's int(s, 0).
+  bool push_int_text(std::string_view line) {
+    std::string big;
+    switch (python_int(c_string(line), 0, &big)) {
+      case IntText::ok: return push_long(big);
+      case IntText::too_many_digits:
+        return fail(ErrorCode::limit_exceeded, "integer text of over 4300 digits (Python refuses int literals over 4300 digits)");
+      default: return fail(ErrorCode::pickle_malformed, "bad integer text '" + std::string(line.substr(0, 40)) + "'");
+    }
+  }
+  bool append_items(uint32_t target, const uint32_t* items, size_t count, bool pairs) {
+    if (pairs && count % 2 != 0) return fail(ErrorCode::pickle_malformed, "odd number of items for a dict");
+    if (g_.kind(target) == ValueKind::object) {
+      // list.append / dict.__setitem__ on an instance of a subclass: keep the items.
+      const uint32_t slot = pairs ? kObjDictItems : kObjListItems;
+      if (g_.nodes[target].items[slot] == kNoNode) {
+        const uint32_t c = g_.add_container(pairs ? ValueKind::dict : ValueKind::list);
+        g_.nodes[target].items[slot] = c;
+      }
+      target = g_.nodes[target].items[slot];
+    }
+    const ValueKind have = g_.kind(target);
+    const ValueKind want = pairs ? ValueKind::dict : ValueKind::list;
+    if (pairs && have == ValueKind::list) return assign_items(target, items, count);
+    if (pairs && have == ValueKind::tensor) {  // Python's SETITEM calls Tensor.__setitem__: other data, not ptread's to make
+      return fail(ErrorCode::unsupported_tensor,
+                  "items set on a tensor (torch.load would write them into it with Tensor.__setitem__; ptread runs nothing)");
+    }
+    if (have != want && !(!pairs && have == ValueKind::set && op() == 0x90)) {
+      return fail(ErrorCode::pickle_malformed, std::string("cannot add items to a ") + value_kind_name(have));
+    }
+    if ((pairs || have == ValueKind::set) && !hashable_keys(items, count, pairs ? 2 : 1)) return false;
+    const size_t n = g_.count(target);
+    if ((n + count) / (pairs ? 2 : 1) > limits_.max_container_items || n + count > kMaxItems) {  // (a dict: pairs)
+      return fail(ErrorCode::limit_exceeded, "more items than Limits::max_container_items");
+    }
+    g_.append(target, items, count);
+    return true;
+  }
+  // SETITEM and SETITEMS on a list: Python's unpickler does obj[k] = v on whatever is below,
+  // so a list takes its items by index (an int or bool, from the end when negative); another
+  // key or an index out of range fails, as Python's TypeError and IndexError.
+  bool assign_items(uint32_t list, const uint32_t* items, size_t count) {
+    const size_t n = g_.count(list);
+    for (size_t k = 0; k < count; k += 2) {
+      const ValueKind kind = g_.kind(items[k]);
+      if (kind != ValueKind::integer && kind != ValueKind::boolean) {
+        return fail(ErrorCode::pickle_malformed, std::string("a list indexed by a ") + value_kind_name(kind) +
+                                                     " (Python's list takes ints)");
+      }
+      int64_t i = g_.nodes[items[k]].i;
+      if (i < 0) i += static_cast<int64_t>(n);
+      if (i < 0 || static_cast<uint64_t>(i) >= n) return fail(ErrorCode::pickle_malformed, "list assignment index out of range");
+      g_.nodes[list].items[i] = items[k + 1];
+    }
+    return true;
+  }
+  // Python's d[k] = v and s.add(k) fail (TypeError) for a key it cannot hash: here, at the
+  // same opcode. stride: 2 for a dict's keys and values, 1 for a set's items. A tuple or
+  // frozenset found hashable is marked (kHashableTag) and never walked again, so the checks
+  // of a whole pickle take time linear in its items, however often a key is given or
+  // shared (a tuple of two t(k) is t(k+1): through the memo, 2^60 leaves in 600 bytes).
+  bool hashable_keys(const uint32_t* items, size_t count, size_t stride) {
+    for (size_t k = 0; k < count; k += stride) {
+      const ValueKind kind = g_.kind(items[k]);
+      if (PTREAD_LIKELY(kind == ValueKind::string)) continue;
+      const ValueKind bad = unhashable(items[k], 0);
+      if (bad == ValueKind::missing) continue;
+      if (bad == kTooDeep) {
+        return fail(ErrorCode::limit_exceeded, std::string(stride == 2 ? "a dict key" : "a set item") +
+                                                   " nests tuples deeper than Limits::max_nesting_depth (or 4096)");
+      }
+      return fail(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(bad) +
+                                                   (stride == 2 ? " as a dict key" : " in a set") +
+                                                   " (unhashable in Python: torch.load fails on it)");
+    }
+    return true;
+  }
+  // The kind that makes key unhashable (a list, dict or set, in it or in its tuples and
+  // frozensets), kTooDeep where those nest deeper than the limit (kMaxKeyNesting at most:
+  // this recurses), or missing.
+  static constexpr ValueKind kTooDeep = ValueKind::tuple;
+  ValueKind unhashable(uint32_t key, size_t depth) {
+    Node& n = g_.nodes[key];
+    if (n.kind == ValueKind::list || n.kind == ValueKind::dict || n.kind == ValueKind::set) return n.kind;
+    if ((n.kind != ValueKind::tuple && n.kind != ValueKind::frozenset) || n.tag == kHashableTag) return ValueKind::missing;
+    if (depth >= limits_.max_nesting_depth || depth >= kMaxKeyNesting) return kTooDeep;
+    for (uint32_t j = 0; j < n.ref; ++j) {
+      const ValueKind bad = unhashable(n.items[j], depth + 1);
+      if (bad != ValueKind::missing) return bad;
+    }
+    n.tag = kHashableTag;
+    return ValueKind::missing;
+  }
+
+  // APPENDS, ADDITEMS, SETITEMS: the items above the MARK go into the value below it.
+  bool append_from_mark(bool pairs) {
+    size_t m = 0;
+    if (!pop_mark(&m, pairs ? 2 : 1)) return false;
+    if (m <= floor_) return underflow();
+    if (count_from(m) == 0) return true;  // nothing to add: Python looks at no target then
+    const uint32_t target = stack_[m - 1];
+    if (op() == 0x90 && g_.kind(target) != ValueKind::set) return fail(ErrorCode::pickle_malformed, "ADDITEMS on a non-set");
+    if (!append_items(target, items_from(m), count_from(m), pairs)) return false;
+    drop_from(m);
+    if (reserve_ != nullptr) reserve_->progress(static_cast<size_t>(op_ptr_ - begin_));
+    return true;
+  }
+  bool call(uint32_t callable, uint32_t args, bool new_object = false) {
+    switch (g_.kind(callable)) {  // what Python can never call (TypeError; NEWOBJ: not a type)
+      case ValueKind::none: case ValueKind::boolean: case ValueKind::integer: case ValueKind::big_integer:
+      case ValueKind::floating: case ValueKind::string: case ValueKind::bytes: case ValueKind::list:
+      case ValueKind::tuple: case ValueKind::dict: case ValueKind::set: case ValueKind::frozenset:
+      case ValueKind::tensor: case ValueKind::quantized: case ValueKind::sparse: case ValueKind::unsupported:
+      case ValueKind::storage:  // (tensors and storages are no callables either)
+        return fail(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(g_.kind(callable)) +
+                                                     " called as a class or function (Python's unpickler refuses it)");
+      default: break;
+    }
+    auto r = new_object ? hooks_.new_object(g_, callable, args) : hooks_.call(g_, callable, args);
+    if (!r) return fail(with_where(std::move(r).error()));
+    return push(*r);
+  }
+  bool persistent_load(uint32_t pid) {
+    auto r = hooks_.persistent_load(g_, pid);
+    if (!r) return fail(with_where(std::move(r).error()));
+    return push(*r);
+  }
+  PTREAD_NOINLINE Error with_where(Error e) const {
+    if (e.message().find(where_) == std::string::npos) {
+      e.add_context("(opcode " + std::string(opcode_name(op()) ? opcode_name(op()) : "?") +
+                    " at byte " + std::to_string(op_pos()) + " of '" + where_ + "')");
+    }
+    return e;
+  }
+  // The dicts and sets this pickle made, as Python holds them: a key given twice once
+  // (DictKeys).
+  PTREAD_NOINLINE Status python_keys() {
+    DictKeys keys(g_, pool_, limits_.max_nesting_depth);
+    for (size_t k = hashed_from_; k < g_.hashed.size(); ++k) {
+      Status st = keys.dedup(g_, g_.hashed[k]);
+      if (!st) {
+        Error e = std::move(st).error();
+        e.add_context("(a dict or set of '" + where_ + "')");
+        return e;
+      }
+    }
+    return {};
+  }
+  Result<std::string> python_string_literal(std::string_view s);
+  Result<std::string> raw_unicode_escape(std::string_view s);
+
+  Graph& g_;
+  PickleHooks& hooks_;
+  const Limits& limits_;
+  std::string where_;
+  const uint8_t* p_ = nullptr;
+  const uint8_t* end_ = nullptr;
+  const uint8_t* begin_ = nullptr;
+  const UnframedPickle* unframed_ = nullptr;  // set_unframed()
+  const uint8_t* op_ptr_ = nullptr;  // the opcode being run
+  // Where the bytes of the last FRAME end. torch.load gives the unpickler of a zip
+  // checkpoint a BytesIO of data.pkl, which reads a frame at once and any opcode after it
+  // from the file: a read that begins inside a frame and ends past it makes Python drop the
+  // rest of the frame and read on after it, other bytes than a flat reading. The pickler
+  // never writes one. The VM reads on flat (as TorchScript's unpickler does) and notes it
+  // (torch_reads_otherwise()); the zip reader reads a torch.save archive's pickle again,
+  // unframed as torch.load reads it.
+  const uint8_t* frame_end_ = nullptr;
+  bool crossed_ = false;
+  U32Stack stack_;
+  std::vector<size_t> marks_;
+  size_t floor_ = 0;  // marks_.back(), or 0: pops may not go below it
+  uint8_t proto_ = 0;  // of the last PROTO (Python's unpickler starts at 0)
+  BlockPool pool_;                  // memo_'s and lazy_'s blocks
+  ChunkReserve* reserve_ = nullptr;  // set_chunk_reserve
+  size_t hashed_from_ = 0;          // g_.hashed made by this run
+  Error err_;
+  size_t max_stack_;  // limits_.max_stack_depth
+};
+
+
+// STRING operand: a Python repr, 'text' or "text", with backslash escapes.
+inline Result<std::string> PickleVMBase::python_string_literal(std::string_view s) {
+  if (s.size() < 2 || (s[0] != '\'' && s[0] != '"') || s.back() != s[0]) {
+    return error(ErrorCode::pickle_malformed, "STRING operand is not quoted");
+  }
+  s = s.substr(1, s.size() - 2);
+  std::string out;
+  out.reserve(s.size());
+  for (size_t k = 0; k < s.size(); ++k) {
+    char c = s[k];
+    if (c != '\\') {
+      out.push_back(c);
+      continue;
+    }
+    if (k + 1 == s.size()) return error(ErrorCode::pickle_malformed, "STRING operand ends in a lone backslash");  // as Python's escape_decode
+    char e = s[++k];
+    switch (e) {
+      case 'n': out.push_back('\n'); break;
+      case 't': out.push_back('\t'); break;
+      case 'r': out.push_back('\r'); break;
+      case 'a': out.push_back('\a'); break;
+      case 'b': out.push_back('\b'); break;
+      case 'f': out.push_back('\f'); break;
+      case 'v': out.push_back('\v'); break;
+      case 'x': {
+        unsigned v = 0;
+        if (k + 2 >= s.size() + 0 && k + 2 > s.size() - 1 + 1) return error(ErrorCode::pickle_malformed, "bad \\x escape");
+        auto r = std::from_chars(s.data() + k + 1, s.data() + std::min(s.size(), k + 3), v, 16);
+        if (r.ptr != s.data() + k + 3) return error(ErrorCode::pickle_malformed, "bad \\x escape");
+        out.push_back(static_cast<char>(v));
+        k += 2;
+        break;
+      }
+      default:
+        if (e >= '0' && e <= '7') {
+          unsigned v = 0;
+          size_t d = 0;
+          while (d < 3 && k + d < s.size() && s[k + d] >= '0' && s[k + d] <= '7') {
+            v = v * 8 + static_cast<unsigned>(s[k + d] - '0');
+            ++d;
+          }
+          out.push_back(static_cast<char>(v & 0xff));
+          k += d - 1;
+        } else if (e == '\\' || e == '\'' || e == '"') {
+          out.push_back(e);
+        } else {
+          out.push_back('\\');
+          out.push_back(e);
+        }
+    }
+  }
+  return out;
+}
+
+// UNICODE operand: raw-unicode-escape (\uXXXX, \UXXXXXXXX; other bytes are Latin-1). As
+// CPython decodes it, an escape's backslash is the last of an odd number in a row: two
+// backslashes and u0041 are two backslashes and the text u0041, three and u0041 two
+// backslashes and an A.
+inline Result<std::string> PickleVMBase::raw_unicode_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t backslashes = 0;  // backslashes in a row just before k, written as themselves
+  for (size_t k = 0; k < s.size(); ++k) {
+    const auto c = static_cast<uint8_t>(s[k]);
+    const bool escape = c == '\\' && backslashes % 2 == 0 && k + 1 < s.size() && (s[k + 1] == 'u' || s[k + 1] == 'U');
+    backslashes = c == '\\' && !escape ? backslashes + 1 : 0;
+    if (escape) {
+      const size_t len = s[k + 1] == 'u' ? 4 : 8;
+      uint32_t cp = 0;
+      if (k + 2 + len > s.size()) return error(ErrorCode::pickle_malformed, "bad \\u escape");
+      auto r = std::from_chars(s.data() + k + 2, s.data() + k + 2 + len, cp, 16);
+      if (r.ptr != s.data() + k + 2 + len || cp > 0x10ffff) return error(ErrorCode::pickle_malformed, "bad \\u escape");
+      append_utf8(&out, cp);
+      k += 1 + len;
+    } else {
+      append_utf8(&out, c);
+    }
+  }
+  return out;
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/pickle/vm_base.hpp ----
+// #include "run_template.hpp": inlined above
+
+#include <algorithm>
+#include <cstdint>
+#include <unordered_map>
+
+namespace ptread {
+namespace detail {
+
+class TensorRunVM : public PickleVMBase {
+ protected:
+  using PickleVMBase::PickleVMBase;
 
   // ---- memo ----
   PTREAD_ALWAYS_INLINE bool memo_put(uint64_t key, uint32_t v) {
@@ -6467,195 +6510,9 @@ class PickleVM {
     return true;
   }
 
-  // ---- helpers for values ----
-  bool push_long(std::string_view le) {
-    int64_t v;
-    if (fits_int64(reinterpret_cast<const uint8_t*>(le.data()), le.size(), &v)) return push(g_.add_int(v));
-    return push(g_.add_text(ValueKind::big_integer, le));
-  }
-  // LONG's text, or INT's that strtol did not take: Python's int(s, 0).
-  bool push_int_text(std::string_view line) {
-    std::string big;
-    switch (python_int(c_string(line), 0, &big)) {
-      case IntText::ok: return push_long(big);
-      case IntText::too_many_digits:
-        return fail(ErrorCode::limit_exceeded, "integer text of over 4300 digits (Python refuses int literals over 4300 digits)");
-      default: return fail(ErrorCode::pickle_malformed, "bad integer text '" + std::string(line.substr(0, 40)) + "'");
-    }
-  }
-  bool append_items(uint32_t target, const uint32_t* items, size_t count, bool pairs) {
-    if (pairs && count % 2 != 0) return fail(ErrorCode::pickle_malformed, "odd number of items for a dict");
-    if (g_.kind(target) == ValueKind::object) {
-      // list.append / dict.__setitem__ on an instance of a subclass: keep the items.
-      const uint32_t slot = pairs ? kObjDictItems : kObjListItems;
-      if (g_.nodes[target].items[slot] == kNoNode) {
-        const uint32_t c = g_.add_container(pairs ? ValueKind::dict : ValueKind::list);
-        g_.nodes[target].items[slot] = c;
-      }
-      target = g_.nodes[target].items[slot];
-    }
-    const ValueKind have = g_.kind(target);
-    const ValueKind want = pairs ? ValueKind::dict : ValueKind::list;
-    if (pairs && have == ValueKind::list) return assign_items(target, items, count);
-    if (pairs && have == ValueKind::tensor) {  // Python's SETITEM calls Tensor.__setitem__: other data, not ptread's to make
-      return fail(ErrorCode::unsupported_tensor,
-                  "items set on a tensor (torch.load would write them into it with Tensor.__setitem__; ptread runs nothing)");
-    }
-    if (have != want && !(!pairs && have == ValueKind::set && op() == 0x90)) {
-      return fail(ErrorCode::pickle_malformed, std::string("cannot add items to a ") + value_kind_name(have));
-    }
-    if ((pairs || have == ValueKind::set) && !hashable_keys(items, count, pairs ? 2 : 1)) return false;
-    const size_t n = g_.count(target);
-    if ((n + count) / (pairs ? 2 : 1) > limits_.max_container_items || n + count > kMaxItems) {  // (a dict: pairs)
-      return fail(ErrorCode::limit_exceeded, "more items than Limits::max_container_items");
-    }
-    g_.append(target, items, count);
-    return true;
-  }
-  // SETITEM and SETITEMS on a list: Python's unpickler does obj[k] = v on whatever is below,
-  // so a list takes its items by index (an int or bool, from the end when negative); another
-  // key or an index out of range fails, as Python's TypeError and IndexError.
-  bool assign_items(uint32_t list, const uint32_t* items, size_t count) {
-    const size_t n = g_.count(list);
-    for (size_t k = 0; k < count; k += 2) {
-      const ValueKind kind = g_.kind(items[k]);
-      if (kind != ValueKind::integer && kind != ValueKind::boolean) {
-        return fail(ErrorCode::pickle_malformed, std::string("a list indexed by a ") + value_kind_name(kind) +
-                                                     " (Python's list takes ints)");
-      }
-      int64_t i = g_.nodes[items[k]].i;
-      if (i < 0) i += static_cast<int64_t>(n);
-      if (i < 0 || static_cast<uint64_t>(i) >= n) return fail(ErrorCode::pickle_malformed, "list assignment index out of range");
-      g_.nodes[list].items[i] = items[k + 1];
-    }
-    return true;
-  }
-  // Python's d[k] = v and s.add(k) fail (TypeError) for a key it cannot hash: here, at the
-  // same opcode. stride: 2 for a dict's keys and values, 1 for a set's items. A tuple or
-  // frozenset found hashable is marked (kHashableTag) and never walked again, so the checks
-  // of a whole pickle take time linear in its items, however often a key is given or
-  // shared (a tuple of two t(k) is t(k+1): through the memo, 2^60 leaves in 600 bytes).
-  bool hashable_keys(const uint32_t* items, size_t count, size_t stride) {
-    for (size_t k = 0; k < count; k += stride) {
-      const ValueKind kind = g_.kind(items[k]);
-      if (PTREAD_LIKELY(kind == ValueKind::string)) continue;
-      const ValueKind bad = unhashable(items[k], 0);
-      if (bad == ValueKind::missing) continue;
-      if (bad == kTooDeep) {
-        return fail(ErrorCode::limit_exceeded, std::string(stride == 2 ? "a dict key" : "a set item") +
-                                                   " nests tuples deeper than Limits::max_nesting_depth (or 4096)");
-      }
-      return fail(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(bad) +
-                                                   (stride == 2 ? " as a dict key" : " in a set") +
-                                                   " (unhashable in Python: torch.load fails on it)");
-    }
-    return true;
-  }
-  // The kind that makes key unhashable (a list, dict or set, in it or in its tuples and
-  // frozensets), kTooDeep where those nest deeper than the limit (kMaxKeyNesting at most:
-  // this recurses), or missing.
-  static constexpr ValueKind kTooDeep = ValueKind::tuple;
-  ValueKind unhashable(uint32_t key, size_t depth) {
-    Node& n = g_.nodes[key];
-    if (n.kind == ValueKind::list || n.kind == ValueKind::dict || n.kind == ValueKind::set) return n.kind;
-    if ((n.kind != ValueKind::tuple && n.kind != ValueKind::frozenset) || n.tag == kHashableTag) return ValueKind::missing;
-    if (depth >= limits_.max_nesting_depth || depth >= kMaxKeyNesting) return kTooDeep;
-    for (uint32_t j = 0; j < n.ref; ++j) {
-      const ValueKind bad = unhashable(n.items[j], depth + 1);
-      if (bad != ValueKind::missing) return bad;
-    }
-    n.tag = kHashableTag;
-    return ValueKind::missing;
-  }
-
-  // APPENDS, ADDITEMS, SETITEMS: the items above the MARK go into the value below it.
-  bool append_from_mark(bool pairs) {
-    size_t m = 0;
-    if (!pop_mark(&m, pairs ? 2 : 1)) return false;
-    if (m <= floor_) return underflow();
-    if (count_from(m) == 0) return true;  // nothing to add: Python looks at no target then
-    const uint32_t target = stack_[m - 1];
-    if (op() == 0x90 && g_.kind(target) != ValueKind::set) return fail(ErrorCode::pickle_malformed, "ADDITEMS on a non-set");
-    if (!append_items(target, items_from(m), count_from(m), pairs)) return false;
-    drop_from(m);
-    if (reserve_ != nullptr) reserve_->progress(static_cast<size_t>(op_ptr_ - begin_));
-    return true;
-  }
-  bool call(uint32_t callable, uint32_t args, bool new_object = false) {
-    switch (g_.kind(callable)) {  // what Python can never call (TypeError; NEWOBJ: not a type)
-      case ValueKind::none: case ValueKind::boolean: case ValueKind::integer: case ValueKind::big_integer:
-      case ValueKind::floating: case ValueKind::string: case ValueKind::bytes: case ValueKind::list:
-      case ValueKind::tuple: case ValueKind::dict: case ValueKind::set: case ValueKind::frozenset:
-      case ValueKind::tensor: case ValueKind::quantized: case ValueKind::sparse: case ValueKind::unsupported:
-      case ValueKind::storage:  // (tensors and storages are no callables either)
-        return fail(ErrorCode::pickle_malformed, std::string("a ") + value_kind_name(g_.kind(callable)) +
-                                                     " called as a class or function (Python's unpickler refuses it)");
-      default: break;
-    }
-    auto r = new_object ? hooks_.new_object(g_, callable, args) : hooks_.call(g_, callable, args);
-    if (!r) return fail(with_where(std::move(r).error()));
-    return push(*r);
-  }
-  bool persistent_load(uint32_t pid) {
-    auto r = hooks_.persistent_load(g_, pid);
-    if (!r) return fail(with_where(std::move(r).error()));
-    return push(*r);
-  }
-  PTREAD_NOINLINE Error with_where(Error e) const {
-    if (e.message().find(where_) == std::string::npos) {
-      e.add_context("(opcode " + std::string(opcode_name(op()) ? opcode_name(op()) : "?") +
-                    " at byte " + std::to_string(op_pos()) + " of '" + where_ + "')");
-    }
-    return e;
-  }
-  // The dicts and sets this pickle made, as Python holds them: a key given twice once
-  // (DictKeys).
-  PTREAD_NOINLINE Status python_keys() {
-    DictKeys keys(g_, pool_, limits_.max_nesting_depth);
-    for (size_t k = hashed_from_; k < g_.hashed.size(); ++k) {
-      Status st = keys.dedup(g_, g_.hashed[k]);
-      if (!st) {
-        Error e = std::move(st).error();
-        e.add_context("(a dict or set of '" + where_ + "')");
-        return e;
-      }
-    }
-    return {};
-  }
-  Result<std::string> python_string_literal(std::string_view s);
-  Result<std::string> raw_unicode_escape(std::string_view s);
-
-  bool step();
-
-  Graph& g_;
-  PickleHooks& hooks_;
-  const Limits& limits_;
-  std::string where_;
-  const uint8_t* p_ = nullptr;
-  const uint8_t* end_ = nullptr;
-  const uint8_t* begin_ = nullptr;
-  const UnframedPickle* unframed_ = nullptr;  // set_unframed()
-  const uint8_t* op_ptr_ = nullptr;  // the opcode being run
-  // Where the bytes of the last FRAME end. torch.load gives the unpickler of a zip
-  // checkpoint a BytesIO of data.pkl, which reads a frame at once and any opcode after it
-  // from the file: a read that begins inside a frame and ends past it makes Python drop the
-  // rest of the frame and read on after it, other bytes than a flat reading. The pickler
-  // never writes one. The VM reads on flat (as TorchScript's unpickler does) and notes it
-  // (torch_reads_otherwise()); the zip reader reads a torch.save archive's pickle again,
-  // unframed as torch.load reads it.
-  const uint8_t* frame_end_ = nullptr;
-  bool crossed_ = false;
-  U32Stack stack_;
-  std::vector<size_t> marks_;
-  size_t floor_ = 0;  // marks_.back(), or 0: pops may not go below it
-  uint8_t proto_ = 0;  // of the last PROTO (Python's unpickler starts at 0)
-  BlockPool pool_;                  // memo_'s and lazy_'s blocks
-  ChunkReserve* reserve_ = nullptr;  // set_chunk_reserve
   SegmentedVector<uint32_t> memo_{&pool_};  // node by memo key; kNoNode where none
   std::unordered_map<uint64_t, uint32_t, KeyedHash> memo_far_;  // keys a file chose: KeyedHash
   size_t memo_count_ = 0;
-  bool runs_ = true;                // set_tensor_runs
-  size_t hashed_from_ = 0;          // g_.hashed made by this run
   size_t runs_taken_ = 0;
   size_t template_runs_ = 0;         // of them, read by template_
   RunTemplate template_;             // of a run read in full (see tensor_run)
@@ -6666,90 +6523,312 @@ class PickleVM {
   SegmentedVector<LazyRun> lazy_{&pool_};  // per TensorRun with a lazy memo entry
   size_t lazy_scan_ = 0;                     // memo entries below this hold no lazy entry not made
   std::unordered_map<uint32_t, uint32_t> made_;  // lazy entries made since: their node
-  Error err_;
-  size_t max_stack_;  // limits_.max_stack_depth
 };
 
-// STRING operand: a Python repr, 'text' or "text", with backslash escapes.
-inline Result<std::string> PickleVM::python_string_literal(std::string_view s) {
-  if (s.size() < 2 || (s[0] != '\'' && s[0] != '"') || s.back() != s[0]) {
-    return error(ErrorCode::pickle_malformed, "STRING operand is not quoted");
-  }
-  s = s.substr(1, s.size() - 2);
-  std::string out;
-  out.reserve(s.size());
-  for (size_t k = 0; k < s.size(); ++k) {
-    char c = s[k];
-    if (c != '\\') {
-      out.push_back(c);
-      continue;
-    }
-    if (k + 1 == s.size()) return error(ErrorCode::pickle_malformed, "STRING operand ends in a lone backslash");  // as Python's escape_decode
-    char e = s[++k];
-    switch (e) {
-      case 'n': out.push_back('\n'); break;
-      case 't': out.push_back('\t'); break;
-      case 'r': out.push_back('\r'); break;
-      case 'a': out.push_back('\a'); break;
-      case 'b': out.push_back('\b'); break;
-      case 'f': out.push_back('\f'); break;
-      case 'v': out.push_back('\v'); break;
-      case 'x': {
-        unsigned v = 0;
-        if (k + 2 >= s.size() + 0 && k + 2 > s.size() - 1 + 1) return error(ErrorCode::pickle_malformed, "bad \\x escape");
-        auto r = std::from_chars(s.data() + k + 1, s.data() + std::min(s.size(), k + 3), v, 16);
-        if (r.ptr != s.data() + k + 3) return error(ErrorCode::pickle_malformed, "bad \\x escape");
-        out.push_back(static_cast<char>(v));
-        k += 2;
-        break;
-      }
-      default:
-        if (e >= '0' && e <= '7') {
-          unsigned v = 0;
-          size_t d = 0;
-          while (d < 3 && k + d < s.size() && s[k + d] >= '0' && s[k + d] <= '7') {
-            v = v * 8 + static_cast<unsigned>(s[k + d] - '0');
-            ++d;
-          }
-          out.push_back(static_cast<char>(v & 0xff));
-          k += d - 1;
-        } else if (e == '\\' || e == '\'' || e == '"') {
-          out.push_back(e);
-        } else {
-          out.push_back('\\');
-          out.push_back(e);
-        }
-    }
-  }
-  return out;
-}
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/pickle/tensor_runs.hpp ----
 
-// UNICODE operand: raw-unicode-escape (\uXXXX, \UXXXXXXXX; other bytes are Latin-1). As
-// CPython decodes it, an escape's backslash is the last of an odd number in a row: two
-// backslashes and u0041 are two backslashes and the text u0041, three and u0041 two
-// backslashes and an A.
-inline Result<std::string> PickleVM::raw_unicode_escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  size_t backslashes = 0;  // backslashes in a row just before k, written as themselves
-  for (size_t k = 0; k < s.size(); ++k) {
-    const auto c = static_cast<uint8_t>(s[k]);
-    const bool escape = c == '\\' && backslashes % 2 == 0 && k + 1 < s.size() && (s[k + 1] == 'u' || s[k + 1] == 'U');
-    backslashes = c == '\\' && !escape ? backslashes + 1 : 0;
-    if (escape) {
-      const size_t len = s[k + 1] == 'u' ? 4 : 8;
-      uint32_t cp = 0;
-      if (k + 2 + len > s.size()) return error(ErrorCode::pickle_malformed, "bad \\u escape");
-      auto r = std::from_chars(s.data() + k + 2, s.data() + k + 2 + len, cp, 16);
-      if (r.ptr != s.data() + k + 2 + len || cp > 0x10ffff) return error(ErrorCode::pickle_malformed, "bad \\u escape");
-      append_utf8(&out, cp);
-      k += 1 + len;
-    } else {
-      append_utf8(&out, c);
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace ptread {
+namespace detail {
+
+class PickleVM : public TensorRunVM {
+ public:
+  PickleVM(Graph& g, PickleHooks& hooks, const Limits& limits, std::string where)
+      : TensorRunVM(g, hooks, limits, std::move(where)) {}
+
+
+  // Whether TensorRuns are offered to the hooks (on by default; off, every opcode goes
+  // through the dispatch loop: the tests compare both).
+  void set_tensor_runs(bool on) { runs_ = on; }
+  // Where its memo takes 2 MiB chunks from (see ChunkReserve; nullptr: none).
+  // Its progress through the pickle is reported to the reserve (ChunkReserve::progress,
+  // after each TensorRun and each batch of items added to a container).
+  void set_chunk_reserve(ChunkReserve* r) noexcept {
+    pool_.set_reserve(r);
+    reserve_ = r;
+  }
+  // Its pool's first chunk taken from the reserve now (BlockPool::prime).
+  void prime_pool() { pool_.prime(); }
+  // After the pickle: up to `max` of the 2 MiB chunks its memo took, to pool `to`
+  // (BlockPool::give_chunks). The VM runs no pickle after.
+  void give_chunks(BlockPool& to, size_t max) { pool_.give_chunks(to, max); }
+  // Whether torch.load's unpickler may read the last run()'s pickle otherwise than this
+  // flat reading (see frame_end_): a read crossed the end of its FRAME, or the pickle failed
+  // after a FRAME was read (the read that failed may have crossed one). The zip reader then
+  // reads it again as torch.load does (unframe_as_torch_load()).
+  bool torch_reads_otherwise() const { return crossed_; }
+  // The next run() reads u->bytes (unframe_as_torch_load()): the byte offsets its errors
+  // and *consumed give are those of the input it came from. u must outlive that run.
+  void set_unframed(const UnframedPickle* u) noexcept { unframed_ = u; }
+  // How many TensorRuns the last run() took, and how many of those it read by their
+  // template (RunTemplate).
+  size_t tensor_runs_taken() const { return runs_taken_; }
+  size_t template_runs_taken() const { return template_runs_; }
+
+  // Runs the pickle in [data, data + n) up to STOP; returns the root node and, through
+  // *consumed, how many bytes the pickle took (several pickles can follow each other).
+  Result<uint32_t> run(const uint8_t* data, size_t n, size_t* consumed = nullptr) {
+    begin_ = data;
+    end_ = data + n;
+    stack_.clear();
+    stack_.set_limit(max_stack_);
+    marks_.clear();
+    memo_.truncate(0);  // each pickle.load has its own memo
+    memo_far_.clear();
+    memo_count_ = 0;
+    lazy_.truncate(0);
+    lazy_scan_ = 0;
+    runs_taken_ = 0;
+    template_runs_ = 0;
+    template_.clear();  // it points into the last pickle
+    template_streak_ = 0;
+    template_good_ = false;
+    template_backoff_ = 1;
+    template_wait_ = 0;
+    made_.clear();
+    floor_ = 0;
+    proto_ = 0;
+    hashed_from_ = g_.hashed.size();
+    // The opcodes torch.save writes are handled here, the read position in a local; the
+    // others by step(), through p_.
+    const uint8_t* p = data;
+    const uint8_t* const end = end_;
+    frame_end_ = data;  // no frame read yet
+    crossed_ = false;
+    // An opcode that starts at `guard` or past it: the end of the pickle, or the last
+    // opcode left the frame it began in (past its end, frame_end_ + 1: the one compare
+    // each opcode had before frames were followed).
+    const uint8_t* guard = end;
+    for (;;) {
+      if (PTREAD_UNLIKELY(p >= guard)) {
+        if (p >= end) {
+          if (frame_end_ != begin_) crossed_ = true;
+          return make_error(ErrorCode::pickle_truncated, "pickle: the pickle ends before STOP, at byte " +
+                                                             std::to_string(input_pos(p)) + " of '" + where_ + "'");
+        }
+        left_frame();
+        guard = end;
+      }
+      op_ptr_ = p;
+      bool ok;
+      switch (*p++) {
+        case '.': {
+          // Python's STOP returns the top value, whatever lies below it.
+          if (stack_.size() <= floor_) {
+            fail(ErrorCode::pickle_malformed, "STOP with an empty stack");
+            return failed_run();
+          }
+          if (g_.hashed.size() > hashed_from_) {
+            Status keys = python_keys();
+            if (!keys) {
+              err_ = std::move(keys).error();
+              return failed_run();
+            }
+          }
+          if (consumed) *consumed = input_pos(p);
+          return stack_.back();
+        }
+        case 'q':  // BINPUT
+          if (PTREAD_UNLIKELY(p == end)) {
+            ok = truncated();
+            break;
+          }
+          ok = memo_put_top(*p++);
+          break;
+        case 'h':  // BINGET
+          if (PTREAD_UNLIKELY(p == end)) {
+            ok = truncated();
+            break;
+          }
+          ok = memo_get(*p++);
+          if (ok && end - p > 2 && p[0] == '(' && p[1] == '(' && runs_) tensor_run(p);
+          break;
+        case 'r':  // LONG_BINPUT
+          if (PTREAD_UNLIKELY(end - p < 4)) {
+            ok = truncated();
+            break;
+          }
+          ok = memo_put_top(load_u32(p));
+          p += 4;
+          break;
+        case 'j':  // LONG_BINGET
+          if (PTREAD_UNLIKELY(end - p < 4)) {
+            ok = truncated();
+            break;
+          }
+          ok = memo_get(load_u32(p));
+          p += 4;
+          if (ok && end - p > 2 && p[0] == '(' && p[1] == '(' && runs_) tensor_run(p);
+          break;
+        case 0x94: ok = memo_put_top(memo_count_); break;  // MEMOIZE
+        case '(': push_mark(); ok = true; break;
+        case 'K':  // BININT1
+          if (PTREAD_UNLIKELY(p == end)) {
+            ok = truncated();
+            break;
+          }
+          ok = push(g_.add_int(*p++));
+          break;
+        case 'M':  // BININT2
+          if (PTREAD_UNLIKELY(end - p < 2)) {
+            ok = truncated();
+            break;
+          }
+          ok = push(g_.add_int(p[0] | (p[1] << 8)));
+          p += 2;
+          break;
+        case 'J': {  // BININT
+          if (PTREAD_UNLIKELY(end - p < 4)) {
+            ok = truncated();
+            break;
+          }
+          const uint32_t u = load_u32(p);
+          p += 4;
+          int32_t v;
+          std::memcpy(&v, &u, 4);
+          ok = push(g_.add_int(v));
+          break;
+        }
+        case 0x8c: {  // SHORT_BINUNICODE
+          if (PTREAD_UNLIKELY(p == end)) {
+            ok = truncated();
+            break;
+          }
+          const size_t len = *p++;
+          if (PTREAD_UNLIKELY(static_cast<size_t>(end - p) < len)) {
+            ok = truncated();
+            break;
+          }
+          if (PTREAD_UNLIKELY(!pickle_text_ok(p, len, end))) {
+            ok = bad_utf8();
+            break;
+          }
+          ok = push(g_.add_text(ValueKind::string, std::string_view(reinterpret_cast<const char*>(p), len)));
+          p += len;
+          break;
+        }
+        case 'X': {  // BINUNICODE
+          if (PTREAD_UNLIKELY(end - p < 4)) {
+            ok = truncated();
+            break;
+          }
+          const size_t len = load_u32(p);
+          p += 4;
+          if (PTREAD_UNLIKELY(static_cast<size_t>(end - p) < len)) {
+            ok = truncated();
+            break;
+          }
+          if (PTREAD_UNLIKELY(!pickle_text_ok(p, len, end))) {
+            ok = bad_utf8();
+            break;
+          }
+          ok = push(g_.add_text(ValueKind::string, std::string_view(reinterpret_cast<const char*>(p), len)));
+          p += len;
+          break;
+        }
+        case 'N': ok = push(kNoneNode); break;
+        case 0x88: ok = push(kTrueNode); break;
+        case 0x89: ok = push(kFalseNode); break;
+        case ')': ok = push(g_.add_container(ValueKind::tuple)); break;
+        case '}': ok = push(g_.add_container(ValueKind::dict)); break;
+        case ']': ok = push(g_.add_container(ValueKind::list)); break;
+        case 't': ok = container_from_mark(ValueKind::tuple); break;
+        case 0x85: case 0x86: case 0x87: {  // TUPLE1..3
+          const size_t k = static_cast<size_t>(p[-1] - 0x84);
+          if (PTREAD_UNLIKELY(stack_.size() - floor_ < k)) {
+            ok = underflow();
+            break;
+          }
+          const size_t m = stack_.size() - k;
+          const uint32_t c = g_.add_container(ValueKind::tuple, items_from(m), k);
+          drop_from(m);
+          ok = push(c);
+          break;
+        }
+        case 'R': case 0x81: {  // REDUCE, NEWOBJ
+          uint32_t args = 0, callable = 0;
+          ok = pop(&args) && pop(&callable);
+          if (!ok) break;
+          if (PTREAD_UNLIKELY(g_.kind(args) != ValueKind::tuple)) {
+            ok = fail(ErrorCode::pickle_malformed, "arguments are not a tuple");
+            break;
+          }
+          ok = call(callable, args, *op_ptr_ == 0x81);
+          break;
+        }
+        case 'Q': {  // BINPERSID
+          uint32_t pid = 0;
+          ok = pop(&pid) && persistent_load(pid);
+          break;
+        }
+        case 'u': ok = append_from_mark(true); break;  // SETITEMS
+        case 0x95: {  // FRAME (see frame_end_)
+          if (PTREAD_UNLIKELY(end - p < 8)) {
+            ok = truncated();
+            break;
+          }
+          uint64_t length = 0;
+          for (int k = 7; k >= 0; --k) length = (length << 8) | p[k];
+          p += 8;
+          if (PTREAD_UNLIKELY(length > static_cast<uint64_t>(end - p))) {
+            ok = frame_past_end(length);
+          } else if (p < frame_end_ && length <= static_cast<uint64_t>(frame_end_ - p)) {
+            ok = true;  // a FRAME that its frame holds: Python reads nothing
+          } else {
+            // A new frame; a FRAME that began in the last one and does not end with it (its
+            // length, or its bytes, past that frame's end) is a read crossing its end.
+            if (op_ptr_ < frame_end_ && op_ptr_ + 1 != frame_end_ && p != frame_end_) note_crossing();
+            frame_end_ = p + length;
+            guard = frame_end_ < end ? frame_end_ + 1 : end;
+            ok = true;
+          }
+          break;
+        }
+        default:
+          p_ = p;
+          ok = step();
+          p = p_;
+          break;
+      }
+      if (PTREAD_UNLIKELY(!ok)) return failed_run();
+      // Protocols 1 to 3 memoize nearly every value right after making it: BINPUT or
+      // LONG_BINPUT is run here, without going round the dispatch (not after an opcode
+      // that left a frame: the dispatch looks at that first).
+      if (p < guard && (*p == 'q' || *p == 'r')) {
+        op_ptr_ = p;
+        if (*p == 'q' && end - p >= 2) {
+          ok = memo_put_top(p[1]);
+          p += 2;
+        } else if (*p == 'r' && end - p >= 5) {
+          ok = memo_put_top(load_u32(p + 1));
+          p += 5;
+        } else {
+          continue;  // truncated: the dispatch reports it
+        }
+        if (PTREAD_UNLIKELY(!ok)) return failed_run();
+      }
     }
   }
-  return out;
-}
+
+
+ private:
+  bool step();
+
+  bool runs_ = true;                // set_tensor_runs
+};
+
 
 // The opcodes run() leaves to it: those torch.save writes (protocol 2 and the FRAME and
 // MEMOIZE of 4) never come here.
@@ -6791,7 +6870,7 @@ inline bool PickleVM::step() {
       std::string_view s;
       return take(static_cast<uint64_t>(n), &s) && push_long(s);
     }
-    case 'I': {  // INT, as _pickle.c reads it (detail/number_text.hpp); "00"/"01" are False/True
+    case 'I': {  // INT, as _pickle.c reads it (pickle/number_text.hpp); "00"/"01" are False/True
       std::string_view s;
       if (!line(&s, false)) return false;
       if (s.empty()) return fail(ErrorCode::pickle_malformed, "bad integer text ''");
@@ -7204,12 +7283,12 @@ inline std::string python_str(const Graph& g, uint32_t i, bool repr = false, int
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/detail/python_repr.hpp ----
-// ---- begin ptread/format/model.hpp ----
+// ---- end ptread/pickle/python_repr.hpp ----
+// ---- begin ptread/torch/model.hpp ----
 // ptread — what a format reader produces: the object graph, its tensors, and names.
 
-// #include "../detail/flat_map.hpp": inlined above
-// ---- begin ptread/detail/nn_parallel.hpp ----
+// #include "../memory/flat_map.hpp": inlined above
+// ---- begin ptread/compute/parallel.hpp ----
 // ptread — a small process-wide worker pool for the nn layers (std::thread, no OpenMP).
 //
 // parallel_for(threads, tasks, fn) runs fn(t) for t in [0, tasks) on up to `threads`
@@ -7619,7 +7698,7 @@ void parallel_for(unsigned threads, size_t tasks, F&& fn, bool small = false) {
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/detail/nn_parallel.hpp ----
+// ---- end ptread/compute/parallel.hpp ----
 // #include "../io.hpp": inlined above
 // #include "../pickle.hpp": inlined above
 // ---- begin ptread/quantized.hpp ----
@@ -7782,7 +7861,7 @@ inline const char* sparse_layout_name(SparseLayout l) noexcept {
 }
 
 // A sparse tensor's parts, as torch saved them, checked while opening as torch.load checks
-// them (format/sparse_check.hpp): every index lies inside the shape.
+// them (torch/sparse_check.hpp): every index lies inside the shape.
 struct SparseTensor {
   SparseLayout layout = SparseLayout::coo;
   std::vector<int64_t> shape;  // the dense shape
@@ -8310,7 +8389,7 @@ inline Status realign_storages(Model& m) {
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/format/model.hpp ----
+// ---- end ptread/torch/model.hpp ----
 
 #include <algorithm>
 #include <cstring>
@@ -8522,7 +8601,7 @@ class Value {
 // tensor byte is touched until it is used. A Checkpoint is cheap to move; tensors keep the
 // mapping or buffers alive on their own, so they may outlive it.
 
-// ---- begin ptread/format/detect.hpp ----
+// ---- begin ptread/containers/detect.hpp ----
 // ptread — what kind of file this is, from its first bytes.
 //
 //   "PK\3\4"                     zip (torch.save >= 1.6, TorchScript)
@@ -8617,8 +8696,8 @@ inline Result<Detected> detect_format(const uint8_t* head, size_t n, uint64_t si
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/format/detect.hpp ----
-// ---- begin ptread/format/legacy.hpp ----
+// ---- end ptread/containers/detect.hpp ----
+// ---- begin ptread/containers/legacy.hpp ----
 // ptread — the legacy format: torch.save before 1.6, and _use_new_zipfile_serialization=False
 // ever since (torch/serialization.py, _legacy_save / _legacy_load).
 //
@@ -8642,7 +8721,7 @@ inline Result<Detected> detect_format(const uint8_t* head, size_t n, uint64_t si
 // dtype's alignment (else copied). Read mode: the pickles are read with a growing prefix,
 // then each storage into its own buffer.
 
-// ---- begin ptread/format/naming.hpp ----
+// ---- begin ptread/torch/naming.hpp ----
 // ptread — tensor names (contract, DESIGN.md "Tensor names").
 //
 // A depth-first walk of the object graph in file order:
@@ -8656,10 +8735,10 @@ inline Result<Detected> detect_format(const uint8_t* head, size_t n, uint64_t si
 // A tensor reached twice is listed under each name. The walk uses an explicit stack (no
 // recursion), skips edges back into the current path (cycles), and is bounded.
 
-// #include "../detail/keyed_hash.hpp": inlined above
-// #include "../detail/python_repr.hpp": inlined above
+// #include "../memory/keyed_hash.hpp": inlined above
+// #include "../pickle/python_repr.hpp": inlined above
 // #include "model.hpp": inlined above
-// ---- begin ptread/format/sparse_check.hpp ----
+// ---- begin ptread/torch/sparse_check.hpp ----
 // ptread — a loaded sparse tensor checked as torch.load checks it.
 //
 // torch rebuilds a sparse tensor with an unchecked constructor (_sparse_coo_tensor_unsafe,
@@ -8882,7 +8961,7 @@ inline Status check_sparse(const SparseTensor& t, uint64_t* budget) {
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/format/sparse_check.hpp ----
+// ---- end ptread/torch/sparse_check.hpp ----
 
 #include <algorithm>
 #include <charconv>
@@ -9304,8 +9383,8 @@ inline Status name_tensors(Model& m, const Limits& limits, uint64_t source_bytes
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/format/naming.hpp ----
-// ---- begin ptread/format/torch_pickle.hpp ----
+// ---- end ptread/torch/naming.hpp ----
+// ---- begin ptread/torch/hooks.hpp ----
 // ptread — torch's meaning of the globals in a checkpoint pickle.
 //
 // torch.save pickles each tensor as a call to a rebuild function (torch/_utils.py) whose
@@ -9327,20 +9406,270 @@ inline Status name_tensors(Model& m, const Limits& limits, uint64_t source_bytes
 // Also interpreted: collections.OrderedDict, builtins.set/frozenset, torch.Size,
 // _codecs.encode (protocol-2 bytes), bytearray, copyreg._reconstructor. Everything else
 // becomes an inert object node. Rebuild functions for tensors ptread cannot hand out
-// (quantized, sparse, nested, meta, wrapper subclasses) become "unsupported" entries.
+//
+// The work is split along torch's own: persistent_id.hpp (storages, storages.hpp), the table
+// of globals (globals.hpp, one handler file each under globals/), build.hpp (BUILD), all on
+// a TorchContext (context.hpp). TorchHooks is what the pickle VM calls: it hands each call
+// to them, and reads torch.save's tensor runs (pickle/tensor_runs.hpp) in one go.
+
+// ---- begin ptread/torch/build.hpp ----
+// ptread — the pickle's BUILD as Python and torch apply it: Python's default BUILD (an
+// object's __dict__ and slots), what builtin values and classes refuse, several BUILDs of one
+// object merged, and Tensor.__setstate__ (torch/_tensor.py) on tensors. Objects of a class
+// with a handler of its own (numpy.ndarray, Parameter) go to it (globals.hpp).
+
+// ---- begin ptread/torch/context.hpp ----
+// ptread — what torch's handlers share: the model being read, its storages, the limits and
+// budgets, the refusals that wait for the directory, and the dispatch of calls through the
+// table of globals.
+
+// ---- begin ptread/torch/global.hpp ----
+// ptread — what an entry of the table of torch globals is (globals.hpp lists them): which
+// module.name it matches, what kind of Python object that is, and its handlers for the
+// pickle's REDUCE, NEWOBJ and BUILD. Each handler mirrors one piece of torch or Python and
+// lives in a file of its own under globals/.
+
+// #include "../pickle/value_graph.hpp": inlined above
+// #include "../error.hpp": inlined above
+
+#include <cstdint>
+#include <string_view>
+
+namespace ptread {
+namespace detail {
+
+class TorchContext;
+
+// A call of a global: its node, the argument tuple's node and that tuple's items.
+struct GlobalCall {
+  uint32_t callable;
+  uint32_t args;
+  Items a;
+};
+
+// What Python object a global is, which decides what the pickle may do with it beyond its
+// handlers.
+enum class GlobalKind : uint8_t {
+  plain_class,    // a class ptread knows no more of than its handlers say (numpy.ndarray)
+  builtin_class,  // set, bytes, OrderedDict, torch.Size ...: BUILD on the class itself sets nothing
+  function,       // written in Python (torch's rebuild functions): NEWOBJ of it is refused
+  c_function,     // written in C (_codecs.encode, numpy's): no __dict__ either
+  storage_type,   // FloatStorage ...: torch.load finds a StorageType object
+  torch_object,   // torch.float32, torch.per_tensor_affine ...: no callable, no class
+  tensor_class,   // torch.nn.parameter.Parameter, torch.autograd.variable.Variable
+};
+inline bool is_function(GlobalKind k) { return k == GlobalKind::function || k == GlobalKind::c_function; }
+
+// REDUCE / INST / OBJ (call) and NEWOBJ (new_object): the node made, or kNoNode for an inert
+// object node of the call; errors as torch or Python raise them.
+using GlobalCallHandler = Result<uint32_t> (*)(TorchContext& cx, Graph& g, const GlobalCall& c);
+// BUILD on the global itself (build_global, after Python's default BUILD's checks) or on an
+// object whose class the global is (build_instance, after the object took the state).
+using GlobalBuildHandler = Status (*)(TorchContext& cx, Graph& g, uint32_t target, uint32_t state);
+// Whether module.name is this entry; py2: the pickle is below protocol 3, where Python maps
+// Python 2 module names (__builtin__, copy_reg) to Python 3's.
+using GlobalMatch = bool (*)(std::string_view module, std::string_view name, bool py2);
+
+struct TorchGlobal {
+  const char* id;  // the global, or its family, as torch names it (global_tag_of finds it by this)
+  GlobalMatch match;
+  GlobalKind kind;
+  GlobalCallHandler call = nullptr;        // nullptr: an inert object
+  GlobalCallHandler new_object = nullptr;  // nullptr: as call
+  GlobalBuildHandler build_global = nullptr;
+  GlobalBuildHandler build_instance = nullptr;
+};
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/torch/global.hpp ----
+// #include "model.hpp": inlined above
+// ---- begin ptread/torch/python.hpp ----
+// ptread — the small rules of Python and torch that torch's handlers all apply: text, truth,
+// sizes and strides as Tensor.set_ takes them, requires_grad, BUILD states, a storage's
+// location and class.
 
 // #include "model.hpp": inlined above
-
-// #include "../detail/flat_map.hpp": inlined above
-// #include "../detail/python_repr.hpp": inlined above
-// #include "../detail/text.hpp": inlined above
+// #include "../pickle/python_repr.hpp": inlined above
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <iterator>
+#include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ptread {
+namespace detail {
+
+// Whether node i is text: str or bytes (torch.load takes either for persistent ids).
+PTREAD_ALWAYS_INLINE bool is_text(const Graph& g, uint32_t i) {
+  return g.kind(i) == ValueKind::string || g.kind(i) == ValueKind::bytes;
+}
+PTREAD_ALWAYS_INLINE Result<std::string_view> text_of(const Graph& g, uint32_t i, const char* what) {
+  if (is_text(g, i)) return g.text(i);
+  return make_error(ErrorCode::bad_tensor_args, std::string(what) + " is a " + value_kind_name(g.kind(i)) + ", not a string");
+}
+
+// Python's bool() of a value, where ptread can know it (objects, classes and tensors are
+// taken as true, as most are).
+inline bool python_truthy(Graph& g, uint32_t v) {
+  switch (g.kind(v)) {
+    case ValueKind::none: return false;
+    case ValueKind::boolean: case ValueKind::integer: return g.at(v).i != 0;
+    case ValueKind::floating: return g.at(v).f != 0;
+    case ValueKind::string: case ValueKind::bytes: return !g.text(v).empty();
+    case ValueKind::list: case ValueKind::tuple: case ValueKind::dict: case ValueKind::set: case ValueKind::frozenset:
+      return g.count(v) != 0;
+    default: return true;
+  }
+}
+
+// A BUILD state as Python's default BUILD reads it: (state, slots) when a pair, else the
+// state alone (*slots kNoNode).
+inline void split_build_state(const Graph& g, uint32_t state, uint32_t* dict_state, uint32_t* slots) {
+  *dict_state = state;
+  *slots = kNoNode;
+  if (g.kind(state) == ValueKind::tuple && g.count(state) == 2) {
+    *dict_state = g.at(state).items[0];
+    *slots = g.at(state).items[1];
+  }
+}
+// Whether dict node d's keys are all strs (setattr() takes a str).
+inline bool str_keys(const Graph& g, uint32_t d) {
+  const Items kv = g.at(d).items;
+  for (size_t k = 0; k < kv.size(); k += 2) {
+    if (g.kind(kv[k]) != ValueKind::string) return false;
+  }
+  return true;
+}
+
+// ... and their values (ints), copied to out when it is given: into the graph's arena,
+// as a list could still grow later. With `set_args`, as torch's argument parser takes the
+// sizes and strides of Tensor.set_ (the rebuild functions): it checks the first item's
+// type alone, so a bool after it is an int, 0 or 1 (torch 1.13 reads (2, False) as
+// [2, 0] and refuses (False, 2)).
+PTREAD_ALWAYS_INLINE Status read_dims(const Graph& g, uint32_t i, const char* what, int64_t* out,
+                                             bool set_args = false) {
+  const Items items = g.at(i).items;
+  for (size_t k = 0; k < items.size(); ++k) {
+    const Node& e = g.nodes[items[k]];
+    if (e.kind != ValueKind::integer && !(set_args && k > 0 && e.kind == ValueKind::boolean)) {
+      return make_error(ErrorCode::bad_tensor_args, std::string(what) + " holds a " + value_kind_name(e.kind));
+    }
+    if (out) out[k] = e.i;
+  }
+  return {};
+}
+// dims[rank ...]: the contiguous strides of sizes dims[0 ... rank), as torch computes them
+// (a size of 0 or less counts as 1).
+inline Status contiguous_strides(int64_t* dims, size_t rank) {
+  int64_t step = 1;
+  for (size_t d = rank; d-- > 0;) {
+    dims[rank + d] = step;
+    const int64_t n = std::max<int64_t>(dims[d], 1);
+    if (d > 0 && step > INT64_MAX / n) {
+      return make_error(ErrorCode::shape_overflow, "the contiguous strides of the size overflow 64 bits");
+    }
+    step *= n;
+  }
+  return {};
+}
+// Room for rank sizes and rank strides.
+inline int64_t* new_dims(Graph& g, size_t rank) {
+  return rank ? static_cast<int64_t*>(g.arena.allocate(2 * rank * sizeof(int64_t), alignof(int64_t))) : nullptr;
+}
+
+// A requires_grad argument as torch sets it: a bool, and true only for floating point
+// and complex dtypes (torch refuses an int, None ..., and gradients of others).
+inline Result<bool> requires_grad_arg(Graph& g, uint32_t v, DType dtype, const char* what) {
+  if (g.kind(v) != ValueKind::boolean) {
+    return make_error(ErrorCode::bad_tensor_args, std::string(what) + " rebuild: requires_grad is a " +
+                                                      value_kind_name(g.kind(v)) + ", not a bool (torch refuses it)");
+  }
+  const bool on = g.at(v).i != 0;
+  if (on && !dtype_is_differentiable(dtype)) {
+    return make_error(ErrorCode::bad_tensor_args, std::string(what) + " rebuild: requires_grad on a " +
+                                                      dtype_name(dtype) +
+                                                      " tensor; only floating point and complex tensors can "
+                                                      "require gradients (torch refuses it)");
+  }
+  return on;
+}
+
+// A storage of its own holding a copy of bytes, each swap_unit bytes reversed (a big-endian
+// array's elements) when swap_unit > 1.
+inline Result<std::shared_ptr<const Storage>> owned_copy(std::string_view bytes, size_t swap_unit) {
+  PTREAD_TRY(auto buf, allocate_aligned(bytes.size()));
+  if (!bytes.empty()) std::memcpy(buf.get(), bytes.data(), bytes.size());
+  if (swap_unit > 1) {
+    for (size_t k = 0; k + swap_unit <= bytes.size(); k += swap_unit) {
+      std::reverse(buf.get() + k, buf.get() + k + swap_unit);
+    }
+  }
+  const uint8_t* p = buf.get();
+  return std::make_shared<const Storage>(p, bytes.size(), std::move(buf));
+}
+
+
+
+// The node whose text a storage's tensors report as Tensor::device(): the stored location
+// when it is text (str, or bytes from Python 2), else a string of Python's str() of it (at
+// most 256 bytes and "..."). torch.load(map_location="cpu") never reads the location, so
+// none stops a load (without map_location torch refuses a location that is no string: it
+// calls location.startswith).
+inline uint32_t storage_location_node(Graph& g, uint32_t loc) {
+  const ValueKind k = g.kind(loc);
+  if (PTREAD_LIKELY(k == ValueKind::string || k == ValueKind::bytes)) return loc;
+  return g.add_text(ValueKind::string, python_str(g, loc, false, 0, 256));
+}
+
+// The dtype of storage class `cls` (a global node; cached in its tag2: 0 unknown yet,
+// 0xff no storage class, else dtype + 1); false when it is no storage class.
+inline bool storage_class_dtype(Graph& g, uint32_t cls, DType* dtype) {
+  Node& n = g.nodes[cls];
+  if (n.tag2 == 0) {
+    n.tag2 = dtype_from_storage_class(g.global_name(cls), dtype) ? static_cast<uint8_t>(static_cast<uint8_t>(*dtype) + 1) : 0xff;
+  }
+  *dtype = static_cast<DType>(n.tag2 - 1);
+  return n.tag2 != 0xff;
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/torch/python.hpp ----
+// ---- begin ptread/torch/storages.hpp ----
+// ptread — the storages a pickle's persistent ids name, as torch.load keeps them
+// (torch/serialization.py: loaded_storages, deserialized_objects): one storage per key,
+// made by the key's first reference, of that reference's dtype and size; later references
+// get it as it is. Numbered keys ("0", "1" ... as torch.save writes them) index a vector,
+// the others a hash index. Legacy view metadata makes slices of a root storage. A storage
+// is a view of the container's record when the record is in memory as it is (the
+// container hands over its table of StoredRecords), else the container's loader makes it.
+
+// #include "model.hpp": inlined above
+// #include "python.hpp": inlined above
+// #include "../memory/flat_map.hpp": inlined above
+// #include "../text/text.hpp": inlined above
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace ptread {
 namespace detail {
@@ -9357,83 +9686,9 @@ struct StoredRecord {
   uint32_t entry;
 };
 
-// What TorchHooks::call does with a global; cached in the global's node (Node::tag).
-enum GlobalTag : uint8_t {
-  kGlobalUnclassified = 0,
-  kGlobalOther,
-  kRebuildTensorV2,
-  kRebuildTensorV3,
-  kRebuildTensorV1,
-  kRebuildParameter,           // _rebuild_parameter, _rebuild_parameter_with_state
-  kRebuildDeviceFromCpu,       // _rebuild_device_tensor_from_cpu_tensor
-  kRebuildUnsupported,         // torch._utils rebuilds of tensors ptread cannot hand out
-  kRebuildFromTypeV2,          // torch._tensor._rebuild_from_type_v2
-  kOrderedDict,
-  kDictLike,                   // collections.defaultdict, collections.Counter
-  kBuiltinSet,
-  kBuiltinFrozenset,
-  kBuiltinBytes,
-  kBuiltinBytearray,
-  kTorchSize,
-  kCodecsEncode,
-  kNumpyReconstruct,
-  kNumpyScalar,
-  kCopyregReconstructor,
-  kOldVariable,                // torch.nn.parameter.Parameter, torch.autograd.variable.Variable
-  kRebuildQTensor,             // _rebuild_qtensor
-  kRebuildSparse,              // _rebuild_sparse_tensor, _rebuild_sparse_csr_tensor
-  kPickleStorageType,          // FloatStorage ... (any module): torch.load finds a StorageType
-  kTorchInstance,              // torch.float32, torch.per_tensor_affine, torch.strided ...: no classes
-};
-
-// What the torch globals are that are objects, not classes or functions (torch_instance_type):
-// Python calls none of them, takes none as NEWOBJ's class, and sets no state on any.
-inline const char* torch_instance_type(std::string_view name) noexcept {
-  DType d;
-  if (dtype_from_torch_name(name, &d)) return "torch.dtype";
-  for (const char* q : {"per_tensor_affine", "per_channel_affine", "per_tensor_symmetric", "per_channel_symmetric",
-                        "per_channel_affine_float_qparams"}) {
-    if (name == q) return "torch.qscheme";
-  }
-  for (const char* l : {"strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn"}) {
-    if (name == l) return "torch.layout";
-  }
-  for (const char* f : {"contiguous_format", "channels_last", "channels_last_3d", "preserve_format"}) {
-    if (name == f) return "torch.memory_format";
-  }
-  return nullptr;
-}
-
-// The storage classes torch.load's unpickler turns into StorageType objects, whatever their
-// module (torch.serialization's find_class: the names of
-// torch.storage._dtype_to_storage_type_map, the same in torch 1.13 and 2.x).
-inline bool is_pickle_storage_type(std::string_view name) noexcept {
-  static const std::string_view names[] = {
-      "DoubleStorage", "FloatStorage", "HalfStorage", "LongStorage", "IntStorage", "ShortStorage",
-      "CharStorage", "ByteStorage", "BoolStorage", "BFloat16Storage", "ComplexDoubleStorage",
-      "ComplexFloatStorage", "QInt8Storage", "QInt32Storage", "QUInt8Storage", "QUInt4x2Storage",
-      "QUInt2x4Storage"};
-  for (std::string_view n : names) {
-    if (name == n) return true;
-  }
-  return false;
-}
-
-// The node whose text a storage's tensors report as Tensor::device(): the stored location
-// when it is text (str, or bytes from Python 2), else a string of Python's str() of it (at
-// most 256 bytes and "..."). torch.load(map_location="cpu") never reads the location, so
-// none stops a load (without map_location torch refuses a location that is no string: it
-// calls location.startswith).
-inline uint32_t storage_location_node(Graph& g, uint32_t loc) {
-  const ValueKind k = g.kind(loc);
-  if (PTREAD_LIKELY(k == ValueKind::string || k == ValueKind::bytes)) return loc;
-  return g.add_text(ValueKind::string, python_str(g, loc, false, 0, 256));
-}
-
-class TorchHooks : public PickleHooks {
+class TorchStorages {
  public:
-  TorchHooks(Model& m, StorageLoader loader, const Limits& limits)
-      : m_(m), loader_(std::move(loader)), limits_(limits), legacy_(m.format == Format::legacy) {}
+  TorchStorages(Model& m, StorageLoader loader) : m_(m), loader_(std::move(loader)) {}
 
   // Numbered storage keys whose record is in memory and large enough become views of the
   // source (StorageTable::add_view; the table's source must be set), without a call to the
@@ -9443,7 +9698,6 @@ class TorchHooks : public PickleHooks {
     records_ = records;
     records_big_endian_ = big_endian;
   }
-
   // Storages made before their records are known (read_zip_overlapped): each key becomes a
   // placeholder view of no bytes and the size the pickle first declares for it, which every
   // check during the pickle then holds the tensors to. Legacy view metadata fails the
@@ -9512,110 +9766,6 @@ class TorchHooks : public PickleHooks {
   // outlive its use (the calls that add storages).
   void set_chunk_reserve(ChunkReserve* r) noexcept { pool_.set_reserve(r); }
 
-  Result<uint32_t> persistent_load(Graph& g, uint32_t pid) override {
-    const NodeView n = g.at(pid);
-    if (n.kind != ValueKind::tuple || n.items.empty()) {
-      return make_error(ErrorCode::bad_tensor_args, "persistent id is not a tuple");
-    }
-    const Items it = n.items;  // a tuple: its items never move
-    PTREAD_TRY(std::string_view tag, text_of(g, it[0], "persistent id tag"));
-    if (tag == "module" && it.size() >= 2 && legacy_) return module_pid(g, it);  // legacy full-model files
-    // torch.load unpacks ('storage', class, key, location, numel) in a zip file and
-    // ('storage', class, root key, location, numel, view) in a legacy one, and refuses
-    // other counts; torch.jit.load reads the first five items of a TorchScript archive's.
-    // Zip and TorchScript are told apart by the directory, which the pickle may be read
-    // before: a zip file's refusal waits for it (refusal()).
-    if (!equals(tag, "storage") || it.size() < 5 || (legacy_ && it.size() != 6)) {
-      return make_error(ErrorCode::bad_tensor_args,
-                        "unknown persistent id ('" + std::string(tag) + "' with " + std::to_string(it.size()) +
-                            " items); expected ('storage', class, key, location, numel" +
-                            (legacy_ ? ", view)" : ")"));
-    }
-    if (it.size() != 5 && !legacy_) {
-      note_zip_refusal(make_error(ErrorCode::bad_tensor_args, "persistent id ('storage', ...) with " +
-                                                                  std::to_string(it.size()) +
-                                                                  " items in a zip file; torch.load takes 5"));
-    }
-    return storage_pid(g, it);
-  }
-
-  // A legacy file's ('module', class, source file, source): the class. torch.load checks the
-  // saved source against the class's (a warning when they differ) by calling
-  // _check_container_source(class, file, source) unless an item after the class is
-  // empty (falsy), so other counts are refused then.
-  static Result<uint32_t> module_pid(Graph& g, const Items& it) {
-    bool all_set = true;
-    for (size_t k = 2; k < it.size(); ++k) all_set = all_set && python_truthy(g, it[k]);
-    if (all_set && it.size() != 4) {
-      return make_error(ErrorCode::bad_tensor_args, "persistent id ('module', ...) with " + std::to_string(it.size()) +
-                                                        " items; torch.load passes the 3 after the tag to "
-                                                        "_check_container_source, which takes 3");
-    }
-    return it[1];
-  }
-  // Python's bool() of a value, where ptread can know it (objects, classes and tensors are
-  // taken as true, as most are).
-  static bool python_truthy(Graph& g, uint32_t v) {
-    switch (g.kind(v)) {
-      case ValueKind::none: return false;
-      case ValueKind::boolean: case ValueKind::integer: return g.at(v).i != 0;
-      case ValueKind::floating: return g.at(v).f != 0;
-      case ValueKind::string: case ValueKind::bytes: return !g.text(v).empty();
-      case ValueKind::list: case ValueKind::tuple: case ValueKind::dict: case ValueKind::set: case ValueKind::frozenset:
-        return g.count(v) != 0;
-      default: return true;
-    }
-  }
-
-  // What torch.load refuses in a zip file, or torch.jit.load in a TorchScript archive,
-  // that the other reads and the pickle held, for the reader to check once the directory
-  // says which the archive is; nullptr when nothing.
-  const Error* refusal(Format f) const noexcept {
-    if (f == Format::zip && zip_refusal_) return &*zip_refusal_;
-    if (f == Format::torchscript && script_refusal_) return &*script_refusal_;
-    return nullptr;
-  }
-
-  // _rebuild_tensor_v2 of a ('storage', class, key, location, numel[, None]) persistent id,
-  // with an empty OrderedDict of hooks and no metadata, as torch.save writes each tensor:
-  // what persistent_load, call(OrderedDict, ()) and call(fn, args) make of it, or kNoNode
-  // for anything else (and for anything that would be an error: the VM then reports it).
-  uint32_t tensor_run(Graph& g, const TensorRun& r) override {
-    DType dtype = run_.dtype;
-    // The callable, tag, storage class and hooks class of the last run taken: nodes never
-    // change, so the same four need no second look.
-    if (r.fn != run_.fn || r.tag != run_.tag || r.cls != run_.cls || r.hooks_cls != run_.hooks_cls) {
-      if (global_tag(g, r.fn) != kRebuildTensorV2 || g.kind(r.hooks_cls) != ValueKind::global ||
-          global_tag(g, r.hooks_cls) != kOrderedDict || !g.is_string(r.tag, "storage") ||
-          g.kind(r.cls) != ValueKind::global || !storage_class_dtype(g, r.cls, &dtype)) {
-        return kNoNode;
-      }
-      run_ = RunClasses{r.fn, r.tag, r.cls, r.hooks_cls, dtype};
-    }
-    if (PTREAD_UNLIKELY(r.pid_none != legacy_)) {  // (5 items in zip files, 6 in legacy ones)
-      if (!r.pid_none) return kNoNode;  // persistent_load refuses it
-      note_zip_refusal(make_error(ErrorCode::bad_tensor_args,
-                                  "persistent id ('storage', ...) with 6 items in a zip file; torch.load takes 5"));
-    }
-    if (PTREAD_UNLIKELY(r.requires_grad && !dtype_is_differentiable(dtype))) return kNoNode;  // rebuild() refuses it
-    const bool key_node = r.key != kNoNode;  // else a text in the pickle (copied where the index keeps it)
-    if ((key_node && g.kind(r.key) != ValueKind::string) || !is_text(g, r.location) || r.numel < 0 || r.rank > limits_.max_rank) return kNoNode;
-    DType stored = dtype;
-    const auto storage = find_or_load(g, key_node ? g.text(r.key) : r.key_text, key_node, static_cast<uint64_t>(r.numel), true,
-                                      dtype, &stored);
-    if (!storage) return kNoNode;
-    TensorSpec t;
-    t.dims = r.dims;
-    t.rank = r.rank;
-    t.offset = r.offset;
-    t.storage = *storage;
-    t.location = r.location;
-    t.dtype = stored;
-    t.requires_grad = r.requires_grad;
-    const auto tensor = add_tensor(g, t, r.rank);
-    return tensor ? *tensor : kNoNode;
-  }
-
   // The index of the storage with this key (int_key: the digits of an int key), or
   // StringIndex::npos.
   uint32_t storage_index(std::string_view key, bool int_key = false) const {
@@ -9657,77 +9807,6 @@ class TorchHooks : public PickleHooks {
       }
     }
     return {};
-  }
-
- protected:
-  // The dtype of storage class `cls` (a global node; cached in its tag2: 0 unknown yet,
-  // 0xff no storage class, else dtype + 1); false when it is no storage class.
-  static bool storage_class_dtype(Graph& g, uint32_t cls, DType* dtype) {
-    Node& n = g.nodes[cls];
-    if (n.tag2 == 0) {
-      n.tag2 = dtype_from_storage_class(g.global_name(cls), dtype) ? static_cast<uint8_t>(static_cast<uint8_t>(*dtype) + 1) : 0xff;
-    }
-    *dtype = static_cast<DType>(n.tag2 - 1);
-    return n.tag2 != 0xff;
-  }
-  // The tag call() acts on for global node fn (cached in its tag).
-  static GlobalTag global_tag(Graph& g, uint32_t fn) {
-    Node& n = g.nodes[fn];
-    if (n.tag == kGlobalUnclassified) n.tag = classify(g.global_module(fn), g.global_name(fn), n.ref != kGlobalNamesAsIs);
-    return static_cast<GlobalTag>(n.tag);
-  }
-
-  // ('storage', class, key, location, numel[, view_metadata]): a storage node.
-  Result<uint32_t> storage_pid(Graph& g, const Items& it) {
-    DType dtype;
-    const ValueKind ck = g.kind(it[1]);
-    if (ck == ValueKind::tensor || ck == ValueKind::storage) {
-      // torch.load takes the class's .dtype, which a tensor and a storage have too (a crafted
-      // file's; torch.jit.load wants a dtype there and refuses them).
-      dtype = ck == ValueKind::tensor ? m_.specs[g.at(it[1]).ref].dtype : static_cast<DType>(g.nodes[it[1]].i & 0xff);
-      note_refusal(Format::torchscript, make_error(ErrorCode::unknown_storage_class,
-                                                   std::string("a ") + value_kind_name(ck) +
-                                                       " as a persistent id's storage class in a TorchScript archive"));
-    } else if (ck == ValueKind::global) {
-      if (!storage_class_dtype(g, it[1], &dtype)) {
-        std::string full(g.global_module(it[1]));
-        full += '.';
-        full += g.global_name(it[1]);
-        return make_error(ErrorCode::unknown_storage_class, "unknown storage class '" + full + "'");
-      }
-    } else {
-      PTREAD_TRY(std::string_view cls, text_of(g, it[1], "storage class"));
-      if (!dtype_from_storage_class(cls, &dtype)) {
-        return make_error(ErrorCode::unknown_storage_class, "unknown storage class '" + std::string(cls) + "'");
-      }
-    }
-    std::string_view key;
-    char digits[24];
-    PTREAD_TRY(const bool int_key, storage_key(g, it[2], digits, &key));
-    const uint32_t location = storage_location_node(g, it[3]);
-    // The element count: torch.load multiplies it by the element size at a key's first
-    // reference (a bool counts 0 or 1) and never reads a later one's; a legacy file's pickle
-    // multiplies every one, so there it must be something Python multiplies by an int.
-    const ValueKind nk = g.kind(it[4]);
-    const int64_t count = nk == ValueKind::integer || nk == ValueKind::boolean ? g.at(it[4]).i : -1;
-    if (legacy_ && nk != ValueKind::integer && nk != ValueKind::big_integer && nk != ValueKind::boolean &&
-        nk != ValueKind::floating && nk != ValueKind::string && nk != ValueKind::bytes && nk != ValueKind::list &&
-        nk != ValueKind::tuple) {
-      return make_error(ErrorCode::bad_tensor_args, "storage '" + std::string(key) + "' has an element count that is a " +
-                                                        value_kind_name(nk) + " (torch refuses it)");
-    }
-    DType stored = dtype;  // the storage's: its first reference's
-    PTREAD_TRY(uint32_t index, find_or_load(g, key, !int_key, static_cast<uint64_t>(count), count >= 0, dtype, &stored, int_key));
-    if (legacy_ && g.kind(it[5]) != ValueKind::none) {  // (a legacy id has 6 items; others' sixth is unread)
-      if (placeholders_) {
-        return make_error(ErrorCode::unsupported_format, "storage view metadata with placeholder storages");
-      }
-      // A view is of this reference's dtype (its offset and size count its elements), and
-      // again the first reference of its own key makes it.
-      PTREAD_TRY(index, storage_view(g, it[5], index, dtype));
-      stored = storage_dtype(index);
-    }
-    return g.emit_int(ValueKind::storage, index, static_cast<int64_t>((uint64_t{location} << 8) | static_cast<uint8_t>(stored)));
   }
 
   // The index of storage `key`, referenced as numel elements of dtype: found, or loaded.
@@ -9792,266 +9871,6 @@ class TorchHooks : public PickleHooks {
     return false;
   }
 
- public:
-  Result<uint32_t> call(Graph& g, uint32_t callable, uint32_t args) override {
-    if (g.kind(callable) != ValueKind::global) return g.add_object(callable, args);
-    const GlobalTag tag = global_tag(g, callable);
-    const Items a = g.at(args).items;  // a tuple: its items never move
-    switch (tag) {
-      case kRebuildTensorV2: return rebuild(g, a, RebuildKind::v2);
-      case kRebuildTensorV3: return rebuild(g, a, RebuildKind::v3);
-      case kRebuildTensorV1: return rebuild(g, a, RebuildKind::v1);
-      case kRebuildParameter: {
-        const size_t n = g.global_name(callable) == "_rebuild_parameter" ? 3 : 4;  // _with_state: 4
-        return parameter(g, a, n, n);
-      }
-      case kRebuildDeviceFromCpu:
-        if (!a.empty() && g.kind(a[0]) == ValueKind::tensor) return a[0];
-        return unsupported_call(g, callable);
-      case kRebuildUnsupported: return unsupported_call(g, callable);
-      case kRebuildQTensor: return qtensor(g, a);
-      case kRebuildSparse: return sparse(g, a, g.global_name(callable) == "_rebuild_sparse_csr_tensor");
-      case kRebuildFromTypeV2:
-        if (a.size() != 4 || g.kind(a[2]) != ValueKind::tuple) {
-          return make_error(ErrorCode::bad_tensor_args,
-                            "_rebuild_from_type_v2 takes (func, type, args, state), args a tuple (torch refuses anything else)");
-        }
-        PTREAD_CHECK(check_from_type_state(g, a[3]));
-        return from_type(g, a[0], a[1], a[2], a[3]);
-      case kOrderedDict: case kDictLike: return dict_call(g, callable, a);
-      case kBuiltinSet: case kBuiltinFrozenset: {  // set(), set(iterable): a list or tuple (what pickle writes), a set, a dict's keys
-        const ValueKind made = tag == kBuiltinSet ? ValueKind::set : ValueKind::frozenset;
-        if (a.empty()) return g.add_container(made);
-        const ValueKind of = g.kind(a[0]);
-        if (a.size() == 1 && (of == ValueKind::list || of == ValueKind::tuple || of == ValueKind::set || of == ValueKind::frozenset)) {
-          const Items items = g.at(a[0]).items;
-          PTREAD_CHECK(spend(items.size(), "set()"));
-          return g.add_container(made, items.data(), items.size());
-        }
-        if (a.size() == 1 && of == ValueKind::dict) {
-          const Items kv = g.at(a[0]).items;
-          PTREAD_CHECK(spend(kv.size() / 2, "set()"));
-          std::vector<uint32_t> keys;
-          for (size_t k = 0; k < kv.size(); k += 2) keys.push_back(kv[k]);
-          return g.add_container(made, keys.data(), keys.size());
-        }
-        if (a.size() == 1 && (of == ValueKind::string || of == ValueKind::bytes)) {
-          // a str's characters (one-character strs), a bytes' bytes (ints); the set keeps
-          // each once (DictKeys, at STOP)
-          const std::string_view t = g.text(a[0]);
-          PTREAD_CHECK(spend(t.size(), "set()"));
-          std::vector<uint32_t> items;
-          for (size_t k = 0; k < t.size();) {
-            uint32_t cp = 0;
-            const size_t n = of == ValueKind::string ? std::max<size_t>(utf8_next(t, k, &cp), 1) : 1;  // (valid UTF-8)
-            items.push_back(of == ValueKind::string ? g.add_text(ValueKind::string, t.substr(k, n))
-                                                    : g.add_int(static_cast<uint8_t>(t[k])));
-            k += n;
-          }
-          return g.add_container(made, items.data(), items.size());
-        }
-        return make_error(ErrorCode::pickle_malformed, std::string(tag == kBuiltinSet ? "set" : "frozenset") + "() of " +
-                                                           (a.size() == 1 ? std::string("a ") + value_kind_name(of) : std::to_string(a.size()) + " arguments") +
-                                                           " (ptread reads set() of lists, tuples, sets, dicts, strs and bytes)");
-      }
-      case kBuiltinBytes: case kBuiltinBytearray:  // protocols 0-2 pickle b'' as bytes()
-        return bytes_call(g, a, tag == kBuiltinBytes ? "bytes" : "bytearray");
-      case kTorchSize: return torch_size(g, callable, args, a);
-      case kCodecsEncode:
-        // protocols 0-2 write bytes as _codecs.encode(latin-1 text, 'latin1')
-        return codecs_encode(g, a);
-      case kNumpyReconstruct:
-        // numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b'), then BUILD
-        if (!a.empty()) return g.add_object(a[0], args);
-        break;
-      case kNumpyScalar:
-        if (a.size() == 2) return numpy_scalar(g, callable, args, a);
-        break;
-      case kCopyregReconstructor:
-        if (!a.empty()) return g.add_object(a[0], g.add_container(ValueKind::tuple));
-        break;
-      case kOldVariable:
-        // torch 0.3: Parameter(data, requires_grad) / Variable(data) by REDUCE
-        if (!a.empty() && g.kind(a[0]) == ValueKind::tensor) return parameter(g, a, 1, a.size());  // (as lenient as before)
-        break;
-      case kPickleStorageType: {
-        // torch.load's unpickler (zip, legacy and tar files) finds a StorageType object
-        // there, which cannot be called; torch.jit.load's (TorchScript) finds other things.
-        Error e = make_error(ErrorCode::pickle_malformed, "the storage class '" +
-                                                              std::string(g.global_module(callable)) + "." +
-                                                              std::string(g.global_name(callable)) +
-                                                              "' called; torch.load reads it as a StorageType, which "
-                                                              "cannot be");
-        if (m_.format == Format::legacy || m_.format == Format::tar) return e;
-        note_zip_refusal(std::move(e));
-        break;
-      }
-      case kTorchInstance:
-        return make_error(ErrorCode::pickle_malformed, "'torch." + std::string(g.global_name(callable)) + "', a " +
-                                                           torch_instance_type(g.global_name(callable)) +
-                                                           ", called (it is no callable: torch.load refuses it)");
-      case kGlobalUnclassified: case kGlobalOther:
-        break;
-    }
-    return g.add_object(callable, args);
-  }
-
-  // cls.__new__(cls, *args): Python's unpickler takes only a class (a function, such as a
-  // rebuild function, is refused), and a few classes' __new__ leaves what their __init__
-  // would fill empty: OrderedDict, defaultdict, Counter, set and bytearray. The others ptread
-  // interprets (frozenset, bytes, torch.Size, Parameter) make in __new__ what a call makes.
-  Result<uint32_t> new_object(Graph& g, uint32_t cls, uint32_t args) override {
-    if (g.kind(cls) == ValueKind::global) {
-      switch (global_tag(g, cls)) {
-        case kRebuildTensorV2: case kRebuildTensorV3: case kRebuildTensorV1: case kRebuildParameter:
-        case kRebuildDeviceFromCpu: case kRebuildUnsupported: case kRebuildFromTypeV2: case kCodecsEncode:
-        case kNumpyReconstruct: case kNumpyScalar: case kCopyregReconstructor: case kRebuildQTensor:
-        case kRebuildSparse:
-          return make_error(ErrorCode::pickle_malformed, "NEWOBJ of the function '" + std::string(g.global_module(cls)) +
-                                                             "." + std::string(g.global_name(cls)) +
-                                                             "' (Python's unpickler takes only a class)");
-        case kTorchInstance:
-          return make_error(ErrorCode::pickle_malformed, "NEWOBJ of 'torch." + std::string(g.global_name(cls)) + "', a " +
-                                                             torch_instance_type(g.global_name(cls)) +
-                                                             " (Python's unpickler takes only a class)");
-        case kOrderedDict: case kDictLike: return attrs_dict(g, cls, g.add_container(ValueKind::dict));
-        case kBuiltinSet: return g.add_container(ValueKind::set);
-        case kBuiltinBytearray: return g.add_text(ValueKind::bytes, "");
-        default: break;
-      }
-    }
-    return call(g, cls, args);
-  }
-
-  Status build(Graph& g, uint32_t obj, uint32_t state) override {
-    Node& n = g.nodes[obj];
-    PTREAD_CHECK(check_builtin_build(g, n.kind, n.tag, state));
-    switch (n.kind) {
-      case ValueKind::global:
-        PTREAD_CHECK(check_global_build(g, obj, state));
-        PTREAD_CHECK(check_class_build(g, obj, state));
-        break;
-      case ValueKind::tensor: case ValueKind::quantized: case ValueKind::sparse: case ValueKind::unsupported:
-        return tensor_setstate(g, obj, state);
-      case ValueKind::storage:  // a TypedStorage: no __setstate__, a __dict__
-        return check_default_build(g, "a storage", state);
-      default:
-        break;
-    }
-    if (n.kind == ValueKind::object) {
-      const uint32_t before = n.items[kObjState];
-      if (before == kNoNode) {
-        n.items[kObjState] = state;
-      } else {
-        PTREAD_TRY(uint32_t merged, merged_state(g, before, state));
-        n.items[kObjState] = merged;
-      }
-      const uint32_t cls = n.items[kObjClass];
-      if (is_numpy(g, cls, "ndarray")) return numpy_array(g, obj, state);
-      // torch 0.1-0.3 pickled Parameters and Variables as Parameter() with the state
-      // (data, ...): the object is its data tensor.
-      if (is_old_variable(g, cls) && g.kind(state) == ValueKind::tuple && !g.at(state).items.empty()) {
-        const Items st = g.at(state).items;
-        const uint32_t data = st[0];
-        if (g.kind(data) == ValueKind::tensor || g.kind(data) == ValueKind::unsupported) {
-          // (data, grad, backward_hooks, requires_grad, volatile): Tensor.__setstate__
-          if (g.kind(data) == ValueKind::tensor && st.size() == 5 && g.kind(st[3]) == ValueKind::boolean) {
-            m_.specs[g.nodes[data].ref].requires_grad = g.at(st[3]).i != 0;
-          }
-          g.set_leaf(obj, g.kind(data), g.nodes[data].ref);
-        }
-      }
-    }
-    // BUILD on an OrderedDict carries `_metadata` (module versions); on a tensor, Python
-    // attributes. Neither changes tensor values or names.
-    return {};
-  }
-
- protected:
-  // BUILD again on an object (crafted: the pickler writes one per object). Python's default
-  // BUILD (and nn.Module's __setstate__) updates the instance's __dict__ and sets its slots,
-  // so the attributes of both states hold, a later value replacing an earlier one (the dict
-  // made here is in g.hashed: the STOP's DictKeys pass keeps each name once). A state that
-  // is no attribute dict (a class's own __setstate__ reads it) replaces the one before.
-  // The dict a merge makes is the object's own (kMergedTag): later merges append to it, so
-  // N BUILDs copy each state's items once, not N^2 / 2 times. Python updates __dict__ key by
-  // key, N BUILDs of an M-key state N x M updates: here all merges of a file append at most
-  // 2^22 items (a state given again and again through the memo), beyond which E502.
-  Result<uint32_t> merged_state(Graph& g, uint32_t before, uint32_t state) {
-    if (g.kind(state) == ValueKind::none) return before;  // BUILD None sets nothing
-    uint32_t a[2], sl[2];
-    object_state(g, before, &a[0], &sl[0]);
-    object_state(g, state, &a[1], &sl[1]);
-    auto empty = [&g](uint32_t x) { return x == kNoNode || g.kind(x) == ValueKind::none; };
-    for (const uint32_t x : {a[0], a[1]}) {
-      if (!empty(x) && g.kind(x) != ValueKind::dict) return state;
-    }
-    auto concat = [&](const uint32_t* parts) -> Result<uint32_t> {
-      if (empty(parts[0]) && empty(parts[1])) return kNoNode;
-      const bool own = !empty(parts[0]) && g.nodes[parts[0]].tag == kMergedTag;
-      size_t adding = 0;
-      for (size_t k = own ? 1 : 0; k < 2; ++k) adding += empty(parts[k]) ? 0 : g.count(parts[k]);
-      if (adding > merge_budget_) {
-        return make_error(ErrorCode::limit_exceeded, "objects given BUILD again and again: the merged states passed 2^22 items in one file");
-      }
-      merge_budget_ -= adding;
-      uint32_t d = parts[0];
-      if (!own) {
-        d = g.add_container(ValueKind::dict);
-        g.nodes[d].tag = kMergedTag;
-      }
-      for (size_t k = own ? 1 : 0; k < 2; ++k) {
-        if (!empty(parts[k])) g.append(d, g.at(parts[k]).items.data(), g.at(parts[k]).items.size());
-      }
-      return d;
-    };
-    PTREAD_TRY(const uint32_t attrs, concat(a));
-    PTREAD_TRY(const uint32_t slots, concat(sl));
-    if (slots == kNoNode) return attrs == kNoNode ? state : attrs;
-    const uint32_t pair[2] = {attrs == kNoNode ? kNoneNode : attrs, slots};
-    return g.add_container(ValueKind::tuple, pair, 2);
-  }
-
-  enum class RebuildKind { v1, v2, v3 };
-
-  // The storage table. torch names storages "0", "1", ... : such keys index a vector,
-  // others (and numbers far past the count) go through a hash index.
-  uint32_t find_storage(std::string_view key, bool numbered, uint32_t n, bool int_key) const {
-    if (PTREAD_UNLIKELY(int_key)) {
-      const uint32_t k = int_index_.find(key, [this](uint32_t j) { return int_keys_[j].first; });
-      return k == StringIndex::npos ? k : int_keys_[k].second;
-    }
-    if (numbered && n < storage_by_number_.size() && storage_by_number_[n] != StringIndex::npos) return storage_by_number_[n];
-    const uint32_t k = storage_index_.find(key, [this](uint32_t j) { return hashed_keys_[j].first; });
-    return k == StringIndex::npos ? k : hashed_keys_[k].second;
-  }
-  // Indexes the storage just added to the table under key (held: a view of text the graph
-  // keeps; else the hash index, which keeps views, gets a copy).
-  PTREAD_ALWAYS_INLINE uint32_t add_storage(Graph& g, std::string_view key, bool held, bool numbered, uint32_t n, DType dtype,
-                                            bool int_key) {
-    const uint32_t index = static_cast<uint32_t>(m_.storage_table.size() - 1);
-    if (table_dtype_.size() == index) {
-      table_dtype_.push_back(static_cast<uint8_t>(dtype));
-    } else {
-      if (table_dtype_.size() < index) table_dtype_.resize(size_t{index} + 1, 0);
-      table_dtype_[index] = static_cast<uint8_t>(dtype);
-    }
-    if (PTREAD_UNLIKELY(int_key)) {  // (int keys: a table of their own, their digits held by the graph)
-      key = g.intern(key);
-      int_keys_.emplace_back(key, index);
-      int_index_.insert(key, static_cast<uint32_t>(int_keys_.size() - 1), [this](uint32_t j) { return int_keys_[j].first; });
-    } else if (numbered && n < 2 * m_.storage_table.size() + 4096) {
-      if (n >= storage_by_number_.size()) storage_by_number_.resize(size_t{n} + 1 + storage_by_number_.size() / 2, StringIndex::npos);
-      storage_by_number_[n] = index;
-    } else {
-      if (!held) key = g.intern(key);
-      hashed_keys_.emplace_back(key, index);
-      storage_index_.insert(key, static_cast<uint32_t>(hashed_keys_.size() - 1),
-                            [this](uint32_t j) { return hashed_keys_[j].first; });
-    }
-    return index;
-  }
-
   // Legacy view metadata (view_key, offset, size), in elements of the root's dtype: the
   // storage `view_key` is that slice of the root (torch.serialization: the first reference
   // makes it). Resolved to memory by finish(), once the root has its bytes.
@@ -10090,164 +9909,162 @@ class TorchHooks : public PickleHooks {
     return index;
   }
 
-  // What call() does with module.name. py2: Python 2 module names stand for their Python
-  // 3 modules, as Python's find_class() maps them below protocol 3 (fix_imports).
-  static GlobalTag classify(std::string_view mod, std::string_view name, bool py2) {
-    if (is_pickle_storage_type(name)) return kPickleStorageType;
-    if (mod == "torch._utils") {
-      if (name == "_rebuild_tensor_v2") return kRebuildTensorV2;
-      if (name == "_rebuild_tensor_v3") return kRebuildTensorV3;
-      if (name == "_rebuild_tensor") return kRebuildTensorV1;
-      if (name == "_rebuild_parameter" || name == "_rebuild_parameter_with_state") return kRebuildParameter;
-      if (name == "_rebuild_device_tensor_from_cpu_tensor") return kRebuildDeviceFromCpu;
-      if (name == "_rebuild_qtensor") return kRebuildQTensor;
-      if (name == "_rebuild_sparse_tensor" || name == "_rebuild_sparse_csr_tensor") return kRebuildSparse;
-      if (unsupported_rebuild(name)) return kRebuildUnsupported;
-      return kGlobalOther;
+  // Whether storages are placeholders (set_placeholders).
+  bool placeholders() const noexcept { return placeholders_; }
+  // Whether storage `index` is a legacy view slice, or the root of one (torch resizes neither).
+  bool sliced(uint32_t index) const noexcept { return index < sliced_.size() && sliced_[index]; }
+
+ private:
+  // The storage table. torch names storages "0", "1", ... : such keys index a vector,
+  // others (and numbers far past the count) go through a hash index.
+  uint32_t find_storage(std::string_view key, bool numbered, uint32_t n, bool int_key) const {
+    if (PTREAD_UNLIKELY(int_key)) {
+      const uint32_t k = int_index_.find(key, [this](uint32_t j) { return int_keys_[j].first; });
+      return k == StringIndex::npos ? k : int_keys_[k].second;
     }
-    if (mod == "torch._tensor" && name == "_rebuild_from_type_v2") return kRebuildFromTypeV2;
-    if (mod == "collections") {
-      if (name == "OrderedDict") return kOrderedDict;
-      if (name == "defaultdict" || name == "Counter") return kDictLike;
-      return kGlobalOther;
+    if (numbered && n < storage_by_number_.size() && storage_by_number_[n] != StringIndex::npos) return storage_by_number_[n];
+    const uint32_t k = storage_index_.find(key, [this](uint32_t j) { return hashed_keys_[j].first; });
+    return k == StringIndex::npos ? k : hashed_keys_[k].second;
+  }
+  // Indexes the storage just added to the table under key (held: a view of text the graph
+  // keeps; else the hash index, which keeps views, gets a copy).
+  PTREAD_ALWAYS_INLINE uint32_t add_storage(Graph& g, std::string_view key, bool held, bool numbered, uint32_t n, DType dtype,
+                                            bool int_key) {
+    const uint32_t index = static_cast<uint32_t>(m_.storage_table.size() - 1);
+    if (table_dtype_.size() == index) {
+      table_dtype_.push_back(static_cast<uint8_t>(dtype));
+    } else {
+      if (table_dtype_.size() < index) table_dtype_.resize(size_t{index} + 1, 0);
+      table_dtype_[index] = static_cast<uint8_t>(dtype);
     }
-    if (mod == "builtins" || (py2 && mod == "__builtin__")) {
-      if (name == "set") return kBuiltinSet;
-      if (name == "frozenset") return kBuiltinFrozenset;
-      if (name == "bytes") return kBuiltinBytes;
-      if (name == "bytearray") return kBuiltinBytearray;
-      return kGlobalOther;
+    if (PTREAD_UNLIKELY(int_key)) {  // (int keys: a table of their own, their digits held by the graph)
+      key = g.intern(key);
+      int_keys_.emplace_back(key, index);
+      int_index_.insert(key, static_cast<uint32_t>(int_keys_.size() - 1), [this](uint32_t j) { return int_keys_[j].first; });
+    } else if (numbered && n < 2 * m_.storage_table.size() + 4096) {
+      if (n >= storage_by_number_.size()) storage_by_number_.resize(size_t{n} + 1 + storage_by_number_.size() / 2, StringIndex::npos);
+      storage_by_number_[n] = index;
+    } else {
+      if (!held) key = g.intern(key);
+      hashed_keys_.emplace_back(key, index);
+      storage_index_.insert(key, static_cast<uint32_t>(hashed_keys_.size() - 1),
+                            [this](uint32_t j) { return hashed_keys_[j].first; });
     }
-    if (mod == "torch" && name == "Size") return kTorchSize;
-    if (mod == "torch" && torch_instance_type(name) != nullptr) return kTorchInstance;
-    if (mod == "_codecs" && name == "encode") return kCodecsEncode;
-    if (is_numpy_module(mod)) {
-      if (name == "_reconstruct") return kNumpyReconstruct;
-      if (name == "scalar") return kNumpyScalar;
-      return kGlobalOther;
-    }
-    if ((mod == "copyreg" || (py2 && mod == "copy_reg")) && name == "_reconstructor") return kCopyregReconstructor;
-    if ((mod == "torch.nn.parameter" && name == "Parameter") || (mod == "torch.autograd.variable" && name == "Variable")) {
-      return kOldVariable;
-    }
-    return kGlobalOther;
+    return index;
   }
 
-  // collections.OrderedDict(x), Counter(x) and defaultdict(factory, x), as Python makes
-  // them. Their __reduce__ give Counter(dict), defaultdict(factory) and OrderedDict() with
-  // the items set after, and protocols 0-1 OrderedDict([(k, v), ...]); x may be a dict,
-  // or for OrderedDict and defaultdict a list or tuple of pairs (Counter would count a
-  // list's items: refused), and Counter(None) is empty. What Python refuses (more
-  // arguments, an x of another kind, a factory that is no class, function or object) is
-  // an error, never a dict made of part of the arguments.
-  Result<uint32_t> dict_call(Graph& g, uint32_t callable, const Items& a) {
-    const std::string_view name = g.global_name(callable);
-    const bool factory = name == "defaultdict", counter = name == "Counter";
-    auto refuse = [&](const std::string& why) {
-      return make_error(ErrorCode::pickle_malformed, "collections." + std::string(name) + "() " + why);
-    };
-    if (factory && !a.empty()) {
-      const ValueKind f = g.kind(a[0]);
-      if (f != ValueKind::none && f != ValueKind::global && f != ValueKind::object) {
-        return refuse(std::string("with a default factory that is a ") + value_kind_name(f) + ", which cannot be called");
-      }
+  Model& m_;
+  StorageLoader loader_;
+  const SegmentedVector<StoredRecord>* records_ = nullptr;  // set_stored_records
+  bool records_big_endian_ = false;
+  bool placeholders_ = false;  // set_placeholders
+  BlockPool pool_;                           // the next two tables' memory
+  PoolVector<uint32_t> storage_by_number_{&pool_};  // decimal keys: storage_by_number_[n], or npos
+  PoolVector<uint8_t> table_dtype_{&pool_};  // per storage_table entry made from a persistent id
+  std::vector<std::pair<std::string_view, uint32_t>> hashed_keys_;  // the other keys (views held by the graph), their storage
+  StringIndex storage_index_;                // positions in hashed_keys_
+  std::vector<std::pair<std::string_view, uint32_t>> int_keys_;  // int keys (their digits), their storage
+  StringIndex int_index_;                    // positions in int_keys_
+  std::vector<uint8_t> sliced_;              // per storage: a legacy view slice, or the root of one
+  std::string retyped_;                      // retyped()
+  struct View {
+    uint32_t view, root;
+    size_t offset, nbytes;
+  };
+  std::vector<View> views_;
+};
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/torch/storages.hpp ----
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ptread {
+namespace detail {
+
+// What every handler of a torch global works on: the model being read, its storages, the
+// limits and the budgets the builtin calls share, the refusals that wait for the directory,
+// and the dispatch of calls through the table of globals (globals.hpp), which TorchHooks
+// hands it: handlers never include the table they are listed in.
+class TorchContext {
+ public:
+  TorchContext(Model& m, StorageLoader loader, const Limits& lim, const TorchGlobal* globals, size_t n_globals)
+      : model(m), limits(lim), legacy(m.format == Format::legacy), storages(m, std::move(loader)),
+        globals_(globals), n_globals_(n_globals) {}
+
+  Model& model;
+  const Limits& limits;
+  const bool legacy;  // a legacy file's pickle (its format is set before the hooks are made)
+  TorchStorages storages;
+  size_t merge_budget = size_t{1} << 22;  // items merged_state (build.hpp) may still append
+
+  // The table entry of global node fn (nullptr: a global ptread gives no meaning), found
+  // once and cached in the node's tag: 0 not looked up yet, 1 none, else entry + 2.
+  const TorchGlobal* global(Graph& g, uint32_t fn) const {
+    const uint8_t tag = global_tag(g, fn);
+    return tag >= 2 ? &globals_[tag - 2] : nullptr;
+  }
+  uint8_t global_tag(Graph& g, uint32_t fn) const {
+    Node& n = g.nodes[fn];
+    if (PTREAD_UNLIKELY(n.tag == 0)) n.tag = classify(g.global_module(fn), g.global_name(fn), n.ref != kGlobalNamesAsIs);
+    return n.tag;
+  }
+  // The first entry of the table that matches module.name. py2: Python 2 module names stand
+  // for their Python 3 modules, as Python's find_class() maps them below protocol 3.
+  uint8_t classify(std::string_view mod, std::string_view name, bool py2) const {
+    for (size_t k = 0; k < n_globals_; ++k) {
+      if (globals_[k].match(mod, name, py2)) return static_cast<uint8_t>(k + 2);
     }
-    const size_t at = factory ? 1 : 0;  // the argument with the items
-    if (a.size() > at + 1) {
-      return refuse("of " + std::to_string(a.size()) + " arguments (Python takes at most " + std::to_string(at + 1) + ")");
+    return 1;
+  }
+
+  // REDUCE, INST, OBJ: callable(*args) as the callable's handler makes it; anything else (and
+  // a handler's kNoNode) an inert object node.
+  Result<uint32_t> call(Graph& g, uint32_t callable, uint32_t args) {
+    if (g.kind(callable) != ValueKind::global) return g.add_object(callable, args);
+    const TorchGlobal* tg = global(g, callable);
+    if (tg != nullptr && tg->call != nullptr) {
+      PTREAD_TRY(const uint32_t made, tg->call(*this, g, GlobalCall{callable, args, g.at(args).items}));  // a tuple: its items never move
+      if (made != kNoNode) return made;
     }
-    const uint32_t d = attrs_dict(g, callable, g.add_container(ValueKind::dict));
-    if (a.size() <= at) return d;  // (defaultdict() has no factory either)
-    const uint32_t x = a[at];
-    const ValueKind k = g.kind(x);
-    if (k == ValueKind::dict) {
-      const Items kv = g.at(x).items;
-      PTREAD_CHECK(spend(kv.size(), "collections' dicts"));
-      g.append(d, kv.data(), kv.size());
-      return d;
-    }
-    if (counter && k == ValueKind::none) return d;
-    if (!counter && (k == ValueKind::list || k == ValueKind::tuple)) {
-      const Items pairs = g.at(x).items;
-      PTREAD_CHECK(spend(2 * pairs.size(), "collections' dicts"));
-      for (uint32_t pair : pairs) {
-        const NodeView pn = g.at(pair);
-        if ((pn.kind != ValueKind::tuple && pn.kind != ValueKind::list) || pn.items.size() != 2) {
-          return refuse("item is not a pair");
+    return g.add_object(callable, args);
+  }
+
+  // cls.__new__(cls, *args): Python's unpickler takes only a class (a function, such as a
+  // rebuild function, is refused); a class's new_object handler makes what __new__ makes
+  // where that is not what a call makes (OrderedDict, set, bytearray ... left empty).
+  Result<uint32_t> new_object(Graph& g, uint32_t cls, uint32_t args) {
+    if (g.kind(cls) == ValueKind::global) {
+      if (const TorchGlobal* tg = global(g, cls)) {
+        if (is_function(tg->kind)) {
+          return make_error(ErrorCode::pickle_malformed, "NEWOBJ of the function '" + std::string(g.global_module(cls)) +
+                                                             "." + std::string(g.global_name(cls)) +
+                                                             "' (Python's unpickler takes only a class)");
         }
-        const uint32_t kv[2] = {pn.items[0], pn.items[1]};
-        g.append(d, kv, 2);
-      }
-      return d;
-    }
-    return refuse(std::string("of a ") + value_kind_name(k) + " (ptread reads a dict" +
-                  (counter ? std::string(" or None)") : std::string(", or a list or tuple of pairs)")));
-  }
-
-  // Dict node d as made by callable (a class of collections): tagged kAttrsTag when its
-  // instances take attributes (OrderedDict, Counter; a defaultdict has no __dict__).
-  static uint32_t attrs_dict(Graph& g, uint32_t callable, uint32_t d) {
-    if (g.global_name(callable) != "defaultdict") g.nodes[d].tag = kAttrsTag;
-    return d;
-  }
-
-  // A torch._utils rebuild function ptread cannot hand out a tensor for.
-  uint32_t unsupported_call(Graph& g, uint32_t fn) {
-    const std::string_view name = g.global_name(fn);
-    return unsupported(g, std::string(unsupported_rebuild(name)) + " (torch._utils." + std::string(name) + ") is not supported");
-  }
-
-  // Whether node i is text: str or bytes (torch.load takes either for persistent ids).
-  PTREAD_ALWAYS_INLINE static bool is_text(const Graph& g, uint32_t i) {
-    return g.kind(i) == ValueKind::string || g.kind(i) == ValueKind::bytes;
-  }
-  PTREAD_ALWAYS_INLINE static Result<std::string_view> text_of(const Graph& g, uint32_t i, const char* what) {
-    if (is_text(g, i)) return g.text(i);
-    return make_error(ErrorCode::bad_tensor_args, std::string(what) + " is a " + value_kind_name(g.kind(i)) + ", not a string");
-  }
-
-  // The codec Python's codecs.lookup() finds for an encoding name, of those ptread
-  // encodes with: the name normalized as CPython does (_Py_normalize_encoding: ASCII
-  // letters lowercased, letters, digits and '.' kept, any other run of bytes one '_'
-  // between them), then looked up in encodings.aliases (Python 3.11), again with '.' as
-  // '_', else taken as the name of a module of the encodings package.
-  enum class Codec { latin1, utf8, ascii, other };
-  static Codec python_codec(std::string_view name) {
-    std::string norm;
-    bool punct = false;
-    for (char c : name) {
-      const char l = ascii_lower(c);
-      if ((l >= 'a' && l <= 'z') || (l >= '0' && l <= '9') || l == '.') {
-        if (punct && !norm.empty()) norm.push_back('_');
-        norm.push_back(l);
-        punct = false;
-      } else {
-        punct = true;
+        if (tg->new_object != nullptr) {
+          PTREAD_TRY(const uint32_t made, tg->new_object(*this, g, GlobalCall{cls, args, g.at(args).items}));
+          if (made != kNoNode) return made;
+        }
       }
     }
-    static const char* const kLatin1[] = {"8859", "cp819", "csisolatin1", "ibm819", "iso8859", "iso8859_1", "iso_8859_1",
-                                          "iso_8859_1_1987", "iso_ir_100", "l1", "latin", "latin1"};
-    static const char* const kUtf8[] = {"cp65001", "u8", "utf", "utf8", "utf8_ucs2", "utf8_ucs4"};
-    static const char* const kAscii[] = {"646", "ansi_x3.4_1968", "ansi_x3.4_1986", "ansi_x3_4_1968", "cp367", "csascii",
-                                         "ibm367", "iso646_us", "iso_646.irv_1991", "iso_ir_6", "us", "us_ascii"};
-    auto alias = [](std::string_view n) {
-      auto in = [n](const auto& names) {
-        return std::any_of(std::begin(names), std::end(names), [n](const char* k) { return n == k; });
-      };
-      return in(kLatin1) ? Codec::latin1 : in(kUtf8) ? Codec::utf8 : in(kAscii) ? Codec::ascii : Codec::other;
-    };
-    Codec c = alias(norm);
-    if (c != Codec::other) return c;
-    std::string underscored = norm;
-    std::replace(underscored.begin(), underscored.end(), '.', '_');
-    c = alias(underscored);
-    if (c != Codec::other) return c;
-    // Modules: latin_1, iso8859_1 (its table is latin-1's), charmap (latin-1 without a
-    // mapping), utf_8, ascii. (A name with a '.' names no module.)
-    if (norm == "latin_1" || norm == "iso8859_1" || norm == "charmap") return Codec::latin1;
-    if (norm == "utf_8") return Codec::utf8;
-    if (norm == "ascii") return Codec::ascii;
-    return Codec::other;
+    return call(g, cls, args);
+  }
+
+  uint32_t unsupported(Graph& g, std::string reason) {
+    model.unsupported.push_back(std::move(reason));
+    return g.emit_int(ValueKind::unsupported, static_cast<uint32_t>(model.unsupported.size() - 1), 0);
   }
 
   // Items and bytes the builtin calls copy or make (set(x), bytes(x), bytes(n),
@@ -10263,154 +10080,6 @@ class TorchHooks : public PickleHooks {
     return {};
   }
 
-  // bytes(...) and bytearray(...) (ptread's bytes both) as Python makes them: of nothing;
-  // of bytes; of a str with an encoding (and errors), as _codecs.encode; of an int n, n
-  // zero bytes (within spend()'s budget); of a list or tuple of ints in
-  // [0, 256). What Python refuses is an error, and so is what ptread does not read (a set's
-  // or dict's ints: Python takes them in its hash order).
-  Result<uint32_t> bytes_call(Graph& g, const Items& a, const char* name) {
-    auto refuse = [&](const std::string& why) {
-      return make_error(ErrorCode::pickle_malformed, std::string(name) + "() " + why);
-    };
-    if (a.empty()) return g.add_text(ValueKind::bytes, "");
-    if (a.size() > 3) return refuse("of " + std::to_string(a.size()) + " arguments (Python takes at most 3)");
-    const ValueKind of = g.kind(a[0]);
-    if (of == ValueKind::string) {
-      if (a.size() == 1) return refuse("of a str without an encoding (Python refuses it)");
-      return codecs_encode(g, a);
-    }
-    if (a.size() > 1) return refuse(std::string("of a ") + value_kind_name(of) + " with an encoding (Python refuses it)");
-    if (of == ValueKind::bytes) return g.add_interned_text(ValueKind::bytes, g.text(a[0]));
-    if (of == ValueKind::integer || of == ValueKind::boolean) {
-      const int64_t n = g.at(a[0]).i;
-      if (n < 0) return refuse("of a negative count (Python refuses it)");
-      PTREAD_CHECK(spend(static_cast<uint64_t>(n), name));
-      return g.add_text(ValueKind::bytes, std::string(static_cast<size_t>(n), '\0'));
-    }
-    if (of == ValueKind::list || of == ValueKind::tuple) {
-      const Items items = g.at(a[0]).items;
-      PTREAD_CHECK(spend(items.size(), name));
-      std::string out;
-      out.reserve(items.size());
-      for (const uint32_t v : items) {
-        const ValueKind k = g.kind(v);
-        if (k != ValueKind::integer && k != ValueKind::boolean) {
-          return refuse(std::string("of a ") + value_kind_name(of) + " holding a " + value_kind_name(k) + " (Python takes ints)");
-        }
-        const int64_t b = g.at(v).i;
-        if (b < 0 || b > 255) return refuse("of a byte value " + std::to_string(b) + " (Python takes 0 to 255)");
-        out.push_back(static_cast<char>(b));
-      }
-      return g.add_text(ValueKind::bytes, out);
-    }
-    return refuse(std::string("of a ") + value_kind_name(of) + " (ptread reads bytes of nothing, bytes, a str with an encoding, an int, a list or tuple of ints)");
-  }
-
-  // _codecs.encode(obj, encoding='utf-8', errors='strict') as Python calls it, for the
-  // codecs ptread reads, as Python's codecs spell them (python_codec): latin-1, UTF-8 (the
-  // default) or ASCII (text codecs: obj must be a str). What Python refuses (other
-  // counts, an encoding or errors that is no str, obj of another type, text the codec
-  // cannot encode) is an error, and so is a codec ptread does not read.
-  Result<uint32_t> codecs_encode(Graph& g, const Items& a) {
-    if (a.empty() || a.size() > 3) {
-      return make_error(ErrorCode::pickle_malformed, "_codecs.encode of " + std::to_string(a.size()) +
-                                                         " arguments (Python takes 1 to 3)");
-    }
-    Codec codec = Codec::utf8;
-    if (a.size() >= 2) {
-      if (g.kind(a[1]) != ValueKind::string) return make_error(ErrorCode::pickle_malformed, "_codecs.encode with an encoding that is no string");
-      codec = python_codec(g.text(a[1]));
-    }
-    if (a.size() == 3 && g.kind(a[2]) != ValueKind::string) {
-      return make_error(ErrorCode::pickle_malformed, "_codecs.encode with errors that are no string");
-    }
-    for (size_t k = 1; k < a.size(); ++k) {  // (Python's C strings)
-      if (g.text(a[k]).find('\0') != std::string_view::npos) {
-        return make_error(ErrorCode::pickle_malformed, "_codecs.encode with a NUL in its encoding or errors (Python: embedded null character)");
-      }
-    }
-    const bool known = codec == Codec::latin1 || codec == Codec::utf8 || codec == Codec::ascii;
-    if (known && g.kind(a[0]) != ValueKind::string) {
-      return make_error(ErrorCode::pickle_malformed, std::string("_codecs.encode of a ") + value_kind_name(g.kind(a[0])) +
-                                                         " (a text codec encodes a str)");
-    }
-    const std::string_view text = known ? g.text(a[0]) : std::string_view();
-    PTREAD_CHECK(spend(text.size(), "_codecs.encode()"));
-    if (codec == Codec::latin1) {
-      PTREAD_TRY(std::string raw, utf8_to_latin1(text));
-      return g.add_text(ValueKind::bytes, raw);
-    }
-    const bool utf8 = codec == Codec::utf8;
-    const bool ascii = codec == Codec::ascii;
-    if (utf8 || ascii) {
-      for (char c : text) {
-        if (ascii && static_cast<unsigned char>(c) >= 0x80) return make_error(ErrorCode::pickle_malformed, "_codecs.encode text is not ASCII");
-      }
-      if (!utf8_valid(text)) return make_error(ErrorCode::pickle_malformed, "_codecs.encode of text with a lone surrogate");
-      return g.add_text(ValueKind::bytes, text);
-    }
-    return make_error(ErrorCode::pickle_malformed, "_codecs.encode to '" + std::string(g.text(a[1]).substr(0, 40)) +
-                                                       "' (ptread reads latin-1, UTF-8 and ASCII)");
-  }
-
-  static Result<std::string> utf8_to_latin1(std::string_view s) {
-    std::string out;
-    out.reserve(s.size());
-    for (size_t k = 0; k < s.size(); ++k) {
-      const auto c = static_cast<uint8_t>(s[k]);
-      if (c < 0x80) {
-        out.push_back(static_cast<char>(c));
-      } else if ((c & 0xe0) == 0xc0 && k + 1 < s.size() && c <= 0xc3) {
-        out.push_back(static_cast<char>(((c & 0x1f) << 6) | (static_cast<uint8_t>(s[k + 1]) & 0x3f)));
-        ++k;
-      } else {
-        return make_error(ErrorCode::pickle_malformed, "_codecs.encode text is not latin-1");
-      }
-    }
-    return out;
-  }
-
-  static const char* unsupported_rebuild(std::string_view name) {
-    if (name == "_rebuild_nested_tensor") return "nested tensor";
-    if (name == "_rebuild_meta_tensor_no_storage") return "meta tensor without data";
-    if (name == "_rebuild_wrapper_subclass") return "wrapper-subclass tensor without data";
-    if (name == "_rebuild_device_tensor_from_numpy" || name == "_rebuild_xla_tensor") return "device tensor from numpy";
-    if (name == "_rebuild_device_tensor_from_cpu_tensor") return "device tensor";
-    return nullptr;
-  }
-
-  static bool is_old_variable(const Graph& g, uint32_t cls) {
-    if (g.kind(cls) != ValueKind::global) return false;
-    const std::string_view mod = g.global_module(cls), name = g.global_name(cls);
-    return (mod == "torch.nn.parameter" && name == "Parameter") || (mod == "torch.autograd.variable" && name == "Variable");
-  }
-
-  // ---- numpy (numpy.core.multiarray before numpy 2, numpy._core.multiarray since) ----
-  static bool is_numpy_module(std::string_view mod) {
-    return mod == "numpy.core.multiarray" || mod == "numpy._core.multiarray";
-  }
-  static bool is_numpy(const Graph& g, uint32_t cls, const char* name) {
-    return g.kind(cls) == ValueKind::global && g.global_module(cls) == "numpy" && g.global_name(cls) == name;
-  }
-
-  // A numpy.dtype object: numpy.dtype('f8', False, True) with BUILD state (3, '<', ...).
-  struct NumpyType {
-    DType dtype;
-    bool big_endian;
-  };
-  static Result<NumpyType> numpy_dtype(const Graph& g, uint32_t d);
-
-  static Result<std::shared_ptr<const Storage>> owned_copy(std::string_view bytes, size_t swap_unit);
-
-  Status numpy_array(Graph& g, uint32_t obj, uint32_t state);
-
-  Result<uint32_t> numpy_scalar(Graph& g, uint32_t callable, uint32_t args, const Items& a);
-
-  uint32_t unsupported(Graph& g, std::string reason) {
-    m_.unsupported.push_back(std::move(reason));
-    return g.emit_int(ValueKind::unsupported, static_cast<uint32_t>(m_.unsupported.size() - 1), 0);
-  }
-
   // Sizes and strides: how many (a tuple or list of at most Limits::max_rank) ...
   PTREAD_ALWAYS_INLINE Result<size_t> dims_count(const Graph& g, uint32_t i, const char* what) const {
     const ValueKind k = g.kind(i);
@@ -10418,137 +10087,37 @@ class TorchHooks : public PickleHooks {
       return make_error(ErrorCode::bad_tensor_args, std::string(what) + " is a " + value_kind_name(k) + ", not a tuple");
     }
     const size_t count = g.count(i);
-    if (count > limits_.max_rank) {
+    if (count > limits.max_rank) {
       return make_error(ErrorCode::limit_exceeded, std::string(what) + " has " + std::to_string(count) +
                                                        " dimensions (Limits::max_rank)");
     }
     return count;
   }
-  // ... and their values (ints), copied to out when it is given: into the graph's arena,
-  // as a list could still grow later. With `set_args`, as torch's argument parser takes the
-  // sizes and strides of Tensor.set_ (the rebuild functions): it checks the first item's
-  // type alone, so a bool after it is an int, 0 or 1 (torch 1.13 reads (2, False) as
-  // [2, 0] and refuses (False, 2)).
-  PTREAD_ALWAYS_INLINE static Status read_dims(const Graph& g, uint32_t i, const char* what, int64_t* out,
-                                               bool set_args = false) {
-    const Items items = g.at(i).items;
-    for (size_t k = 0; k < items.size(); ++k) {
-      const Node& e = g.nodes[items[k]];
-      if (e.kind != ValueKind::integer && !(set_args && k > 0 && e.kind == ValueKind::boolean)) {
-        return make_error(ErrorCode::bad_tensor_args, std::string(what) + " holds a " + value_kind_name(e.kind));
-      }
-      if (out) out[k] = e.i;
-    }
-    return {};
-  }
-  // dims[rank ...]: the contiguous strides of sizes dims[0 ... rank), as torch computes them
-  // (a size of 0 or less counts as 1).
-  static Status contiguous_strides(int64_t* dims, size_t rank) {
-    int64_t step = 1;
-    for (size_t d = rank; d-- > 0;) {
-      dims[rank + d] = step;
-      const int64_t n = std::max<int64_t>(dims[d], 1);
-      if (d > 0 && step > INT64_MAX / n) {
-        return make_error(ErrorCode::shape_overflow, "the contiguous strides of the size overflow 64 bits");
-      }
-      step *= n;
-    }
-    return {};
-  }
-  // Room for rank sizes and rank strides.
-  static int64_t* new_dims(Graph& g, size_t rank) {
-    return rank ? static_cast<int64_t*>(g.arena.allocate(2 * rank * sizeof(int64_t), alignof(int64_t))) : nullptr;
-  }
-
-  Result<uint32_t> rebuild(Graph& g, const Items& a, RebuildKind kind) {
-    // _rebuild_tensor(storage, offset, size, stride), _rebuild_tensor_v2(..., requires_grad,
-    // backward_hooks, metadata=None), _rebuild_tensor_v3(..., backward_hooks, dtype,
-    // metadata=None): Python refuses other counts.
-    // torch.jit.load's _rebuild_tensor_v2 reads the first five and ignores the rest: in a
-    // zip file such a count waits for the directory (refusal()).
-    const size_t min_args = kind == RebuildKind::v1 ? 4 : kind == RebuildKind::v2 ? 6 : 7;
-    const size_t max_args = kind == RebuildKind::v1 ? 4 : min_args + 1;
-    const bool script_reads = kind == RebuildKind::v2 && !legacy_ && a.size() >= 5;
-    const bool python_reads = a.size() >= min_args && a.size() <= max_args;
-    if ((!python_reads && !script_reads) || g.kind(a[0]) != ValueKind::storage || g.kind(a[1]) != ValueKind::integer) {
-      return make_error(ErrorCode::bad_tensor_args,
-                        "tensor rebuild arguments are malformed (" + std::to_string(a.size()) +
-                            " arguments, first is a " + value_kind_name(g.kind(a.empty() ? 0 : a[0])) + ")");
-    }
-    if (!python_reads) {
-      note_zip_refusal(make_error(ErrorCode::bad_tensor_args, "_rebuild_tensor_v2 with " + std::to_string(a.size()) +
-                                                                  " arguments in a zip file (torch.load takes 6 or 7)"));
-    }
-    const Node& sn = g.nodes[a[0]];  // ref: the storage; i: dtype, location node << 8
-    const uint32_t storage = sn.ref;
-    const uint32_t location = static_cast<uint32_t>(static_cast<uint64_t>(sn.i) >> 8);
-    DType dtype = static_cast<DType>(sn.i & 0xff);
-    size_t meta_index = 6;
-    if (kind == RebuildKind::v3) {
-      const uint32_t d = a[6];
-      if (g.kind(d) != ValueKind::global) return make_error(ErrorCode::bad_tensor_args, "_rebuild_tensor_v3 dtype is not a global");
-      Node& dn = g.nodes[d];  // tag3: 0 unknown yet, 0xff no torch dtype, else dtype + 1
-      if (dn.tag3 == 0) {
-        dn.tag3 = g.global_module(d) == "torch" && dtype_from_torch_name(g.global_name(d), &dtype)
-                      ? static_cast<uint8_t>(static_cast<uint8_t>(dtype) + 1)
-                      : 0xff;
-      }
-      if (dn.tag3 == 0xff) {
-        return make_error(ErrorCode::unknown_dtype,
-                          "unknown dtype '" + std::string(g.global_module(d)) + "." + std::string(g.global_name(d)) + "'");
-      }
-      dtype = static_cast<DType>(dn.tag3 - 1);
-      meta_index = 7;
-    }
-    PTREAD_TRY(size_t rank, dims_count(g, a[2], "size"));
-    int64_t* dims = new_dims(g, rank);
-    PTREAD_CHECK(read_dims(g, a[2], "size", dims, true));
-    size_t stride_rank = rank;
-    const ValueKind stride_kind = g.kind(a[3]);
-    if (stride_kind == ValueKind::none ||
-        ((stride_kind == ValueKind::tuple || stride_kind == ValueKind::list) && g.count(a[3]) == 0)) {
-      // Tensor.set_ takes a stride of None, or an empty one, as the size's contiguous strides
-      // (torch 1.13 reads _rebuild_tensor_v2(s, 0, (2, 3), None, ...) with strides (3, 1)).
-      PTREAD_CHECK(contiguous_strides(dims, rank));
-    } else {
-      PTREAD_TRY(stride_rank, dims_count(g, a[3], "stride"));
-      PTREAD_CHECK(read_dims(g, a[3], "stride", stride_rank == rank ? dims + rank : nullptr, true));
-    }
-    TensorSpec t;
-    t.offset = g.at(a[1]).i;
-    t.dims = dims;
-    t.rank = static_cast<uint32_t>(rank);
-    t.storage = storage;
-    t.location = location;
-    t.dtype = dtype;
-    if (kind != RebuildKind::v1) {
-      PTREAD_TRY(t.requires_grad, requires_grad_arg(g, a[4], dtype, "tensor"));
-    }
-    if (a.size() > meta_index && g.kind(a[meta_index]) == ValueKind::dict) {
-      const uint32_t md = a[meta_index];
-      auto flag = [&](const char* k) {
-        uint32_t v = g.dict_get(md, k);
-        return v != kNoNode && g.kind(v) == ValueKind::boolean && g.at(v).i != 0;
-      };
-      t.conj = flag("conj");
-      t.neg = flag("neg");
-      if (PTREAD_UNLIKELY(t.neg && dtype_is_opaque(dtype))) {  // no value to negate: refused, not guessed
-        return make_error(ErrorCode::bad_tensor_args,
-                          std::string("a ") + dtype_name(dtype) + " tensor with the neg bit (torch negates no such tensor)");
-      }
-    }
-    return add_tensor(g, t, stride_rank);
-  }
 
   // A tensor node for spec t, once its view is checked against its storage.
   PTREAD_ALWAYS_INLINE Result<uint32_t> add_tensor(Graph& g, const TensorSpec& t, size_t stride_rank) {
     int64_t numel = 0;
-    auto st = check_view(t.dims, t.rank, t.dims + t.rank, stride_rank, t.offset, t.dtype, m_.storage_table.nbytes(t.storage), &numel);
+    auto st = check_view(t.dims, t.rank, t.dims + t.rank, stride_rank, t.offset, t.dtype, model.storage_table.nbytes(t.storage), &numel);
     if (PTREAD_UNLIKELY(!st) && !grow_legacy_storage(t, stride_rank, st.error())) return std::move(st).error();
-    m_.specs.push_back(t);
-    return g.emit_int(ValueKind::tensor, static_cast<uint32_t>(m_.specs.size() - 1), 0);
+    model.specs.push_back(t);
+    return g.emit_int(ValueKind::tensor, static_cast<uint32_t>(model.specs.size() - 1), 0);
   }
 
+  // What torch.load refuses in a zip file, or torch.jit.load in a TorchScript archive,
+  // that the other reads and the pickle held, for the reader to check once the directory
+  // says which the archive is; nullptr when nothing.
+  const Error* refusal(Format f) const noexcept {
+    if (f == Format::zip && zip_refusal_) return &*zip_refusal_;
+    if (f == Format::torchscript && script_refusal_) return &*script_refusal_;
+    return nullptr;
+  }
+  void note_refusal(Format f, Error e) {
+    std::optional<Error>& slot = f == Format::torchscript ? script_refusal_ : zip_refusal_;
+    if (!slot) slot.emplace(std::move(e));
+  }
+  void note_zip_refusal(Error e) { note_refusal(Format::zip, std::move(e)); }
+
+ private:
   // A legacy file's storage is torch.UntypedStorage(numel * element size), which the
   // tensor's set_() grows to the view's end when it reaches past it (resize_impl); the
   // bytes after the pickle must then fill the grown size (torch.load checks the count it
@@ -10557,523 +10126,703 @@ class TorchHooks : public PickleHooks {
   // already, and stay an error, as do quantized tensors (_rebuild_qtensor's set_() on a
   // quantized tensor resizes nothing: torch reads past the storage). True when grown.
   PTREAD_NOINLINE bool grow_legacy_storage(const TensorSpec& t, size_t stride_rank, const Error& e) {
-    if (!legacy_ || e.code() != ErrorCode::view_out_of_bounds || m_.storage_table.data(t.storage) != nullptr ||
+    if (!legacy || e.code() != ErrorCode::view_out_of_bounds || model.storage_table.data(t.storage) != nullptr ||
         dtype_is_quantized(t.dtype)) {
       return false;
     }
     // slices (legacy view metadata) torch does not resize, nor a root once sliced
-    if (t.storage < sliced_.size() && sliced_[t.storage]) return false;
+    if (storages.sliced(t.storage)) return false;
     int64_t numel = 0;
     if (!check_view(t.dims, t.rank, t.dims + t.rank, stride_rank, t.offset, t.dtype, uint64_t{1} << 62, &numel) || numel == 0) {
       return false;
     }
     uint64_t end = static_cast<uint64_t>(t.offset) + 1;  // (within 2^62 elements: checked above)
     for (uint32_t d = 0; d < t.rank; ++d) end += static_cast<uint64_t>(t.dims[d] - 1) * static_cast<uint64_t>(t.dims[t.rank + d]);
-    m_.storage_table.rebind(t.storage, nullptr, end * dtype_size(t.dtype));
+    model.storage_table.rebind(t.storage, nullptr, end * dtype_size(t.dtype));
     return true;
   }
 
-  Result<uint32_t> qtensor(Graph& g, const Items& a);
-
-  Result<uint32_t> packed_qtensor(Graph& g, const Items& a, QuantSpec* spec);
-
-  Result<uint32_t> sparse(Graph& g, const Items& a, bool csr_only);
-
-  // BUILD on a builtin value (None, a number, str, bytes, list, tuple, set, dict): Python's
-  // unpickler finds no __setstate__ and sets the state's items through __dict__, which these
-  // have not, so only a state of None (and an empty slot-state dict) passes; an OrderedDict
-  // or Counter (kAttrsTag) has one.
-  // A BUILD state as Python's default BUILD reads it: (state, slots) when a pair, else the
-  // state alone (*slots kNoNode).
-  static void split_build_state(const Graph& g, uint32_t state, uint32_t* dict_state, uint32_t* slots) {
-    *dict_state = state;
-    *slots = kNoNode;
-    if (g.kind(state) == ValueKind::tuple && g.count(state) == 2) {
-      *dict_state = g.at(state).items[0];
-      *slots = g.at(state).items[1];
-    }
-  }
-  // Whether dict node d's keys are all strs (setattr() takes a str).
-  static bool str_keys(const Graph& g, uint32_t d) {
-    const Items kv = g.at(d).items;
-    for (size_t k = 0; k < kv.size(); k += 2) {
-      if (g.kind(kv[k]) != ValueKind::string) return false;
-    }
-    return true;
-  }
-
-  static Status check_builtin_build(Graph& g, ValueKind kind, uint8_t tag, uint32_t state) {
-    switch (kind) {
-      case ValueKind::none: case ValueKind::boolean: case ValueKind::integer: case ValueKind::big_integer:
-      case ValueKind::floating: case ValueKind::string: case ValueKind::bytes: case ValueKind::list:
-      case ValueKind::tuple: case ValueKind::set: case ValueKind::frozenset: case ValueKind::dict:
-        break;
-      default:
-        return {};
-    }
-    uint32_t dict_state = kNoNode, slots = kNoNode;
-    split_build_state(g, state, &dict_state, &slots);
-    if (kind == ValueKind::dict && tag == kAttrsTag) {
-      // An OrderedDict or Counter: no __setstate__, so Python's default BUILD, which wants
-      // a dict (set in __dict__) or None, and slots as a dict of attribute names or none.
-      const ValueKind dk = g.kind(dict_state);
-      if (dk != ValueKind::none && dk != ValueKind::dict) {
-        return make_error(ErrorCode::pickle_malformed, std::string("BUILD of an OrderedDict or Counter with a state that is a ") +
-                                                           value_kind_name(dk) + " (Python's unpickler refuses it: state is not a dictionary)");
-      }
-      if (slots == kNoNode) return {};
-      if (g.kind(slots) != ValueKind::dict) {
-        return make_error(ErrorCode::pickle_malformed, std::string("BUILD of an OrderedDict or Counter with slots that are a ") +
-                                                           value_kind_name(g.kind(slots)) + " (Python's unpickler refuses it: slot state is not a dictionary)");
-      }
-      if (!str_keys(g, slots)) {
-        return make_error(ErrorCode::pickle_malformed,
-                          "BUILD of an OrderedDict or Counter with a slot named by other than a str (Python's setattr() takes a str)");
-      }
-      return {};
-    }
-    if (g.kind(dict_state) == ValueKind::none &&
-        (slots == kNoNode || (g.kind(slots) == ValueKind::dict && g.count(slots) == 0))) {
-      return {};
-    }
-    return make_error(ErrorCode::pickle_malformed, std::string("BUILD of a ") + value_kind_name(kind) +
-                                                       " with a state (Python's unpickler refuses it: a " +
-                                                       value_kind_name(kind) + " has no attributes to set)");
-  }
-
-  // _rebuild_from_type_v2(func, new_type, args, state): func(*args), made an instance of
-  // new_type by Tensor.as_subclass unless new_type is torch.Tensor itself (torch 1.13 then
-  // hands out func's result as it is) or the class func is (its result has the type
-  // already). as_subclass takes only a subclass of Tensor, and is a method of tensors only:
-  // a new_type ptread knows not to be one (a builtin, a collections or numpy class,
-  // torch.Size, a storage or legacy tensor type, a function, torch.autograd.Variable,
-  // anything but a class), or a result that is no tensor, torch refuses. Other classes (a
-  // user's Tensor subclass) are taken as subclasses: the tensor reads as the Tensor it is.
-  Result<uint32_t> from_type(Graph& g, uint32_t func, uint32_t new_type, uint32_t args, uint32_t state) {
-    const ValueKind tk = g.kind(new_type);
-    bool is_tensor_type = false;
-    if (tk == ValueKind::global) {
-      const std::string_view mod = g.global_module(new_type), name = g.global_name(new_type);
-      const bool plain = name == "Tensor" && (mod == "torch" || mod == "torch._tensor");
-      const bool made_by_it = g.kind(func) == ValueKind::global && g.global_module(func) == mod &&
-                              g.global_name(func) == name && !names_function(g, func);
-      is_tensor_type = plain || made_by_it;
-      // Parameter's __setstate__ is Tensor's, and the classes ptread knows (made_by_it: a
-      // builtin or collections class) have none: torch sets the state's items itself.
-      if ((!plain && made_by_it) || (mod == "torch.nn.parameter" && name == "Parameter")) {
-        PTREAD_CHECK(check_setattr_state_shape(g, new_type, state));
-      }
-      if (!is_tensor_type && !maybe_tensor_subclass(g, new_type)) {
-        return make_error(ErrorCode::bad_tensor_args, "_rebuild_from_type_v2 of '" + std::string(mod) + "." + std::string(name) +
-                                                          "', which is not a subclass of torch.Tensor (torch refuses it in as_subclass)");
-      }
-    } else if (tk != ValueKind::object && tk != ValueKind::missing) {
-      return make_error(ErrorCode::bad_tensor_args, std::string("_rebuild_from_type_v2 of a type that is a ") + value_kind_name(tk) +
-                                                        " (torch refuses it: as_subclass takes a class)");
-    }
-    PTREAD_TRY(const uint32_t made, call(g, func, args));
-    if (is_tensor_type) return made;
-    switch (g.kind(made)) {
-      case ValueKind::tensor: case ValueKind::quantized: case ValueKind::sparse:
-      case ValueKind::object: case ValueKind::unsupported: case ValueKind::missing:
-        return made;
-      default:
-        return make_error(ErrorCode::bad_tensor_args, std::string("_rebuild_from_type_v2 whose function made a ") +
-                                                          value_kind_name(g.kind(made)) +
-                                                          ", not a tensor (torch refuses it: as_subclass is a method of tensors)");
-    }
-  }
-  // Whether a global names a function ptread evaluates (whose result is not an instance of
-  // it), not a class.
-  static bool names_function(Graph& g, uint32_t glob) {
-    switch (global_tag(g, glob)) {
-      case kRebuildTensorV2: case kRebuildTensorV3: case kRebuildTensorV1: case kRebuildParameter:
-      case kRebuildDeviceFromCpu: case kRebuildUnsupported: case kRebuildFromTypeV2: case kCodecsEncode:
-      case kNumpyReconstruct: case kNumpyScalar: case kCopyregReconstructor: case kRebuildQTensor: case kRebuildSparse:
-        return true;
-      default:
-        return false;
-    }
-  }
-  // Whether the class named by a global may be a subclass of torch.Tensor: false for those
-  // ptread knows are not.
-  static bool maybe_tensor_subclass(Graph& g, uint32_t glob) {
-    const std::string_view mod = g.global_module(glob), name = g.global_name(glob);
-    switch (global_tag(g, glob)) {
-      case kGlobalOther: case kGlobalUnclassified: break;
-      case kOldVariable: return name == "Parameter";
-      default: return false;  // functions, storage types, builtins, OrderedDict, torch.Size ...
-    }
-    if (mod == "torch") return false;  // torch.FloatTensor ... (legacy tensor types), dtypes, functions
-    return !(mod == "builtins" || mod == "__builtin__" || mod == "collections" || mod == "_codecs" || mod == "copyreg" ||
-             mod == "copy_reg" || mod == "torch._utils" || is_numpy_module(mod));
-  }
-
-  // _rebuild_from_type_v2's state: torch sets each item of its dict (and of its slots, a
-  // state (dict, slots)) on the tensor with setattr() (torch 2.x for every type; 1.13 for a
-  // subclass, such as Parameter, whose __setstate__ is Tensor's). An attribute of its own
-  // changes no value; `data`, `real` and `imag` give the tensor other data and
-  // `requires_grad` changes it (torch 1.13 ignores them on a plain Tensor, 2.x applies
-  // them): ptread applies none, so a state that sets one is refused (E406) rather than read
-  // with data torch.load would not give. torch.save writes the tensor's __dict__ there.
-  static Status check_from_type_state(Graph& g, uint32_t state) {
-    uint32_t parts[2] = {state, kNoNode};
-    split_build_state(g, state, &parts[0], &parts[1]);
-    for (const uint32_t d : parts) {
-      if (d == kNoNode || g.kind(d) != ValueKind::dict) continue;
-      const Items kv = g.at(d).items;
-      for (size_t k = 0; k < kv.size(); k += 2) {
-        if (g.kind(kv[k]) != ValueKind::string) continue;
-        const std::string_view name = g.text(kv[k]);
-        if (name == "data" || name == "real" || name == "imag" || name == "requires_grad") {
-          return make_error(ErrorCode::unsupported_tensor, "_rebuild_from_type_v2 with a state that sets the tensor's '" +
-                                                               std::string(name) +
-                                                               "' (torch sets it with setattr()), which ptread does not apply");
-        }
-      }
-    }
-    return {};
-  }
-
-  // _rebuild_from_type_v2's state for a Parameter (whose __setstate__ is Tensor's) or an
-  // instance of a class with no __setstate__: torch (1.13 and 2.x) takes the state apart
-  // itself, and refuses a tuple of other than two items (RuntimeError "Invalid serialized
-  // state"), a dict state without items() and slots that are true without items()
-  // (AttributeError), and an attribute named by other than a str (setattr()). (A plain
-  // Tensor's state torch 1.13 ignores; another class's __setstate__ is its own: neither is
-  // checked here. Objects of classes ptread does not know may have items(): taken as having
-  // them.)
-  static Status check_setattr_state_shape(Graph& g, uint32_t new_type, uint32_t state) {
-    const std::string type_name = std::string(g.global_module(new_type)) + "." + std::string(g.global_name(new_type));
-    auto refused = [&type_name](const std::string& what, const char* why) {
-      return make_error(ErrorCode::bad_tensor_args, "_rebuild_from_type_v2 of a " + type_name + " with " + what +
-                                                        " (torch refuses it: " + why + ")");
-    };
-    auto mapping = [&g](uint32_t v) { return g.kind(v) == ValueKind::dict || g.kind(v) == ValueKind::object; };
-    uint32_t dict_state = state, slots = kNoNode;
-    if (g.kind(state) == ValueKind::tuple) {
-      if (g.count(state) != 2) {
-        return refused("a state tuple of " + std::to_string(g.count(state)) + " items", "Invalid serialized state");
-      }
-      dict_state = g.at(state).items[0];
-      slots = g.at(state).items[1];
-    }
-    if (!mapping(dict_state)) {
-      const ValueKind k = g.kind(dict_state);
-      return refused(k == ValueKind::none ? std::string("the state None") : std::string("a state that is a ") + value_kind_name(k),
-                     "it has no items()");
-    }
-    if (slots != kNoNode && python_truthy(g, slots) && !mapping(slots)) {
-      return refused(std::string("slots that are a ") + value_kind_name(g.kind(slots)), "they have no items()");
-    }
-    for (const uint32_t d : {dict_state, slots}) {
-      if (d != kNoNode && g.kind(d) == ValueKind::dict && !str_keys(g, d)) {
-        return refused("an attribute named by other than a str", "setattr() takes a str");
-      }
-    }
-    return {};
-  }
-
-  // Python's default BUILD, of an object with no __setstate__ (`target`, for messages):
-  // (state, slots) when a pair; the state None or a dict (its items set in __dict__), the
-  // slots a dict (each set by setattr(), which takes a str name).
-  static Error build_refused(const std::string& target, const std::string& what, const char* python) {
-    return make_error(ErrorCode::pickle_malformed,
-                      "BUILD of " + target + " with " + what + " (Python's unpickler refuses it: " + python + ")");
-  }
-  static Status check_default_build(Graph& g, const std::string& target, uint32_t state) {
-    uint32_t dict_state = kNoNode, slots = kNoNode;
-    split_build_state(g, state, &dict_state, &slots);
-    auto refused = [&](const std::string& what, const char* python) { return build_refused(target, what, python); };
-    const ValueKind dk = g.kind(dict_state);
-    if (dk != ValueKind::none && dk != ValueKind::dict) {
-      return refused(std::string("a state that is a ") + value_kind_name(dk), "state is not a dictionary");
-    }
-    if (slots != kNoNode && g.kind(slots) != ValueKind::dict) {
-      const ValueKind sk = g.kind(slots);
-      return refused(sk == ValueKind::none ? std::string("slots that are None") : std::string("slots that are a ") + value_kind_name(sk),
-                     "slot state is not a dictionary");
-    }
-    if (slots != kNoNode && !str_keys(g, slots)) {
-      return refused("a slot named by other than a str", "setattr() takes a str");
-    }
-    return {};
-  }
-
-  // BUILD on a global: the class or function itself. A function has no __setstate__ (and
-  // a class's own would be called unbound, and fail): Python's default BUILD. A function
-  // written in C (_codecs.encode, numpy's _reconstruct and scalar) has no __dict__ at all:
-  // only a state of None and no slots to set pass. Parameter's class has Tensor's
-  // __setstate__, which no state passes (called on the class, it has no tensor).
-  static Status check_global_build(Graph& g, uint32_t glob, uint32_t state) {
-    const std::string target = "the global '" + std::string(g.global_module(glob)) + "." + std::string(g.global_name(glob)) + "'";
-    PTREAD_CHECK(check_default_build(g, target, state));
-    uint32_t dict_state = kNoNode, slots = kNoNode;
-    split_build_state(g, state, &dict_state, &slots);
-    auto refused = [&](const std::string& what, const char* python) { return build_refused(target, what, python); };
-    const ValueKind dk = g.kind(dict_state);
-    switch (global_tag(g, glob)) {
-      case kOldVariable:  // Parameter has Tensor's __setstate__: called unbound, whatever the state
-        if (g.global_name(glob) == "Parameter") return refused("a state", "Tensor.__setstate__ called on no tensor");
-        break;
-      case kCodecsEncode: case kNumpyReconstruct: case kNumpyScalar:
-        if (dk == ValueKind::dict) return refused("a state that is a dict", "a function written in C has no __dict__");
-        if (slots != kNoNode && g.count(slots) != 0) {
-          return refused("slots to set", "a function written in C has no attributes to set");
-        }
-        break;
-      case kTorchInstance: {  // (as a C function: no __dict__, no attribute to set)
-        const std::string type = std::string("a ") + torch_instance_type(g.global_name(glob));
-        if (dk == ValueKind::dict) return refused("a state that is a dict", (type + " has no __dict__").c_str());
-        if (slots != kNoNode && g.count(slots) != 0) return refused("slots to set", (type + " has no attributes to set").c_str());
-        break;
-      }
-      default:
-        break;
-    }
-    return {};
-  }
-
-  // BUILD on a tensor: torch.load calls Tensor.__setstate__(state) (torch/_tensor.py, the
-  // same in torch 1.13 and 2.x; no file torch writes has one). 4 items are
-  // Tensor.set_(*state), which points the tensor at other data, and 5 replace its data
-  // (.data = state[0]): neither is applied here, so the file is refused (E406) rather than
-  // read with the data torch.load would not give. 3 items, of a tuple or list, are
-  // (requires_grad, _, backward_hooks): requires_grad a bool, true only for floating point
-  // and complex dtypes, then the tensor's (any hooks object passes). A state of another
-  // length, or with none (None, a number ...), or a str or bytes (whose items are no bool,
-  // no storage, no tensor), is refused by torch too (E402). A dict, set or frozenset of 3
-  // to 5 items is refused as not applied (E406): its order or length before its keys are
-  // deduplicated is not known here. A quantized, sparse or unsupported entry takes a
-  // requires_grad of false only (true: E406, not applied).
-  Status tensor_setstate(Graph& g, uint32_t obj, uint32_t state) {
-    const ValueKind kind = g.kind(obj), sk = g.kind(state);
-    const std::string target = std::string("BUILD of a ") + (kind == ValueKind::unsupported ? "tensor ptread cannot read" : value_kind_name(kind));
-    auto refused = [&](const std::string& why) {
-      return make_error(ErrorCode::bad_tensor_args, target + " with " + why + " (torch refuses it)");
-    };
-    auto not_applied = [&](const std::string& what) {
-      return make_error(ErrorCode::unsupported_tensor, target + " with " + what + ", which ptread does not apply");
-    };
-    size_t items = 0;
-    switch (sk) {
-      case ValueKind::tuple: case ValueKind::list:
-        items = g.count(state);
-        break;
-      case ValueKind::dict: case ValueKind::set: case ValueKind::frozenset:
-        return not_applied(std::string("a state that is a ") + value_kind_name(sk) + " (Tensor.__setstate__ takes its items)");
-      case ValueKind::string: case ValueKind::bytes:
-        return refused(std::string("a state that is a ") + value_kind_name(sk) + " (Tensor.__setstate__ takes no item of it)");
-      default:
-        return refused(std::string("a state that is a ") + value_kind_name(sk) + " (Tensor.__setstate__ takes a sequence)");
-    }
-    if (items == 4) return not_applied("a state of 4 items (Tensor.__setstate__ calls set_(*state): other data)");
-    if (items == 5) return not_applied("a state of 5 items (Tensor.__setstate__ sets .data = state[0]: other data)");
-    if (items != 3) {
-      return refused("a state of " + std::to_string(items) + " items (Tensor.__setstate__ takes 3, 4 or 5)");
-    }
-    const uint32_t requires_grad = g.at(state).items[0];
-    if (g.kind(requires_grad) != ValueKind::boolean) {
-      return refused(std::string("requires_grad a ") + value_kind_name(g.kind(requires_grad)) + ", not a bool");
-    }
-    const bool on = g.at(requires_grad).i != 0;
-    if (kind != ValueKind::tensor) {
-      if (on) return not_applied("requires_grad set");
-      return {};
-    }
-    TensorSpec& spec = m_.specs[g.nodes[obj].ref];
-    if (on && !dtype_is_differentiable(spec.dtype)) {
-      return refused(std::string("requires_grad on a ") + dtype_name(spec.dtype) +
-                     " tensor; only floating point and complex tensors can require gradients");
-    }
-    spec.requires_grad = on;
-    return {};
-  }
-
-  // torch.Size(), torch.Size(iterable) (by REDUCE or NEWOBJ: Size.__new__ is the same call)
-  // as torch builds it: a tuple of ints. An iterable whose items ptread cannot take as ints
-  // without running anything (tensors, objects) or whose order it does not know (a set, a
-  // dict) keeps the call inert; what torch refuses (more arguments, no iterable, items of
-  // other types) is refused.
-  Result<uint32_t> torch_size(Graph& g, uint32_t callable, uint32_t args, const Items& a) {
-    auto refused = [](const std::string& why) {
-      return make_error(ErrorCode::pickle_malformed, "torch.Size() of " + why + " (torch refuses it)");
-    };
-    if (a.size() > 1) return refused(std::to_string(a.size()) + " arguments");
-    if (a.empty()) return g.add_container(ValueKind::tuple);
-    const ValueKind of = g.kind(a[0]);
-    if (of == ValueKind::bytes) {  // its bytes, as ints
-      const std::string_view t = g.text(a[0]);
-      PTREAD_CHECK(spend(t.size(), "torch.Size()"));
-      std::vector<uint32_t> dims;
-      for (const char c : t) dims.push_back(g.add_int(static_cast<uint8_t>(c)));
-      return g.add_container(ValueKind::tuple, dims.data(), dims.size());
-    }
-    if (of == ValueKind::string) {
-      if (g.text(a[0]).empty()) return g.add_container(ValueKind::tuple);
-      return refused("a str (its items are strs, not ints)");
-    }
-    if (of == ValueKind::none || of == ValueKind::integer || of == ValueKind::big_integer || of == ValueKind::floating ||
-        of == ValueKind::boolean) {
-      return refused(std::string(value_kind_name(of)) + ", which is not iterable");
-    }
-    if (of != ValueKind::tuple && of != ValueKind::list) return g.add_object(callable, args);
-    const Items items = g.at(a[0]).items;
-    PTREAD_CHECK(spend(items.size(), "torch.Size()"));
-    std::vector<uint32_t> dims(items.begin(), items.end());
-    for (size_t k = 0; k < dims.size(); ++k) {
-      const ValueKind ik = g.kind(dims[k]);
-      if (ik == ValueKind::integer) continue;
-      if (ik == ValueKind::boolean) {  // an int to torch (__index__)
-        dims[k] = g.add_int(g.at(dims[k]).i);
-        continue;
-      }
-      switch (ik) {
-        case ValueKind::none: case ValueKind::big_integer: case ValueKind::floating: case ValueKind::string:
-        case ValueKind::bytes: case ValueKind::list: case ValueKind::tuple: case ValueKind::dict: case ValueKind::set:
-        case ValueKind::frozenset:  // (a big integer: no int64 holds it)
-          return refused("an iterable whose item " + std::to_string(k) + " is of kind " + value_kind_name(ik) + ", not an int");
-        default:
-          return g.add_object(callable, args);  // a tensor or an object: its __index__ is torch's to run
-      }
-    }
-    return g.add_container(ValueKind::tuple, dims.data(), dims.size());
-  }
-
-  // BUILD on one of the builtin classes ptread knows (set, frozenset, bytes, bytearray,
-  // OrderedDict, Counter, defaultdict, torch.Size; not the global of a function, whose attributes
-  // Python sets): no __setstate__, and its __dict__ a read-only mappingproxy, so Python's
-  // default BUILD fails unless the state sets nothing (None or {}, slots {}).
-  static Status check_class_build(Graph& g, uint32_t cls, uint32_t state) {
-    switch (global_tag(g, cls)) {
-      case kBuiltinSet: case kBuiltinFrozenset: case kBuiltinBytes: case kBuiltinBytearray: case kOrderedDict:
-      case kDictLike: case kTorchSize:
-        break;
-      default:
-        return {};
-    }
-    uint32_t dict_state = kNoNode, slots = kNoNode;
-    split_build_state(g, state, &dict_state, &slots);
-    auto empty_dict = [&g](uint32_t x) { return g.kind(x) == ValueKind::dict && g.count(x) == 0; };
-    // (Counter is a class written in Python: setattr() sets its attributes, named by strs)
-    auto settable = [&](uint32_t x) {
-      return g.global_name(cls) == "Counter" && g.kind(x) == ValueKind::dict ? str_keys(g, x) : empty_dict(x);
-    };
-    if ((g.kind(dict_state) == ValueKind::none || empty_dict(dict_state)) && (slots == kNoNode || settable(slots))) return {};
-    return make_error(ErrorCode::pickle_malformed, "BUILD of the class '" + std::string(g.global_module(cls)) + "." +
-                                                       std::string(g.global_name(cls)) +
-                                                       "' with a state (Python's unpickler refuses it: a builtin class takes no attributes)");
-  }
-
-  // A requires_grad argument as torch sets it: a bool, and true only for floating point
-  // and complex dtypes (torch refuses an int, None ..., and gradients of others).
-  static Result<bool> requires_grad_arg(Graph& g, uint32_t v, DType dtype, const char* what) {
-    if (g.kind(v) != ValueKind::boolean) {
-      return make_error(ErrorCode::bad_tensor_args, std::string(what) + " rebuild: requires_grad is a " +
-                                                        value_kind_name(g.kind(v)) + ", not a bool (torch refuses it)");
-    }
-    const bool on = g.at(v).i != 0;
-    if (on && !dtype_is_differentiable(dtype)) {
-      return make_error(ErrorCode::bad_tensor_args, std::string(what) + " rebuild: requires_grad on a " +
-                                                        dtype_name(dtype) +
-                                                        " tensor; only floating point and complex tensors can "
-                                                        "require gradients (torch refuses it)");
-    }
-    return on;
-  }
-
-  // _rebuild_parameter(data, requires_grad, backward_hooks) and _with_state(..., state),
-  // and torch 0.3's Parameter(data[, requires_grad]): Parameter(data) takes a tensor
-  // (Tensor._make_subclass) or None (torch.empty(0)); anything else is refused, as Python
-  // refuses it.
-  Result<uint32_t> parameter(Graph& g, const Items& a, size_t min_args, size_t max_args) {
-    const ValueKind data = a.empty() ? ValueKind::none : g.kind(a[0]);
-    if (a.size() < min_args || a.size() > max_args ||
-        (data != ValueKind::tensor && data != ValueKind::unsupported && data != ValueKind::quantized &&
-         data != ValueKind::sparse && data != ValueKind::none)) {
-      return make_error(ErrorCode::bad_tensor_args,
-                        "Parameter rebuild arguments are malformed (" + std::to_string(a.size()) + " arguments" +
-                            (a.empty() ? std::string() : std::string(", data is a ") + value_kind_name(data)) + ")");
-    }
-    bool requires_grad = a.size() > 1 && g.kind(a[1]) == ValueKind::boolean && g.at(a[1]).i != 0;
-    if (min_args == max_args) {  // _rebuild_parameter(_with_state): Parameter(data, requires_grad)
-      const DType dt = data == ValueKind::tensor ? m_.specs[g.at(a[0]).ref].dtype
-                       : data == ValueKind::none ? DType::F32
-                                                 : DType::U8;  // quantized, sparse ...: checked as no float
-      PTREAD_TRY(requires_grad, requires_grad_arg(g, a[1], dt, "Parameter"));
-    }
-    if (data == ValueKind::none) return empty_parameter(g, requires_grad);
-    if (data == ValueKind::tensor) m_.specs[g.at(a[0]).ref].requires_grad = requires_grad;
-    return a[0];  // a Parameter is its data tensor (or an unsupported entry)
-  }
-  // Parameter(None): torch.empty(0), an F32 tensor of shape [0] over no bytes.
-  Result<uint32_t> empty_parameter(Graph& g, bool requires_grad) {
-    PTREAD_TRY(auto storage, owned_copy(std::string_view(), 1));
-    int64_t* dims = new_dims(g, 1);
-    dims[0] = 0;  // size
-    dims[1] = 1;  // stride
-    TensorSpec spec;
-    spec.dims = dims;
-    spec.rank = 1;
-    spec.requires_grad = requires_grad;
-    spec.storage = m_.storage_table.add(std::move(storage));  // found by no key
-    m_.specs.push_back(spec);
-    return g.emit_int(ValueKind::tensor, static_cast<uint32_t>(m_.specs.size() - 1), 0);
-  }
-
-  struct RunClasses {
-    uint32_t fn = kNoNode, tag = kNoNode, cls = kNoNode, hooks_cls = kNoNode;
-    DType dtype = DType::F32;
-  };
-  RunClasses run_;  // tensor_run's checked classes
-
-  Model& m_;
-  StorageLoader loader_;
-  const SegmentedVector<StoredRecord>* records_ = nullptr;  // set_stored_records
-  bool records_big_endian_ = false;
-  bool placeholders_ = false;  // set_placeholders
-  const Limits& limits_;
-  const bool legacy_;  // a legacy file's pickle (its format is set before the hooks are made)
-  size_t merge_budget_ = size_t{1} << 22;  // items merged_state may still append
-  uint64_t call_budget_ = limits_.max_container_items;  // spend()
-  BlockPool pool_;                           // the next two tables' memory
-  PoolVector<uint32_t> storage_by_number_{&pool_};  // decimal keys: storage_by_number_[n], or npos
-  PoolVector<uint8_t> table_dtype_{&pool_};  // per storage_table entry made from a persistent id
-  std::vector<std::pair<std::string_view, uint32_t>> hashed_keys_;  // the other keys (views held by the graph), their storage
-  StringIndex storage_index_;                // positions in hashed_keys_
-  std::vector<std::pair<std::string_view, uint32_t>> int_keys_;  // int keys (their digits), their storage
-  StringIndex int_index_;                    // positions in int_keys_
-  std::vector<uint8_t> sliced_;              // per storage: a legacy view slice, or the root of one
-  std::string retyped_;                      // retyped()
+  const TorchGlobal* globals_;
+  size_t n_globals_;
+  uint64_t call_budget_ = limits.max_container_items;  // spend()
   std::optional<Error> zip_refusal_, script_refusal_;  // refusal()
-  void note_refusal(Format f, Error e) {
-    std::optional<Error>& slot = f == Format::torchscript ? script_refusal_ : zip_refusal_;
-    if (!slot) slot.emplace(std::move(e));
-  }
-  void note_zip_refusal(Error e) { note_refusal(Format::zip, std::move(e)); }
-  struct View {
-    uint32_t view, root;
-    size_t offset, nbytes;
-  };
-  std::vector<View> views_;
 };
 
 }  // namespace detail
 }  // namespace ptread
+// ---- end ptread/torch/context.hpp ----
 
-// ---- begin ptread/format/torch_numpy.hpp ----
+#include <string>
+
+namespace ptread {
+namespace detail {
+
+// BUILD on a builtin value (None, a number, str, bytes, list, tuple, set, dict): Python's
+// unpickler finds no __setstate__ and sets the state's items through __dict__, which these
+// have not, so only a state of None (and an empty slot-state dict) passes; an OrderedDict
+// or Counter (kAttrsTag) has one.
+inline Status check_builtin_build(Graph& g, ValueKind kind, uint8_t tag, uint32_t state) {
+  switch (kind) {
+    case ValueKind::none: case ValueKind::boolean: case ValueKind::integer: case ValueKind::big_integer:
+    case ValueKind::floating: case ValueKind::string: case ValueKind::bytes: case ValueKind::list:
+    case ValueKind::tuple: case ValueKind::set: case ValueKind::frozenset: case ValueKind::dict:
+      break;
+    default:
+      return {};
+  }
+  uint32_t dict_state = kNoNode, slots = kNoNode;
+  split_build_state(g, state, &dict_state, &slots);
+  if (kind == ValueKind::dict && tag == kAttrsTag) {
+    // An OrderedDict or Counter: no __setstate__, so Python's default BUILD, which wants
+    // a dict (set in __dict__) or None, and slots as a dict of attribute names or none.
+    const ValueKind dk = g.kind(dict_state);
+    if (dk != ValueKind::none && dk != ValueKind::dict) {
+      return make_error(ErrorCode::pickle_malformed, std::string("BUILD of an OrderedDict or Counter with a state that is a ") +
+                                                         value_kind_name(dk) + " (Python's unpickler refuses it: state is not a dictionary)");
+    }
+    if (slots == kNoNode) return {};
+    if (g.kind(slots) != ValueKind::dict) {
+      return make_error(ErrorCode::pickle_malformed, std::string("BUILD of an OrderedDict or Counter with slots that are a ") +
+                                                         value_kind_name(g.kind(slots)) + " (Python's unpickler refuses it: slot state is not a dictionary)");
+    }
+    if (!str_keys(g, slots)) {
+      return make_error(ErrorCode::pickle_malformed,
+                        "BUILD of an OrderedDict or Counter with a slot named by other than a str (Python's setattr() takes a str)");
+    }
+    return {};
+  }
+  if (g.kind(dict_state) == ValueKind::none &&
+      (slots == kNoNode || (g.kind(slots) == ValueKind::dict && g.count(slots) == 0))) {
+    return {};
+  }
+  return make_error(ErrorCode::pickle_malformed, std::string("BUILD of a ") + value_kind_name(kind) +
+                                                     " with a state (Python's unpickler refuses it: a " +
+                                                     value_kind_name(kind) + " has no attributes to set)");
+}
+
+// Python's default BUILD, of an object with no __setstate__ (`target`, for messages):
+// (state, slots) when a pair; the state None or a dict (its items set in __dict__), the
+// slots a dict (each set by setattr(), which takes a str name).
+inline Error build_refused(const std::string& target, const std::string& what, const char* python) {
+  return make_error(ErrorCode::pickle_malformed,
+                    "BUILD of " + target + " with " + what + " (Python's unpickler refuses it: " + python + ")");
+}
+inline Status check_default_build(Graph& g, const std::string& target, uint32_t state) {
+  uint32_t dict_state = kNoNode, slots = kNoNode;
+  split_build_state(g, state, &dict_state, &slots);
+  auto refused = [&](const std::string& what, const char* python) { return build_refused(target, what, python); };
+  const ValueKind dk = g.kind(dict_state);
+  if (dk != ValueKind::none && dk != ValueKind::dict) {
+    return refused(std::string("a state that is a ") + value_kind_name(dk), "state is not a dictionary");
+  }
+  if (slots != kNoNode && g.kind(slots) != ValueKind::dict) {
+    const ValueKind sk = g.kind(slots);
+    return refused(sk == ValueKind::none ? std::string("slots that are None") : std::string("slots that are a ") + value_kind_name(sk),
+                   "slot state is not a dictionary");
+  }
+  if (slots != kNoNode && !str_keys(g, slots)) {
+    return refused("a slot named by other than a str", "setattr() takes a str");
+  }
+  return {};
+}
+
+// BUILD on a global: the class or function itself. A function has no __setstate__ (and
+// a class's own would be called unbound, and fail): Python's default BUILD. A function
+// written in C (_codecs.encode, numpy's _reconstruct and scalar) has no __dict__ at all:
+// only a state of None and no slots to set pass. A global's build_global handler checks
+// the rest (Parameter's class has Tensor's __setstate__, which no state passes).
+inline Status check_global_build(TorchContext& cx, Graph& g, uint32_t glob, uint32_t state) {
+  const std::string target = "the global '" + std::string(g.global_module(glob)) + "." + std::string(g.global_name(glob)) + "'";
+  PTREAD_CHECK(check_default_build(g, target, state));
+  const TorchGlobal* tg = cx.global(g, glob);
+  if (tg == nullptr) return {};
+  if (tg->kind == GlobalKind::c_function) {
+    uint32_t dict_state = kNoNode, slots = kNoNode;
+    split_build_state(g, state, &dict_state, &slots);
+    if (g.kind(dict_state) == ValueKind::dict) return build_refused(target, "a state that is a dict", "a function written in C has no __dict__");
+    if (slots != kNoNode && g.count(slots) != 0) {
+      return build_refused(target, "slots to set", "a function written in C has no attributes to set");
+    }
+  }
+  return tg->build_global != nullptr ? tg->build_global(cx, g, glob, state) : Status{};
+}
+
+// BUILD on one of the builtin classes ptread knows (set, frozenset, bytes, bytearray,
+// OrderedDict, Counter, defaultdict, torch.Size; not the global of a function, whose attributes
+// Python sets): no __setstate__, and its __dict__ a read-only mappingproxy, so Python's
+// default BUILD fails unless the state sets nothing (None or {}, slots {}).
+inline Status check_class_build(TorchContext& cx, Graph& g, uint32_t cls, uint32_t state) {
+  const TorchGlobal* tg = cx.global(g, cls);
+  if (tg == nullptr || tg->kind != GlobalKind::builtin_class) return {};
+  uint32_t dict_state = kNoNode, slots = kNoNode;
+  split_build_state(g, state, &dict_state, &slots);
+  auto empty_dict = [&g](uint32_t x) { return g.kind(x) == ValueKind::dict && g.count(x) == 0; };
+  // (Counter is a class written in Python: setattr() sets its attributes, named by strs)
+  auto settable = [&](uint32_t x) {
+    return g.global_name(cls) == "Counter" && g.kind(x) == ValueKind::dict ? str_keys(g, x) : empty_dict(x);
+  };
+  if ((g.kind(dict_state) == ValueKind::none || empty_dict(dict_state)) && (slots == kNoNode || settable(slots))) return {};
+  return make_error(ErrorCode::pickle_malformed, "BUILD of the class '" + std::string(g.global_module(cls)) + "." +
+                                                     std::string(g.global_name(cls)) +
+                                                     "' with a state (Python's unpickler refuses it: a builtin class takes no attributes)");
+}
+
+// BUILD again on an object (crafted: the pickler writes one per object). Python's default
+// BUILD (and nn.Module's __setstate__) updates the instance's __dict__ and sets its slots,
+// so the attributes of both states hold, a later value replacing an earlier one (the dict
+// made here is in g.hashed: the STOP's DictKeys pass keeps each name once). A state that
+// is no attribute dict (a class's own __setstate__ reads it) replaces the one before.
+// The dict a merge makes is the object's own (kMergedTag): later merges append to it, so
+// N BUILDs copy each state's items once, not N^2 / 2 times. Python updates __dict__ key by
+// key, N BUILDs of an M-key state N x M updates: here all merges of a file append at most
+// 2^22 items (a state given again and again through the memo), beyond which E502.
+inline Result<uint32_t> merged_state(TorchContext& cx, Graph& g, uint32_t before, uint32_t state) {
+  if (g.kind(state) == ValueKind::none) return before;  // BUILD None sets nothing
+  uint32_t a[2], sl[2];
+  object_state(g, before, &a[0], &sl[0]);
+  object_state(g, state, &a[1], &sl[1]);
+  auto empty = [&g](uint32_t x) { return x == kNoNode || g.kind(x) == ValueKind::none; };
+  for (const uint32_t x : {a[0], a[1]}) {
+    if (!empty(x) && g.kind(x) != ValueKind::dict) return state;
+  }
+  auto concat = [&](const uint32_t* parts) -> Result<uint32_t> {
+    if (empty(parts[0]) && empty(parts[1])) return kNoNode;
+    const bool own = !empty(parts[0]) && g.nodes[parts[0]].tag == kMergedTag;
+    size_t adding = 0;
+    for (size_t k = own ? 1 : 0; k < 2; ++k) adding += empty(parts[k]) ? 0 : g.count(parts[k]);
+    if (adding > cx.merge_budget) {
+      return make_error(ErrorCode::limit_exceeded, "objects given BUILD again and again: the merged states passed 2^22 items in one file");
+    }
+    cx.merge_budget -= adding;
+    uint32_t d = parts[0];
+    if (!own) {
+      d = g.add_container(ValueKind::dict);
+      g.nodes[d].tag = kMergedTag;
+    }
+    for (size_t k = own ? 1 : 0; k < 2; ++k) {
+      if (!empty(parts[k])) g.append(d, g.at(parts[k]).items.data(), g.at(parts[k]).items.size());
+    }
+    return d;
+  };
+  PTREAD_TRY(const uint32_t attrs, concat(a));
+  PTREAD_TRY(const uint32_t slots, concat(sl));
+  if (slots == kNoNode) return attrs == kNoNode ? state : attrs;
+  const uint32_t pair[2] = {attrs == kNoNode ? kNoneNode : attrs, slots};
+  return g.add_container(ValueKind::tuple, pair, 2);
+}
+
+// BUILD on a tensor: torch.load calls Tensor.__setstate__(state) (torch/_tensor.py, the
+// same in torch 1.13 and 2.x; no file torch writes has one). 4 items are
+// Tensor.set_(*state), which points the tensor at other data, and 5 replace its data
+// (.data = state[0]): neither is applied here, so the file is refused (E406) rather than
+// read with the data torch.load would not give. 3 items, of a tuple or list, are
+// (requires_grad, _, backward_hooks): requires_grad a bool, true only for floating point
+// and complex dtypes, then the tensor's (any hooks object passes). A state of another
+// length, or with none (None, a number ...), or a str or bytes (whose items are no bool,
+// no storage, no tensor), is refused by torch too (E402). A dict, set or frozenset of 3
+// to 5 items is refused as not applied (E406): its order or length before its keys are
+// deduplicated is not known here. A quantized, sparse or unsupported entry takes a
+// requires_grad of false only (true: E406, not applied).
+inline Status tensor_setstate(TorchContext& cx, Graph& g, uint32_t obj, uint32_t state) {
+  const ValueKind kind = g.kind(obj), sk = g.kind(state);
+  const std::string target = std::string("BUILD of a ") + (kind == ValueKind::unsupported ? "tensor ptread cannot read" : value_kind_name(kind));
+  auto refused = [&](const std::string& why) {
+    return make_error(ErrorCode::bad_tensor_args, target + " with " + why + " (torch refuses it)");
+  };
+  auto not_applied = [&](const std::string& what) {
+    return make_error(ErrorCode::unsupported_tensor, target + " with " + what + ", which ptread does not apply");
+  };
+  size_t items = 0;
+  switch (sk) {
+    case ValueKind::tuple: case ValueKind::list:
+      items = g.count(state);
+      break;
+    case ValueKind::dict: case ValueKind::set: case ValueKind::frozenset:
+      return not_applied(std::string("a state that is a ") + value_kind_name(sk) + " (Tensor.__setstate__ takes its items)");
+    case ValueKind::string: case ValueKind::bytes:
+      return refused(std::string("a state that is a ") + value_kind_name(sk) + " (Tensor.__setstate__ takes no item of it)");
+    default:
+      return refused(std::string("a state that is a ") + value_kind_name(sk) + " (Tensor.__setstate__ takes a sequence)");
+  }
+  if (items == 4) return not_applied("a state of 4 items (Tensor.__setstate__ calls set_(*state): other data)");
+  if (items == 5) return not_applied("a state of 5 items (Tensor.__setstate__ sets .data = state[0]: other data)");
+  if (items != 3) {
+    return refused("a state of " + std::to_string(items) + " items (Tensor.__setstate__ takes 3, 4 or 5)");
+  }
+  const uint32_t requires_grad = g.at(state).items[0];
+  if (g.kind(requires_grad) != ValueKind::boolean) {
+    return refused(std::string("requires_grad a ") + value_kind_name(g.kind(requires_grad)) + ", not a bool");
+  }
+  const bool on = g.at(requires_grad).i != 0;
+  if (kind != ValueKind::tensor) {
+    if (on) return not_applied("requires_grad set");
+    return {};
+  }
+  TensorSpec& spec = cx.model.specs[g.nodes[obj].ref];
+  if (on && !dtype_is_differentiable(spec.dtype)) {
+    return refused(std::string("requires_grad on a ") + dtype_name(spec.dtype) +
+                   " tensor; only floating point and complex tensors can require gradients");
+  }
+  spec.requires_grad = on;
+  return {};
+}
+
+// BUILD: obj.__setstate__(state) or obj.__dict__.update(state), as Python and torch do it.
+inline Status torch_build(TorchContext& cx, Graph& g, uint32_t obj, uint32_t state) {
+  Node& n = g.nodes[obj];
+  PTREAD_CHECK(check_builtin_build(g, n.kind, n.tag, state));
+  switch (n.kind) {
+    case ValueKind::global:
+      PTREAD_CHECK(check_global_build(cx, g, obj, state));
+      PTREAD_CHECK(check_class_build(cx, g, obj, state));
+      break;
+    case ValueKind::tensor: case ValueKind::quantized: case ValueKind::sparse: case ValueKind::unsupported:
+      return tensor_setstate(cx, g, obj, state);
+    case ValueKind::storage:  // a TypedStorage: no __setstate__, a __dict__
+      return check_default_build(g, "a storage", state);
+    default:
+      break;
+  }
+  if (n.kind == ValueKind::object) {
+    const uint32_t before = n.items[kObjState];
+    if (before == kNoNode) {
+      n.items[kObjState] = state;
+    } else {
+      PTREAD_TRY(uint32_t merged, merged_state(cx, g, before, state));
+      n.items[kObjState] = merged;
+    }
+    const uint32_t cls = n.items[kObjClass];
+    if (g.kind(cls) == ValueKind::global) {
+      const TorchGlobal* tg = cx.global(g, cls);
+      if (tg != nullptr && tg->build_instance != nullptr) return tg->build_instance(cx, g, obj, state);
+    }
+  }
+  // BUILD on an OrderedDict carries `_metadata` (module versions); on a tensor, Python
+  // attributes. Neither changes tensor values or names.
+  return {};
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/torch/build.hpp ----
+// #include "context.hpp": inlined above
+// ---- begin ptread/torch/globals.hpp ----
+// ptread — the table of torch globals: every module.name a checkpoint's pickle may name that
+// ptread gives a meaning, one line each, with the handlers of its own file under globals/.
+// A global in no line is an inert object node (its class, arguments and state kept).
+//
+// Adding a global: write globals/NAME.hpp (its match function, its handlers, a comment naming
+// the torch or Python source it mirrors), include it here and add its line. The first line
+// that matches wins (the storage classes match any module: they come first). See
+// docs/design.md, "Adding a torch global".
+
+// #include "global.hpp": inlined above
+// ---- begin ptread/torch/globals/builtins.hpp ----
+// ptread — Python's builtins set, frozenset, bytes and bytearray as pickles call them
+// (protocols 0-2 write sets and bytes as calls; __builtin__ below protocol 3).
+
+// #include "../context.hpp": inlined above
+// ---- begin ptread/torch/globals/codecs.hpp ----
+// ptread — _codecs.encode(obj, encoding, errors), which protocols 0-2 write for bytes
+// (latin-1 text encoded 'latin1'), with Python's codec lookup for the codecs ptread reads.
+
+// #include "../context.hpp": inlined above
+
+#include <algorithm>
+#include <iterator>
+#include <string>
+
+namespace ptread {
+namespace detail {
+
+// The codec Python's codecs.lookup() finds for an encoding name, of those ptread
+// encodes with: the name normalized as CPython does (_Py_normalize_encoding: ASCII
+// letters lowercased, letters, digits and '.' kept, any other run of bytes one '_'
+// between them), then looked up in encodings.aliases (Python 3.11), again with '.' as
+// '_', else taken as the name of a module of the encodings package.
+enum class Codec { latin1, utf8, ascii, other };
+inline Codec python_codec(std::string_view name) {
+  std::string norm;
+  bool punct = false;
+  for (char c : name) {
+    const char l = ascii_lower(c);
+    if ((l >= 'a' && l <= 'z') || (l >= '0' && l <= '9') || l == '.') {
+      if (punct && !norm.empty()) norm.push_back('_');
+      norm.push_back(l);
+      punct = false;
+    } else {
+      punct = true;
+    }
+  }
+  static const char* const kLatin1[] = {"8859", "cp819", "csisolatin1", "ibm819", "iso8859", "iso8859_1", "iso_8859_1",
+                                        "iso_8859_1_1987", "iso_ir_100", "l1", "latin", "latin1"};
+  static const char* const kUtf8[] = {"cp65001", "u8", "utf", "utf8", "utf8_ucs2", "utf8_ucs4"};
+  static const char* const kAscii[] = {"646", "ansi_x3.4_1968", "ansi_x3.4_1986", "ansi_x3_4_1968", "cp367", "csascii",
+                                       "ibm367", "iso646_us", "iso_646.irv_1991", "iso_ir_6", "us", "us_ascii"};
+  auto alias = [](std::string_view n) {
+    auto in = [n](const auto& names) {
+      return std::any_of(std::begin(names), std::end(names), [n](const char* k) { return n == k; });
+    };
+    return in(kLatin1) ? Codec::latin1 : in(kUtf8) ? Codec::utf8 : in(kAscii) ? Codec::ascii : Codec::other;
+  };
+  Codec c = alias(norm);
+  if (c != Codec::other) return c;
+  std::string underscored = norm;
+  std::replace(underscored.begin(), underscored.end(), '.', '_');
+  c = alias(underscored);
+  if (c != Codec::other) return c;
+  // Modules: latin_1, iso8859_1 (its table is latin-1's), charmap (latin-1 without a
+  // mapping), utf_8, ascii. (A name with a '.' names no module.)
+  if (norm == "latin_1" || norm == "iso8859_1" || norm == "charmap") return Codec::latin1;
+  if (norm == "utf_8") return Codec::utf8;
+  if (norm == "ascii") return Codec::ascii;
+  return Codec::other;
+}
+
+inline Result<std::string> utf8_to_latin1(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t k = 0; k < s.size(); ++k) {
+    const auto c = static_cast<uint8_t>(s[k]);
+    if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
+    } else if ((c & 0xe0) == 0xc0 && k + 1 < s.size() && c <= 0xc3) {
+      out.push_back(static_cast<char>(((c & 0x1f) << 6) | (static_cast<uint8_t>(s[k + 1]) & 0x3f)));
+      ++k;
+    } else {
+      return make_error(ErrorCode::pickle_malformed, "_codecs.encode text is not latin-1");
+    }
+  }
+  return out;
+}
+
+// _codecs.encode(obj, encoding='utf-8', errors='strict') as Python calls it, for the
+// codecs ptread reads, as Python's codecs spell them (python_codec): latin-1, UTF-8 (the
+// default) or ASCII (text codecs: obj must be a str). What Python refuses (other
+// counts, an encoding or errors that is no str, obj of another type, text the codec
+// cannot encode) is an error, and so is a codec ptread does not read.
+inline Result<uint32_t> codecs_encode(TorchContext& cx, Graph& g, const Items& a) {
+  if (a.empty() || a.size() > 3) {
+    return make_error(ErrorCode::pickle_malformed, "_codecs.encode of " + std::to_string(a.size()) +
+                                                       " arguments (Python takes 1 to 3)");
+  }
+  Codec codec = Codec::utf8;
+  if (a.size() >= 2) {
+    if (g.kind(a[1]) != ValueKind::string) return make_error(ErrorCode::pickle_malformed, "_codecs.encode with an encoding that is no string");
+    codec = python_codec(g.text(a[1]));
+  }
+  if (a.size() == 3 && g.kind(a[2]) != ValueKind::string) {
+    return make_error(ErrorCode::pickle_malformed, "_codecs.encode with errors that are no string");
+  }
+  for (size_t k = 1; k < a.size(); ++k) {  // (Python's C strings)
+    if (g.text(a[k]).find('\0') != std::string_view::npos) {
+      return make_error(ErrorCode::pickle_malformed, "_codecs.encode with a NUL in its encoding or errors (Python: embedded null character)");
+    }
+  }
+  const bool known = codec == Codec::latin1 || codec == Codec::utf8 || codec == Codec::ascii;
+  if (known && g.kind(a[0]) != ValueKind::string) {
+    return make_error(ErrorCode::pickle_malformed, std::string("_codecs.encode of a ") + value_kind_name(g.kind(a[0])) +
+                                                       " (a text codec encodes a str)");
+  }
+  const std::string_view text = known ? g.text(a[0]) : std::string_view();
+  PTREAD_CHECK(cx.spend(text.size(), "_codecs.encode()"));
+  if (codec == Codec::latin1) {
+    PTREAD_TRY(std::string raw, utf8_to_latin1(text));
+    return g.add_text(ValueKind::bytes, raw);
+  }
+  const bool utf8 = codec == Codec::utf8;
+  const bool ascii = codec == Codec::ascii;
+  if (utf8 || ascii) {
+    for (char c : text) {
+      if (ascii && static_cast<unsigned char>(c) >= 0x80) return make_error(ErrorCode::pickle_malformed, "_codecs.encode text is not ASCII");
+    }
+    if (!utf8_valid(text)) return make_error(ErrorCode::pickle_malformed, "_codecs.encode of text with a lone surrogate");
+    return g.add_text(ValueKind::bytes, text);
+  }
+  return make_error(ErrorCode::pickle_malformed, "_codecs.encode to '" + std::string(g.text(a[1]).substr(0, 40)) +
+                                                     "' (ptread reads latin-1, UTF-8 and ASCII)");
+}
+
+inline bool is_codecs_encode(std::string_view mod, std::string_view name, bool) {
+  return mod == "_codecs" && name == "encode";
+}
+// protocols 0-2 write bytes as _codecs.encode(latin-1 text, 'latin1')
+inline Result<uint32_t> codecs_encode_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  return codecs_encode(cx, g, c.a);
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/torch/globals/codecs.hpp ----
+
+#include <string>
+#include <vector>
+
+namespace ptread {
+namespace detail {
+
+// bytes(...) and bytearray(...) (ptread's bytes both) as Python makes them: of nothing;
+// of bytes; of a str with an encoding (and errors), as _codecs.encode; of an int n, n
+// zero bytes (within TorchContext::spend's budget); of a list or tuple of ints in
+// [0, 256). What Python refuses is an error, and so is what ptread does not read (a set's
+// or dict's ints: Python takes them in its hash order).
+inline Result<uint32_t> bytes_call(TorchContext& cx, Graph& g, const Items& a, const char* name) {
+  auto refuse = [&](const std::string& why) {
+    return make_error(ErrorCode::pickle_malformed, std::string(name) + "() " + why);
+  };
+  if (a.empty()) return g.add_text(ValueKind::bytes, "");
+  if (a.size() > 3) return refuse("of " + std::to_string(a.size()) + " arguments (Python takes at most 3)");
+  const ValueKind of = g.kind(a[0]);
+  if (of == ValueKind::string) {
+    if (a.size() == 1) return refuse("of a str without an encoding (Python refuses it)");
+    return codecs_encode(cx, g, a);
+  }
+  if (a.size() > 1) return refuse(std::string("of a ") + value_kind_name(of) + " with an encoding (Python refuses it)");
+  if (of == ValueKind::bytes) return g.add_interned_text(ValueKind::bytes, g.text(a[0]));
+  if (of == ValueKind::integer || of == ValueKind::boolean) {
+    const int64_t n = g.at(a[0]).i;
+    if (n < 0) return refuse("of a negative count (Python refuses it)");
+    PTREAD_CHECK(cx.spend(static_cast<uint64_t>(n), name));
+    return g.add_text(ValueKind::bytes, std::string(static_cast<size_t>(n), '\0'));
+  }
+  if (of == ValueKind::list || of == ValueKind::tuple) {
+    const Items items = g.at(a[0]).items;
+    PTREAD_CHECK(cx.spend(items.size(), name));
+    std::string out;
+    out.reserve(items.size());
+    for (const uint32_t v : items) {
+      const ValueKind k = g.kind(v);
+      if (k != ValueKind::integer && k != ValueKind::boolean) {
+        return refuse(std::string("of a ") + value_kind_name(of) + " holding a " + value_kind_name(k) + " (Python takes ints)");
+      }
+      const int64_t b = g.at(v).i;
+      if (b < 0 || b > 255) return refuse("of a byte value " + std::to_string(b) + " (Python takes 0 to 255)");
+      out.push_back(static_cast<char>(b));
+    }
+    return g.add_text(ValueKind::bytes, out);
+  }
+  return refuse(std::string("of a ") + value_kind_name(of) + " (ptread reads bytes of nothing, bytes, a str with an encoding, an int, a list or tuple of ints)");
+}
+
+// set(), set(iterable) and frozenset(...): a list or tuple (what pickle writes), a set, a
+// dict's keys, a str's characters or a bytes' bytes.
+inline Result<uint32_t> set_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  const bool is_set = g.global_name(c.callable) == "set";
+  const ValueKind made = is_set ? ValueKind::set : ValueKind::frozenset;
+  const Items& a = c.a;
+    if (a.empty()) return g.add_container(made);
+    const ValueKind of = g.kind(a[0]);
+    if (a.size() == 1 && (of == ValueKind::list || of == ValueKind::tuple || of == ValueKind::set || of == ValueKind::frozenset)) {
+      const Items items = g.at(a[0]).items;
+      PTREAD_CHECK(cx.spend(items.size(), "set()"));
+      return g.add_container(made, items.data(), items.size());
+    }
+    if (a.size() == 1 && of == ValueKind::dict) {
+      const Items kv = g.at(a[0]).items;
+      PTREAD_CHECK(cx.spend(kv.size() / 2, "set()"));
+      std::vector<uint32_t> keys;
+      for (size_t k = 0; k < kv.size(); k += 2) keys.push_back(kv[k]);
+      return g.add_container(made, keys.data(), keys.size());
+    }
+    if (a.size() == 1 && (of == ValueKind::string || of == ValueKind::bytes)) {
+      // a str's characters (one-character strs), a bytes' bytes (ints); the set keeps
+      // each once (DictKeys, at STOP)
+      const std::string_view t = g.text(a[0]);
+      PTREAD_CHECK(cx.spend(t.size(), "set()"));
+      std::vector<uint32_t> items;
+      for (size_t k = 0; k < t.size();) {
+        uint32_t cp = 0;
+        const size_t n = of == ValueKind::string ? std::max<size_t>(utf8_next(t, k, &cp), 1) : 1;  // (valid UTF-8)
+        items.push_back(of == ValueKind::string ? g.add_text(ValueKind::string, t.substr(k, n))
+                                                : g.add_int(static_cast<uint8_t>(t[k])));
+        k += n;
+      }
+      return g.add_container(made, items.data(), items.size());
+    }
+    return make_error(ErrorCode::pickle_malformed, std::string(is_set ? "set" : "frozenset") + "() of " +
+                                                       (a.size() == 1 ? std::string("a ") + value_kind_name(of) : std::to_string(a.size()) + " arguments") +
+                                                       " (ptread reads set() of lists, tuples, sets, dicts, strs and bytes)");
+}
+
+inline bool is_builtins(std::string_view mod, bool py2) { return mod == "builtins" || (py2 && mod == "__builtin__"); }
+inline bool is_builtin_set(std::string_view mod, std::string_view name, bool py2) {
+  return is_builtins(mod, py2) && name == "set";
+}
+inline bool is_builtin_frozenset(std::string_view mod, std::string_view name, bool py2) {
+  return is_builtins(mod, py2) && name == "frozenset";
+}
+inline bool is_builtin_bytes(std::string_view mod, std::string_view name, bool py2) {
+  return is_builtins(mod, py2) && name == "bytes";
+}
+inline bool is_builtin_bytearray(std::string_view mod, std::string_view name, bool py2) {
+  return is_builtins(mod, py2) && name == "bytearray";
+}
+
+// protocols 0-2 pickle b'' as bytes()
+inline Result<uint32_t> bytes_class_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  return bytes_call(cx, g, c.a, g.global_name(c.callable) == "bytes" ? "bytes" : "bytearray");
+}
+// set.__new__ and bytearray.__new__ leave them empty (their __init__ fills them).
+inline Result<uint32_t> set_new(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  static_cast<void>(cx);
+  static_cast<void>(c);
+  return g.add_container(ValueKind::set);
+}
+inline Result<uint32_t> bytearray_new(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  static_cast<void>(cx);
+  static_cast<void>(c);
+  return g.add_text(ValueKind::bytes, "");
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/torch/globals/builtins.hpp ----
+// #include "globals/codecs.hpp": inlined above
+// ---- begin ptread/torch/globals/collections.hpp ----
+// ptread — collections.OrderedDict, defaultdict and Counter (Lib/collections/__init__.py),
+// called or made by NEWOBJ (empty: their items are set after, by SETITEMS).
+
+// #include "../context.hpp": inlined above
+
+#include <string>
+
+namespace ptread {
+namespace detail {
+
+// Dict node d as made by callable (a class of collections): tagged kAttrsTag when its
+// instances take attributes (OrderedDict, Counter; a defaultdict has no __dict__).
+inline uint32_t attrs_dict(Graph& g, uint32_t callable, uint32_t d) {
+  if (g.global_name(callable) != "defaultdict") g.nodes[d].tag = kAttrsTag;
+  return d;
+}
+
+// collections.OrderedDict(x), Counter(x) and defaultdict(factory, x), as Python makes
+// them. Their __reduce__ give Counter(dict), defaultdict(factory) and OrderedDict() with
+// the items set after, and protocols 0-1 OrderedDict([(k, v), ...]); x may be a dict,
+// or for OrderedDict and defaultdict a list or tuple of pairs (Counter would count a
+// list's items: refused), and Counter(None) is empty. What Python refuses (more
+// arguments, an x of another kind, a factory that is no class, function or object) is
+// an error, never a dict made of part of the arguments.
+inline Result<uint32_t> dict_call(TorchContext& cx, Graph& g, uint32_t callable, const Items& a) {
+  const std::string_view name = g.global_name(callable);
+  const bool factory = name == "defaultdict", counter = name == "Counter";
+  auto refuse = [&](const std::string& why) {
+    return make_error(ErrorCode::pickle_malformed, "collections." + std::string(name) + "() " + why);
+  };
+  if (factory && !a.empty()) {
+    const ValueKind f = g.kind(a[0]);
+    if (f != ValueKind::none && f != ValueKind::global && f != ValueKind::object) {
+      return refuse(std::string("with a default factory that is a ") + value_kind_name(f) + ", which cannot be called");
+    }
+  }
+  const size_t at = factory ? 1 : 0;  // the argument with the items
+  if (a.size() > at + 1) {
+    return refuse("of " + std::to_string(a.size()) + " arguments (Python takes at most " + std::to_string(at + 1) + ")");
+  }
+  const uint32_t d = attrs_dict(g, callable, g.add_container(ValueKind::dict));
+  if (a.size() <= at) return d;  // (defaultdict() has no factory either)
+  const uint32_t x = a[at];
+  const ValueKind k = g.kind(x);
+  if (k == ValueKind::dict) {
+    const Items kv = g.at(x).items;
+    PTREAD_CHECK(cx.spend(kv.size(), "collections' dicts"));
+    g.append(d, kv.data(), kv.size());
+    return d;
+  }
+  if (counter && k == ValueKind::none) return d;
+  if (!counter && (k == ValueKind::list || k == ValueKind::tuple)) {
+    const Items pairs = g.at(x).items;
+    PTREAD_CHECK(cx.spend(2 * pairs.size(), "collections' dicts"));
+    for (uint32_t pair : pairs) {
+      const NodeView pn = g.at(pair);
+      if ((pn.kind != ValueKind::tuple && pn.kind != ValueKind::list) || pn.items.size() != 2) {
+        return refuse("item is not a pair");
+      }
+      const uint32_t kv[2] = {pn.items[0], pn.items[1]};
+      g.append(d, kv, 2);
+    }
+    return d;
+  }
+  return refuse(std::string("of a ") + value_kind_name(k) + " (ptread reads a dict" +
+                (counter ? std::string(" or None)") : std::string(", or a list or tuple of pairs)")));
+}
+
+inline bool is_ordered_dict(std::string_view mod, std::string_view name, bool) {
+  return mod == "collections" && name == "OrderedDict";
+}
+inline bool is_dict_like(std::string_view mod, std::string_view name, bool) {
+  return mod == "collections" && (name == "defaultdict" || name == "Counter");
+}
+inline Result<uint32_t> dict_class_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  return dict_call(cx, g, c.callable, c.a);
+}
+// cls.__new__(cls): an empty dict, its items set after.
+inline Result<uint32_t> dict_class_new(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  static_cast<void>(cx);
+  return attrs_dict(g, c.callable, g.add_container(ValueKind::dict));
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/torch/globals/collections.hpp ----
+// ---- begin ptread/torch/globals/copyreg.hpp ----
+// ptread — copyreg._reconstructor(cls, base, state) (Lib/copyreg.py; copy_reg below
+// protocol 3), which protocols 0-1 write for objects: an object of cls, its state set by BUILD.
+
+// #include "../context.hpp": inlined above
+
+namespace ptread {
+namespace detail {
+
+inline bool is_copyreg_reconstructor(std::string_view mod, std::string_view name, bool py2) {
+  return (mod == "copyreg" || (py2 && mod == "copy_reg")) && name == "_reconstructor";
+}
+inline Result<uint32_t> copyreg_reconstructor_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  static_cast<void>(cx);
+  return c.a.empty() ? kNoNode : g.add_object(c.a[0], g.add_container(ValueKind::tuple));
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/torch/globals/copyreg.hpp ----
+// ---- begin ptread/torch/globals/from_type.hpp ----
+// ptread — torch/_tensor.py's _rebuild_from_type_v2(func, new_type, args, state), which
+// torch.save writes for tensor subclasses (Parameter's __reduce_ex__ in torch 2.x too).
+
+// #include "../context.hpp": inlined above
+// ---- begin ptread/torch/globals/numpy.hpp ----
 // ptread — numpy objects in checkpoints, as torch.load's unpickler builds them (no numpy
 // code runs): numpy.core.multiarray._reconstruct(numpy.ndarray, ...) + BUILD state
 // (version, shape, dtype, fortran_order, raw bytes) becomes a tensor; scalar(dtype, bytes)
 // a plain int, float or bool; numpy.dtype('f8', ...) + BUILD state gives the element type
 // and byte order. numpy._core.multiarray (numpy >= 2) is the same.
+//
+// Mirrors numpy/core/multiarray: _reconstruct, scalar, ndarray.__setstate__.
 
-// #include "torch_pickle.hpp": inlined above
+// #include "../context.hpp": inlined above
+// #include "codecs.hpp": inlined above
+
+#include <algorithm>
+#include <string>
 
 namespace ptread {
 namespace detail {
 
-inline Result<TorchHooks::NumpyType> TorchHooks::numpy_dtype(const Graph& g, uint32_t d) {
+// ---- numpy (numpy.core.multiarray before numpy 2, numpy._core.multiarray since) ----
+inline bool is_numpy_module(std::string_view mod) {
+  return mod == "numpy.core.multiarray" || mod == "numpy._core.multiarray";
+}
+inline bool is_numpy(const Graph& g, uint32_t cls, const char* name) {
+  return g.kind(cls) == ValueKind::global && g.global_module(cls) == "numpy" && g.global_name(cls) == name;
+}
+
+// A numpy.dtype object: numpy.dtype('f8', False, True) with BUILD state (3, '<', ...).
+struct NumpyType {
+  DType dtype;
+  bool big_endian;
+};
+
+inline Result<NumpyType> numpy_dtype(const Graph& g, uint32_t d) {
   const NodeView n = g.at(d);
   if (n.kind != ValueKind::object || !is_numpy(g, n.items[kObjClass], "dtype")) {
     return make_error(ErrorCode::bad_tensor_args, "numpy data without a numpy.dtype");
@@ -11105,24 +10854,12 @@ inline Result<TorchHooks::NumpyType> TorchHooks::numpy_dtype(const Graph& g, uin
   return out;
 }
 
-inline Result<std::shared_ptr<const Storage>> TorchHooks::owned_copy(std::string_view bytes, size_t swap_unit) {
-  PTREAD_TRY(auto buf, allocate_aligned(bytes.size()));
-  if (!bytes.empty()) std::memcpy(buf.get(), bytes.data(), bytes.size());
-  if (swap_unit > 1) {
-    for (size_t k = 0; k + swap_unit <= bytes.size(); k += swap_unit) {
-      std::reverse(buf.get() + k, buf.get() + k + swap_unit);
-    }
-  }
-  const uint8_t* p = buf.get();
-  return std::make_shared<const Storage>(p, bytes.size(), std::move(buf));
-}
-
 // ndarray BUILD state: (version, shape, dtype, is_fortran, raw bytes), or numpy's first
 // form without the version, as ndarray.__setstate__ takes them: version 0 or 1, the shape a
 // tuple, is_fortran an int or bool, the raw bytes exactly the array's (numpy refuses
 // anything else: "can't handle version", "buffer size does not match array size"). The
 // object node becomes a tensor node in place, so every reference to it sees the tensor.
-inline Status TorchHooks::numpy_array(Graph& g, uint32_t obj, uint32_t state) {
+inline Status numpy_array(TorchContext& cx, Graph& g, uint32_t obj, uint32_t state) {
   const NodeView s = g.at(state);
   auto refused = [](const std::string& why) {
     return make_error(ErrorCode::bad_tensor_args, "numpy.ndarray state: " + why + " (numpy refuses it)");
@@ -11143,19 +10880,19 @@ inline Status TorchHooks::numpy_array(Graph& g, uint32_t obj, uint32_t state) {
     return refused("an is_fortran flag that is not an int");
   }
   if (g.kind(it[3]) != ValueKind::bytes && g.kind(it[3]) != ValueKind::string) {
-    const uint32_t u = unsupported(g, "numpy array of Python objects");
+    const uint32_t u = cx.unsupported(g, "numpy array of Python objects");
     g.set_leaf(obj, ValueKind::unsupported, g.nodes[u].ref);
     return {};
   }
   auto typed = numpy_dtype(g, it[1]);
   if (!typed && typed.error().code() == ErrorCode::unknown_dtype) {
     // Strings, dates, records ... (numpy.dtype('<U3'), 'M8', 'V12'): listed, not read.
-    const uint32_t u = unsupported(g, typed.error().message());
+    const uint32_t u = cx.unsupported(g, typed.error().message());
     g.set_leaf(obj, ValueKind::unsupported, g.nodes[u].ref);
     return {};
   }
   PTREAD_TRY(NumpyType nt, std::move(typed));
-  PTREAD_TRY(size_t rank, dims_count(g, it[0], "numpy shape"));
+  PTREAD_TRY(size_t rank, cx.dims_count(g, it[0], "numpy shape"));
   int64_t* dims = new_dims(g, rank);
   PTREAD_CHECK(read_dims(g, it[0], "numpy shape", dims));
   int64_t* strides = dims + rank;
@@ -11186,16 +10923,16 @@ inline Status TorchHooks::numpy_array(Graph& g, uint32_t obj, uint32_t state) {
   spec.dims = dims;
   spec.rank = static_cast<uint32_t>(rank);
   spec.dtype = nt.dtype;
-  spec.storage = m_.storage_table.add(std::move(storage));  // found by no key
-  m_.specs.push_back(spec);
-  g.set_leaf(obj, ValueKind::tensor, static_cast<uint32_t>(m_.specs.size() - 1));
+  spec.storage = cx.model.storage_table.add(std::move(storage));  // found by no key
+  cx.model.specs.push_back(spec);
+  g.set_leaf(obj, ValueKind::tensor, static_cast<uint32_t>(cx.model.specs.size() - 1));
   return {};
 }
 
 // numpy.core.multiarray.scalar(dtype, raw bytes): a plain int, float or bool value, of the
 // first bytes as numpy reads them (fewer than the dtype's are refused, as numpy refuses
 // them: "initialization string is too small"; more are ignored, as numpy ignores them).
-inline Result<uint32_t> TorchHooks::numpy_scalar(Graph& g, uint32_t callable, uint32_t args, const Items& a) {
+inline Result<uint32_t> numpy_scalar(Graph& g, uint32_t callable, uint32_t args, const Items& a) {
   auto nt = numpy_dtype(g, a[0]);
   if (!nt || (g.kind(a[1]) != ValueKind::bytes && g.kind(a[1]) != ValueKind::string)) return g.add_object(callable, args);
   std::string raw(g.text(a[1]));
@@ -11223,23 +10960,509 @@ inline Result<uint32_t> TorchHooks::numpy_scalar(Graph& g, uint32_t callable, ui
   }
   return g.add_int(v.i);
 }
+
+inline bool is_numpy_reconstruct(std::string_view mod, std::string_view name, bool) {
+  return is_numpy_module(mod) && name == "_reconstruct";
+}
+// numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b'), then BUILD (numpy_array)
+inline Result<uint32_t> numpy_reconstruct_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  static_cast<void>(cx);
+  return c.a.empty() ? kNoNode : g.add_object(c.a[0], c.args);
+}
+inline bool is_numpy_scalar(std::string_view mod, std::string_view name, bool) {
+  return is_numpy_module(mod) && name == "scalar";
+}
+inline Result<uint32_t> numpy_scalar_call(TorchContext& /*cx*/, Graph& g, const GlobalCall& c) {
+  return c.a.size() == 2 ? numpy_scalar(g, c.callable, c.args, c.a) : kNoNode;
+}
+inline bool is_numpy_ndarray(std::string_view mod, std::string_view name, bool) {
+  return mod == "numpy" && name == "ndarray";
+}
+
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/format/torch_numpy.hpp ----
-// ---- begin ptread/format/torch_quantized.hpp ----
-// ptread — quantized and sparse tensors in checkpoints (TorchHooks' rebuilds for
-// torch._utils._rebuild_qtensor, _rebuild_sparse_tensor, _rebuild_sparse_csr_tensor): typed
-// entries, see quantized.hpp for what users get.
-
-// #include "torch_pickle.hpp": inlined above
+// ---- end ptread/torch/globals/numpy.hpp ----
 
 namespace ptread {
 namespace detail {
 
+// Whether a global names a function ptread evaluates (whose result is not an instance of
+// it), not a class.
+inline bool names_function(TorchContext& cx, Graph& g, uint32_t glob) {
+  const TorchGlobal* tg = cx.global(g, glob);
+  return tg != nullptr && is_function(tg->kind);
+}
+// Whether the class named by a global may be a subclass of torch.Tensor: false for those
+// ptread knows are not.
+inline bool maybe_tensor_subclass(TorchContext& cx, Graph& g, uint32_t glob) {
+  const std::string_view mod = g.global_module(glob), name = g.global_name(glob);
+  const TorchGlobal* tg = cx.global(g, glob);
+  if (tg != nullptr && tg->kind == GlobalKind::tensor_class) return name == "Parameter";
+  if (tg != nullptr && tg->kind != GlobalKind::plain_class) return false;  // functions, storage types, builtins, torch.Size ...
+  if (mod == "torch") return false;  // torch.FloatTensor ... (legacy tensor types), dtypes, functions
+  return !(mod == "builtins" || mod == "__builtin__" || mod == "collections" || mod == "_codecs" || mod == "copyreg" ||
+           mod == "copy_reg" || mod == "torch._utils" || is_numpy_module(mod));
+}
+
+// _rebuild_from_type_v2's state: torch sets each item of its dict (and of its slots, a
+// state (dict, slots)) on the tensor with setattr() (torch 2.x for every type; 1.13 for a
+// subclass, such as Parameter, whose __setstate__ is Tensor's). An attribute of its own
+// changes no value; `data`, `real` and `imag` give the tensor other data and
+// `requires_grad` changes it (torch 1.13 ignores them on a plain Tensor, 2.x applies
+// them): ptread applies none, so a state that sets one is refused (E406) rather than read
+// with data torch.load would not give. torch.save writes the tensor's __dict__ there.
+inline Status check_from_type_state(Graph& g, uint32_t state) {
+  uint32_t parts[2] = {state, kNoNode};
+  split_build_state(g, state, &parts[0], &parts[1]);
+  for (const uint32_t d : parts) {
+    if (d == kNoNode || g.kind(d) != ValueKind::dict) continue;
+    const Items kv = g.at(d).items;
+    for (size_t k = 0; k < kv.size(); k += 2) {
+      if (g.kind(kv[k]) != ValueKind::string) continue;
+      const std::string_view name = g.text(kv[k]);
+      if (name == "data" || name == "real" || name == "imag" || name == "requires_grad") {
+        return make_error(ErrorCode::unsupported_tensor, "_rebuild_from_type_v2 with a state that sets the tensor's '" +
+                                                             std::string(name) +
+                                                             "' (torch sets it with setattr()), which ptread does not apply");
+      }
+    }
+  }
+  return {};
+}
+
+// _rebuild_from_type_v2's state for a Parameter (whose __setstate__ is Tensor's) or an
+// instance of a class with no __setstate__: torch (1.13 and 2.x) takes the state apart
+// itself, and refuses a tuple of other than two items (RuntimeError "Invalid serialized
+// state"), a dict state without items() and slots that are true without items()
+// (AttributeError), and an attribute named by other than a str (setattr()). (A plain
+// Tensor's state torch 1.13 ignores; another class's __setstate__ is its own: neither is
+// checked here. Objects of classes ptread does not know may have items(): taken as having
+// them.)
+inline Status check_setattr_state_shape(Graph& g, uint32_t new_type, uint32_t state) {
+  const std::string type_name = std::string(g.global_module(new_type)) + "." + std::string(g.global_name(new_type));
+  auto refused = [&type_name](const std::string& what, const char* why) {
+    return make_error(ErrorCode::bad_tensor_args, "_rebuild_from_type_v2 of a " + type_name + " with " + what +
+                                                      " (torch refuses it: " + why + ")");
+  };
+  auto mapping = [&g](uint32_t v) { return g.kind(v) == ValueKind::dict || g.kind(v) == ValueKind::object; };
+  uint32_t dict_state = state, slots = kNoNode;
+  if (g.kind(state) == ValueKind::tuple) {
+    if (g.count(state) != 2) {
+      return refused("a state tuple of " + std::to_string(g.count(state)) + " items", "Invalid serialized state");
+    }
+    dict_state = g.at(state).items[0];
+    slots = g.at(state).items[1];
+  }
+  if (!mapping(dict_state)) {
+    const ValueKind k = g.kind(dict_state);
+    return refused(k == ValueKind::none ? std::string("the state None") : std::string("a state that is a ") + value_kind_name(k),
+                   "it has no items()");
+  }
+  if (slots != kNoNode && python_truthy(g, slots) && !mapping(slots)) {
+    return refused(std::string("slots that are a ") + value_kind_name(g.kind(slots)), "they have no items()");
+  }
+  for (const uint32_t d : {dict_state, slots}) {
+    if (d != kNoNode && g.kind(d) == ValueKind::dict && !str_keys(g, d)) {
+      return refused("an attribute named by other than a str", "setattr() takes a str");
+    }
+  }
+  return {};
+}
+
+// _rebuild_from_type_v2(func, new_type, args, state): func(*args), made an instance of
+// new_type by Tensor.as_subclass unless new_type is torch.Tensor itself (torch 1.13 then
+// hands out func's result as it is) or the class func is (its result has the type
+// already). as_subclass takes only a subclass of Tensor, and is a method of tensors only:
+// a new_type ptread knows not to be one (a builtin, a collections or numpy class,
+// torch.Size, a storage or legacy tensor type, a function, torch.autograd.Variable,
+// anything but a class), or a result that is no tensor, torch refuses. Other classes (a
+// user's Tensor subclass) are taken as subclasses: the tensor reads as the Tensor it is.
+inline Result<uint32_t> from_type(TorchContext& cx, Graph& g, uint32_t func, uint32_t new_type, uint32_t args, uint32_t state) {
+  const ValueKind tk = g.kind(new_type);
+  bool is_tensor_type = false;
+  if (tk == ValueKind::global) {
+    const std::string_view mod = g.global_module(new_type), name = g.global_name(new_type);
+    const bool plain = name == "Tensor" && (mod == "torch" || mod == "torch._tensor");
+    const bool made_by_it = g.kind(func) == ValueKind::global && g.global_module(func) == mod &&
+                            g.global_name(func) == name && !names_function(cx, g, func);
+    is_tensor_type = plain || made_by_it;
+    // Parameter's __setstate__ is Tensor's, and the classes ptread knows (made_by_it: a
+    // builtin or collections class) have none: torch sets the state's items itself.
+    if ((!plain && made_by_it) || (mod == "torch.nn.parameter" && name == "Parameter")) {
+      PTREAD_CHECK(check_setattr_state_shape(g, new_type, state));
+    }
+    if (!is_tensor_type && !maybe_tensor_subclass(cx, g, new_type)) {
+      return make_error(ErrorCode::bad_tensor_args, "_rebuild_from_type_v2 of '" + std::string(mod) + "." + std::string(name) +
+                                                        "', which is not a subclass of torch.Tensor (torch refuses it in as_subclass)");
+    }
+  } else if (tk != ValueKind::object && tk != ValueKind::missing) {
+    return make_error(ErrorCode::bad_tensor_args, std::string("_rebuild_from_type_v2 of a type that is a ") + value_kind_name(tk) +
+                                                      " (torch refuses it: as_subclass takes a class)");
+  }
+  PTREAD_TRY(const uint32_t made, cx.call(g, func, args));
+  if (is_tensor_type) return made;
+  switch (g.kind(made)) {
+    case ValueKind::tensor: case ValueKind::quantized: case ValueKind::sparse:
+    case ValueKind::object: case ValueKind::unsupported: case ValueKind::missing:
+      return made;
+    default:
+      return make_error(ErrorCode::bad_tensor_args, std::string("_rebuild_from_type_v2 whose function made a ") +
+                                                        value_kind_name(g.kind(made)) +
+                                                        ", not a tensor (torch refuses it: as_subclass is a method of tensors)");
+  }
+}
+
+inline bool is_rebuild_from_type_v2(std::string_view mod, std::string_view name, bool) {
+  return mod == "torch._tensor" && name == "_rebuild_from_type_v2";
+}
+inline Result<uint32_t> rebuild_from_type_v2_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  const Items& a = c.a;
+  if (a.size() != 4 || g.kind(a[2]) != ValueKind::tuple) {
+    return make_error(ErrorCode::bad_tensor_args,
+                      "_rebuild_from_type_v2 takes (func, type, args, state), args a tuple (torch refuses anything else)");
+  }
+  PTREAD_CHECK(check_from_type_state(g, a[3]));
+  return from_type(cx, g, a[0], a[1], a[2], a[3]);
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/torch/globals/from_type.hpp ----
+// #include "globals/numpy.hpp": inlined above
+// ---- begin ptread/torch/globals/parameter.hpp ----
+// ptread — Parameters and Variables: torch/_utils.py's _rebuild_parameter and
+// _rebuild_parameter_with_state (torch.save since 0.4), and the classes
+// torch.nn.parameter.Parameter and torch.autograd.variable.Variable as torch 0.1-0.3 pickled
+// them (REDUCE of the class, or NEWOBJ with the state (data, ...)). A Parameter is its data
+// tensor, with requires_grad set.
+
+// #include "../context.hpp": inlined above
+// #include "../build.hpp": inlined above
+
+#include <string>
+
+namespace ptread {
+namespace detail {
+
+// Parameter(None): torch.empty(0), an F32 tensor of shape [0] over no bytes.
+inline Result<uint32_t> empty_parameter(TorchContext& cx, Graph& g, bool requires_grad) {
+  PTREAD_TRY(auto storage, owned_copy(std::string_view(), 1));
+  int64_t* dims = new_dims(g, 1);
+  dims[0] = 0;  // size
+  dims[1] = 1;  // stride
+  TensorSpec spec;
+  spec.dims = dims;
+  spec.rank = 1;
+  spec.requires_grad = requires_grad;
+  spec.storage = cx.model.storage_table.add(std::move(storage));  // found by no key
+  cx.model.specs.push_back(spec);
+  return g.emit_int(ValueKind::tensor, static_cast<uint32_t>(cx.model.specs.size() - 1), 0);
+}
+
+// _rebuild_parameter(data, requires_grad, backward_hooks) and _with_state(..., state),
+// and torch 0.3's Parameter(data[, requires_grad]): Parameter(data) takes a tensor
+// (Tensor._make_subclass) or None (torch.empty(0)); anything else is refused, as Python
+// refuses it.
+inline Result<uint32_t> parameter(TorchContext& cx, Graph& g, const Items& a, size_t min_args, size_t max_args) {
+  const ValueKind data = a.empty() ? ValueKind::none : g.kind(a[0]);
+  if (a.size() < min_args || a.size() > max_args ||
+      (data != ValueKind::tensor && data != ValueKind::unsupported && data != ValueKind::quantized &&
+       data != ValueKind::sparse && data != ValueKind::none)) {
+    return make_error(ErrorCode::bad_tensor_args,
+                      "Parameter rebuild arguments are malformed (" + std::to_string(a.size()) + " arguments" +
+                          (a.empty() ? std::string() : std::string(", data is a ") + value_kind_name(data)) + ")");
+  }
+  bool requires_grad = a.size() > 1 && g.kind(a[1]) == ValueKind::boolean && g.at(a[1]).i != 0;
+  if (min_args == max_args) {  // _rebuild_parameter(_with_state): Parameter(data, requires_grad)
+    const DType dt = data == ValueKind::tensor ? cx.model.specs[g.at(a[0]).ref].dtype
+                     : data == ValueKind::none ? DType::F32
+                                               : DType::U8;  // quantized, sparse ...: checked as no float
+    PTREAD_TRY(requires_grad, requires_grad_arg(g, a[1], dt, "Parameter"));
+  }
+  if (data == ValueKind::none) return empty_parameter(cx, g, requires_grad);
+  if (data == ValueKind::tensor) cx.model.specs[g.at(a[0]).ref].requires_grad = requires_grad;
+  return a[0];  // a Parameter is its data tensor (or an unsupported entry)
+}
+inline bool is_rebuild_parameter(std::string_view mod, std::string_view name, bool) {
+  return mod == "torch._utils" && (name == "_rebuild_parameter" || name == "_rebuild_parameter_with_state");
+}
+inline Result<uint32_t> rebuild_parameter_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  const size_t n = g.global_name(c.callable) == "_rebuild_parameter" ? 3 : 4;  // _with_state: 4
+  return parameter(cx, g, c.a, n, n);
+}
+
+inline bool is_variable_class(std::string_view mod, std::string_view name, bool) {
+  return (mod == "torch.nn.parameter" && name == "Parameter") || (mod == "torch.autograd.variable" && name == "Variable");
+}
+// torch 0.3: Parameter(data, requires_grad) / Variable(data) by REDUCE
+inline Result<uint32_t> variable_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  if (!c.a.empty() && g.kind(c.a[0]) == ValueKind::tensor) return parameter(cx, g, c.a, 1, c.a.size());  // (as lenient as before)
+  return kNoNode;
+}
+
+// BUILD on the class: Parameter has Tensor's __setstate__, called unbound whatever the state.
+inline Status variable_class_build(TorchContext& cx, Graph& g, uint32_t glob, uint32_t state) {
+  static_cast<void>(cx);
+  static_cast<void>(state);
+  if (g.global_name(glob) != "Parameter") return {};
+  const std::string target = "the global '" + std::string(g.global_module(glob)) + "." + std::string(g.global_name(glob)) + "'";
+  return build_refused(target, "a state", "Tensor.__setstate__ called on no tensor");
+}
+
+// torch 0.1-0.3 pickled Parameters and Variables as Parameter() with the state
+// (data, ...): the object is its data tensor.
+inline Status variable_build(TorchContext& cx, Graph& g, uint32_t obj, uint32_t state) {
+  if (g.kind(state) == ValueKind::tuple && !g.at(state).items.empty()) {
+    const Items st = g.at(state).items;
+    const uint32_t data = st[0];
+    if (g.kind(data) == ValueKind::tensor || g.kind(data) == ValueKind::unsupported) {
+      // (data, grad, backward_hooks, requires_grad, volatile): Tensor.__setstate__
+      if (g.kind(data) == ValueKind::tensor && st.size() == 5 && g.kind(st[3]) == ValueKind::boolean) {
+        cx.model.specs[g.nodes[data].ref].requires_grad = g.at(st[3]).i != 0;
+      }
+      g.set_leaf(obj, g.kind(data), g.nodes[data].ref);
+    }
+  }
+  return {};
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/torch/globals/parameter.hpp ----
+// ---- begin ptread/torch/globals/quantized.hpp ----
+// ptread — quantized tensors: torch/_utils.py's _rebuild_qtensor, as typed entries (see
+// ../../quantized.hpp for what users get).
+
+// #include "../context.hpp": inlined above
+// ---- begin ptread/torch/globals/rebuild_tensor.hpp ----
+// ptread — torch's meaning of the globals in a checkpoint pickle.
+//
+// torch.save pickles each tensor as a call to a rebuild function (torch/_utils.py) whose
+// first argument is a persistent id naming a storage:
+//   _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad,
+//                      backward_hooks[, metadata])        dtype from the storage class
+//   _rebuild_tensor_v3(storage, offset, size, stride, requires_grad, hooks, dtype[, metadata])
+//                      torch >= 2.1 for fp8, uint16/32/64, complex32; UntypedStorage
+//   _rebuild_tensor(storage, offset, size, stride)      before 0.4
+//   _rebuild_parameter(data, requires_grad, hooks), _rebuild_parameter_with_state(..., state)
+//   torch._tensor._rebuild_from_type_v2(func, new_type, args, state) = func(*args)
+// Mirrors torch/_utils.py: _rebuild_tensor, _rebuild_tensor_v2, _rebuild_tensor_v3; the
+// storage is persistent_id.hpp's node, its dtype the storage class's (v3: the argument).
+
+// #include "../context.hpp": inlined above
+
+#include <string>
+
+namespace ptread {
+namespace detail {
+
+enum class RebuildKind { v1, v2, v3 };
+
+inline Result<uint32_t> rebuild_tensor(TorchContext& cx, Graph& g, const Items& a, RebuildKind kind) {
+  // _rebuild_tensor(storage, offset, size, stride), _rebuild_tensor_v2(..., requires_grad,
+  // backward_hooks, metadata=None), _rebuild_tensor_v3(..., backward_hooks, dtype,
+  // metadata=None): Python refuses other counts.
+  // torch.jit.load's _rebuild_tensor_v2 reads the first five and ignores the rest: in a
+  // zip file such a count waits for the directory (refusal()).
+  const size_t min_args = kind == RebuildKind::v1 ? 4 : kind == RebuildKind::v2 ? 6 : 7;
+  const size_t max_args = kind == RebuildKind::v1 ? 4 : min_args + 1;
+  const bool script_reads = kind == RebuildKind::v2 && !cx.legacy && a.size() >= 5;
+  const bool python_reads = a.size() >= min_args && a.size() <= max_args;
+  if ((!python_reads && !script_reads) || g.kind(a[0]) != ValueKind::storage || g.kind(a[1]) != ValueKind::integer) {
+    return make_error(ErrorCode::bad_tensor_args,
+                      "tensor rebuild arguments are malformed (" + std::to_string(a.size()) +
+                          " arguments, first is a " + value_kind_name(g.kind(a.empty() ? 0 : a[0])) + ")");
+  }
+  if (!python_reads) {
+    cx.note_zip_refusal(make_error(ErrorCode::bad_tensor_args, "_rebuild_tensor_v2 with " + std::to_string(a.size()) +
+                                                                " arguments in a zip file (torch.load takes 6 or 7)"));
+  }
+  const Node& sn = g.nodes[a[0]];  // ref: the storage; i: dtype, location node << 8
+  const uint32_t storage = sn.ref;
+  const uint32_t location = static_cast<uint32_t>(static_cast<uint64_t>(sn.i) >> 8);
+  DType dtype = static_cast<DType>(sn.i & 0xff);
+  size_t meta_index = 6;
+  if (kind == RebuildKind::v3) {
+    const uint32_t d = a[6];
+    if (g.kind(d) != ValueKind::global) return make_error(ErrorCode::bad_tensor_args, "_rebuild_tensor_v3 dtype is not a global");
+    Node& dn = g.nodes[d];  // tag3: 0 unknown yet, 0xff no torch dtype, else dtype + 1
+    if (dn.tag3 == 0) {
+      dn.tag3 = g.global_module(d) == "torch" && dtype_from_torch_name(g.global_name(d), &dtype)
+                    ? static_cast<uint8_t>(static_cast<uint8_t>(dtype) + 1)
+                    : 0xff;
+    }
+    if (dn.tag3 == 0xff) {
+      return make_error(ErrorCode::unknown_dtype,
+                        "unknown dtype '" + std::string(g.global_module(d)) + "." + std::string(g.global_name(d)) + "'");
+    }
+    dtype = static_cast<DType>(dn.tag3 - 1);
+    meta_index = 7;
+  }
+  PTREAD_TRY(size_t rank, cx.dims_count(g, a[2], "size"));
+  int64_t* dims = new_dims(g, rank);
+  PTREAD_CHECK(read_dims(g, a[2], "size", dims, true));
+  size_t stride_rank = rank;
+  const ValueKind stride_kind = g.kind(a[3]);
+  if (stride_kind == ValueKind::none ||
+      ((stride_kind == ValueKind::tuple || stride_kind == ValueKind::list) && g.count(a[3]) == 0)) {
+    // Tensor.set_ takes a stride of None, or an empty one, as the size's contiguous strides
+    // (torch 1.13 reads _rebuild_tensor_v2(s, 0, (2, 3), None, ...) with strides (3, 1)).
+    PTREAD_CHECK(contiguous_strides(dims, rank));
+  } else {
+    PTREAD_TRY(stride_rank, cx.dims_count(g, a[3], "stride"));
+    PTREAD_CHECK(read_dims(g, a[3], "stride", stride_rank == rank ? dims + rank : nullptr, true));
+  }
+  TensorSpec t;
+  t.offset = g.at(a[1]).i;
+  t.dims = dims;
+  t.rank = static_cast<uint32_t>(rank);
+  t.storage = storage;
+  t.location = location;
+  t.dtype = dtype;
+  if (kind != RebuildKind::v1) {
+    PTREAD_TRY(t.requires_grad, requires_grad_arg(g, a[4], dtype, "tensor"));
+  }
+  if (a.size() > meta_index && g.kind(a[meta_index]) == ValueKind::dict) {
+    const uint32_t md = a[meta_index];
+    auto flag = [&](const char* k) {
+      uint32_t v = g.dict_get(md, k);
+      return v != kNoNode && g.kind(v) == ValueKind::boolean && g.at(v).i != 0;
+    };
+    t.conj = flag("conj");
+    t.neg = flag("neg");
+    if (PTREAD_UNLIKELY(t.neg && dtype_is_opaque(dtype))) {  // no value to negate: refused, not guessed
+      return make_error(ErrorCode::bad_tensor_args,
+                        std::string("a ") + dtype_name(dtype) + " tensor with the neg bit (torch negates no such tensor)");
+    }
+  }
+  return cx.add_tensor(g, t, stride_rank);
+}
+
+inline bool is_rebuild_tensor_v2(std::string_view mod, std::string_view name, bool) {
+  return mod == "torch._utils" && name == "_rebuild_tensor_v2";
+}
+inline bool is_rebuild_tensor_v3(std::string_view mod, std::string_view name, bool) {
+  return mod == "torch._utils" && name == "_rebuild_tensor_v3";
+}
+inline bool is_rebuild_tensor_v1(std::string_view mod, std::string_view name, bool) {
+  return mod == "torch._utils" && name == "_rebuild_tensor";
+}
+
+inline Result<uint32_t> rebuild_tensor_v2_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  return rebuild_tensor(cx, g, c.a, RebuildKind::v2);
+}
+inline Result<uint32_t> rebuild_tensor_v3_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  return rebuild_tensor(cx, g, c.a, RebuildKind::v3);
+}
+inline Result<uint32_t> rebuild_tensor_v1_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  return rebuild_tensor(cx, g, c.a, RebuildKind::v1);
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/torch/globals/rebuild_tensor.hpp ----
+// ---- begin ptread/torch/globals/unsupported.hpp ----
+// ptread — torch/_utils.py's rebuilds of tensors ptread cannot hand out (nested, meta, wrapper
+// subclasses, device tensors from numpy or XLA): "unsupported" entries naming them, never a
+// guess; and _rebuild_device_tensor_from_cpu_tensor, whose CPU tensor is read as it is.
+
+// #include "../context.hpp": inlined above
+
+#include <string>
+
+namespace ptread {
+namespace detail {
+
+inline const char* unsupported_rebuild(std::string_view name) {
+  if (name == "_rebuild_nested_tensor") return "nested tensor";
+  if (name == "_rebuild_meta_tensor_no_storage") return "meta tensor without data";
+  if (name == "_rebuild_wrapper_subclass") return "wrapper-subclass tensor without data";
+  if (name == "_rebuild_device_tensor_from_numpy" || name == "_rebuild_xla_tensor") return "device tensor from numpy";
+  if (name == "_rebuild_device_tensor_from_cpu_tensor") return "device tensor";
+  return nullptr;
+}
+
+// A torch._utils rebuild function ptread cannot hand out a tensor for.
+inline uint32_t unsupported_call(TorchContext& cx, Graph& g, uint32_t fn) {
+  const std::string_view name = g.global_name(fn);
+  return cx.unsupported(g, std::string(unsupported_rebuild(name)) + " (torch._utils." + std::string(name) + ") is not supported");
+}
+
+inline bool is_rebuild_device_from_cpu(std::string_view mod, std::string_view name, bool) {
+  return mod == "torch._utils" && name == "_rebuild_device_tensor_from_cpu_tensor";
+}
+inline Result<uint32_t> rebuild_device_from_cpu_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  if (!c.a.empty() && g.kind(c.a[0]) == ValueKind::tensor) return c.a[0];
+  return unsupported_call(cx, g, c.callable);
+}
+
+inline bool is_unsupported_rebuild(std::string_view mod, std::string_view name, bool) {
+  return mod == "torch._utils" && unsupported_rebuild(name) != nullptr;
+}
+inline Result<uint32_t> unsupported_rebuild_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  return unsupported_call(cx, g, c.callable);
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/torch/globals/unsupported.hpp ----
+
+namespace ptread {
+namespace detail {
+
+// A quantized tensor of packed sub-byte elements (QUINT4X2: two per byte, low nibble
+// first; QUINT2X4: four): int_repr() is the packed bytes, as torch gives it. Only the
+// contiguous layout torch produces is read.
+inline Result<uint32_t> packed_qtensor(TorchContext& cx, Graph& g, const Items& a, QuantSpec* spec) {
+  if (g.kind(a[1]) != ValueKind::integer) return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: bad offset");
+  const Node& sn = g.nodes[a[0]];
+  spec->dtype = static_cast<DType>(sn.i & 0xff);
+  PTREAD_TRY(size_t rank, cx.dims_count(g, a[2], "size"));
+  int64_t* dims = new_dims(g, rank);
+  PTREAD_CHECK(read_dims(g, a[2], "size", dims));
+  PTREAD_TRY(size_t stride_rank, cx.dims_count(g, a[3], "stride"));
+  PTREAD_CHECK(read_dims(g, a[3], "stride", stride_rank == rank ? dims + rank : nullptr));
+  uint64_t numel = 1, expect = 1;
+  bool contiguous = stride_rank == rank && g.at(a[1]).i == 0;
+  for (size_t d = rank; d-- > 0;) {
+    if (dims[d] < 0 || mul_overflow(numel, static_cast<uint64_t>(dims[d]), &numel)) {
+      return make_error(ErrorCode::shape_overflow, "_rebuild_qtensor: bad size");
+    }
+    if (contiguous && dims[d] != 1 && dims[rank + d] != static_cast<int64_t>(expect)) contiguous = false;
+    expect *= static_cast<uint64_t>(dims[d]);
+  }
+  if (!contiguous) {
+    return make_error(ErrorCode::bad_tensor_args,
+                      std::string("_rebuild_qtensor: a non-contiguous ") + dtype_name(spec->dtype) + " tensor");
+  }
+  const uint64_t per_byte = spec->dtype == DType::QUINT4X2 ? 2 : 4;
+  const uint64_t nbytes = (numel + per_byte - 1) / per_byte;
+  const uint32_t storage = sn.ref;
+  if (cx.model.storage_table.nbytes(storage) < nbytes) {
+    return make_error(ErrorCode::view_out_of_bounds, "_rebuild_qtensor: " + std::to_string(numel) + " packed elements of " +
+                                                         dtype_name(spec->dtype) + " need " + std::to_string(nbytes) +
+                                                         " bytes; the storage holds " +
+                                                         std::to_string(cx.model.storage_table.nbytes(storage)));
+  }
+  spec->shape = dims;
+  spec->rank = static_cast<uint32_t>(rank);
+  int64_t* packed = new_dims(g, 1);
+  packed[0] = static_cast<int64_t>(nbytes);
+  packed[1] = 1;
+  TensorSpec t;
+  t.dims = packed;
+  t.rank = 1;
+  t.storage = storage;
+  t.location = static_cast<uint32_t>(static_cast<uint64_t>(sn.i) >> 8);
+  t.dtype = DType::U8;
+  cx.model.specs.push_back(t);
+  return static_cast<uint32_t>(cx.model.specs.size() - 1);
+}
+
 // _rebuild_qtensor(storage, offset, size, stride, quantizer_params, requires_grad, hooks)
 // with quantizer_params (qscheme, scale, zero_point) or (qscheme, scales, zero_points,
 // axis); qscheme is a torch global (torch.per_tensor_affine ...).
-inline Result<uint32_t> TorchHooks::qtensor(Graph& g, const Items& a) {
+inline Result<uint32_t> qtensor(TorchContext& cx, Graph& g, const Items& a) {
   if (a.size() != 7) {
     return make_error(ErrorCode::bad_tensor_args,
                       "_rebuild_qtensor takes 7 arguments, not " + std::to_string(a.size()));  // as Python
@@ -11253,11 +11476,11 @@ inline Result<uint32_t> TorchHooks::qtensor(Graph& g, const Items& a) {
   QuantSpec spec;
   if (g.kind(a[0]) == ValueKind::storage && (static_cast<DType>(g.nodes[a[0]].i & 0xff) == DType::QUINT4X2 ||
                                              static_cast<DType>(g.nodes[a[0]].i & 0xff) == DType::QUINT2X4)) {
-    PTREAD_TRY(spec.int_repr, packed_qtensor(g, a, &spec));
+    PTREAD_TRY(spec.int_repr, packed_qtensor(cx, g, a, &spec));
   } else {
-    PTREAD_TRY(uint32_t t, rebuild(g, Items{a.ptr, 4}, RebuildKind::v1));  // (storage, offset, size, stride)
+    PTREAD_TRY(uint32_t t, rebuild_tensor(cx, g, Items{a.ptr, 4}, RebuildKind::v1));  // (storage, offset, size, stride)
     spec.int_repr = g.nodes[t].ref;
-    TensorSpec& ts = m_.specs[spec.int_repr];
+    TensorSpec& ts = cx.model.specs[spec.int_repr];
     spec.dtype = ts.dtype;
     spec.shape = ts.dims;
     spec.rank = ts.rank;
@@ -11265,9 +11488,9 @@ inline Result<uint32_t> TorchHooks::qtensor(Graph& g, const Items& a) {
     if (ts.dtype == DType::QINT8) ts.dtype = DType::I8;
     else if (ts.dtype == DType::QUINT8) ts.dtype = DType::U8;
     else if (ts.dtype == DType::QINT32) ts.dtype = DType::I32;
-    else return unsupported(g, std::string("quantized tensor of dtype ") + dtype_name(ts.dtype) + " is not supported");
+    else return cx.unsupported(g, std::string("quantized tensor of dtype ") + dtype_name(ts.dtype) + " is not supported");
   }
-  PTREAD_TRY(m_.specs[spec.int_repr].requires_grad, requires_grad_arg(g, a[5], spec.dtype, "quantized tensor"));
+  PTREAD_TRY(cx.model.specs[spec.int_repr].requires_grad, requires_grad_arg(g, a[5], spec.dtype, "quantized tensor"));
   // torch.load rebuilds three qschemes: per_tensor_affine from (qscheme, scale, zero_point),
   // per_channel_affine and per_channel_affine_float_qparams from (qscheme, scales,
   // zero_points, axis); any other it refuses ("Can't deserialize quantized tensor"), as it
@@ -11296,7 +11519,7 @@ inline Result<uint32_t> TorchHooks::qtensor(Graph& g, const Items& a) {
     spec.zero_point = g.at(q[2]).i;
   } else {
     if (g.kind(q[1]) == ValueKind::list && g.kind(q[2]) == ValueKind::list) {  // torch makes tensors of two lists
-      return unsupported(g, "quantized tensor whose per-channel parameters are lists is not supported");
+      return cx.unsupported(g, "quantized tensor whose per-channel parameters are lists is not supported");
     }
     if (g.kind(q[1]) != ValueKind::tensor || g.kind(q[2]) != ValueKind::tensor || g.kind(q[3]) != ValueKind::integer) {
       return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: per-channel scales and zero points that are not "
@@ -11306,8 +11529,8 @@ inline Result<uint32_t> TorchHooks::qtensor(Graph& g, const Items& a) {
     spec.zero_points = g.nodes[q[2]].ref;
     spec.axis = g.at(q[3]).i;
     // as _empty_per_channel_affine_quantized checks them
-    const TensorSpec& st = m_.specs[spec.scales];
-    const TensorSpec& zt = m_.specs[spec.zero_points];
+    const TensorSpec& st = cx.model.specs[spec.scales];
+    const TensorSpec& zt = cx.model.specs[spec.zero_points];
     if (!dtype_is_differentiable(st.dtype) || dtype_is_complex(st.dtype) || dtype_is_opaque(st.dtype)) {
       return make_error(ErrorCode::bad_tensor_args, std::string("_rebuild_qtensor: scales of dtype ") + dtype_name(st.dtype) +
                                                         " (torch wants floating point)");
@@ -11329,65 +11552,37 @@ inline Result<uint32_t> TorchHooks::qtensor(Graph& g, const Items& a) {
       spec.qscheme = QScheme::per_channel_affine_float_qparams;
     }
   }
-  m_.qspecs.push_back(spec);
-  return g.emit_int(ValueKind::quantized, static_cast<uint32_t>(m_.qspecs.size() - 1), 0);
+  cx.model.qspecs.push_back(spec);
+  return g.emit_int(ValueKind::quantized, static_cast<uint32_t>(cx.model.qspecs.size() - 1), 0);
 }
 
-// A quantized tensor of packed sub-byte elements (QUINT4X2: two per byte, low nibble
-// first; QUINT2X4: four): int_repr() is the packed bytes, as torch gives it. Only the
-// contiguous layout torch produces is read.
-inline Result<uint32_t> TorchHooks::packed_qtensor(Graph& g, const Items& a, QuantSpec* spec) {
-  if (g.kind(a[1]) != ValueKind::integer) return make_error(ErrorCode::bad_tensor_args, "_rebuild_qtensor: bad offset");
-  const Node& sn = g.nodes[a[0]];
-  spec->dtype = static_cast<DType>(sn.i & 0xff);
-  PTREAD_TRY(size_t rank, dims_count(g, a[2], "size"));
-  int64_t* dims = new_dims(g, rank);
-  PTREAD_CHECK(read_dims(g, a[2], "size", dims));
-  PTREAD_TRY(size_t stride_rank, dims_count(g, a[3], "stride"));
-  PTREAD_CHECK(read_dims(g, a[3], "stride", stride_rank == rank ? dims + rank : nullptr));
-  uint64_t numel = 1, expect = 1;
-  bool contiguous = stride_rank == rank && g.at(a[1]).i == 0;
-  for (size_t d = rank; d-- > 0;) {
-    if (dims[d] < 0 || mul_overflow(numel, static_cast<uint64_t>(dims[d]), &numel)) {
-      return make_error(ErrorCode::shape_overflow, "_rebuild_qtensor: bad size");
-    }
-    if (contiguous && dims[d] != 1 && dims[rank + d] != static_cast<int64_t>(expect)) contiguous = false;
-    expect *= static_cast<uint64_t>(dims[d]);
-  }
-  if (!contiguous) {
-    return make_error(ErrorCode::bad_tensor_args,
-                      std::string("_rebuild_qtensor: a non-contiguous ") + dtype_name(spec->dtype) + " tensor");
-  }
-  const uint64_t per_byte = spec->dtype == DType::QUINT4X2 ? 2 : 4;
-  const uint64_t nbytes = (numel + per_byte - 1) / per_byte;
-  const uint32_t storage = sn.ref;
-  if (m_.storage_table.nbytes(storage) < nbytes) {
-    return make_error(ErrorCode::view_out_of_bounds, "_rebuild_qtensor: " + std::to_string(numel) + " packed elements of " +
-                                                         dtype_name(spec->dtype) + " need " + std::to_string(nbytes) +
-                                                         " bytes; the storage holds " +
-                                                         std::to_string(m_.storage_table.nbytes(storage)));
-  }
-  spec->shape = dims;
-  spec->rank = static_cast<uint32_t>(rank);
-  int64_t* packed = new_dims(g, 1);
-  packed[0] = static_cast<int64_t>(nbytes);
-  packed[1] = 1;
-  TensorSpec t;
-  t.dims = packed;
-  t.rank = 1;
-  t.storage = storage;
-  t.location = static_cast<uint32_t>(static_cast<uint64_t>(sn.i) >> 8);
-  t.dtype = DType::U8;
-  m_.specs.push_back(t);
-  return static_cast<uint32_t>(m_.specs.size() - 1);
+inline bool is_rebuild_qtensor(std::string_view mod, std::string_view name, bool) {
+  return mod == "torch._utils" && name == "_rebuild_qtensor";
 }
+inline Result<uint32_t> rebuild_qtensor_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  return qtensor(cx, g, c.a);
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/torch/globals/quantized.hpp ----
+// #include "globals/rebuild_tensor.hpp": inlined above
+// ---- begin ptread/torch/globals/sparse.hpp ----
+// ptread — sparse tensors: torch/_utils.py's _rebuild_sparse_tensor and
+// _rebuild_sparse_csr_tensor, as typed entries (see ../../quantized.hpp).
+
+// #include "../context.hpp": inlined above
+// #include "../sparse_check.hpp": inlined above
+
+namespace ptread {
+namespace detail {
 
 // _rebuild_sparse_tensor(layout, data): coo (indices, values, size[, is_coalesced]);
 // csr/csc/bsr/bsc (compressed_indices, plain_indices, values, size). csr_only: torch 1.13's
 // _rebuild_sparse_csr_tensor, which rebuilds sparse_csr only. The parts are checked
 // against each other, and the indices against the shape, once the file is read
 // (sparse_check.hpp).
-inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a, bool csr_only) {
+inline Result<uint32_t> sparse(TorchContext& cx, Graph& g, const Items& a, bool csr_only) {
   if (a.size() != 2 || g.kind(a[1]) != ValueKind::tuple) {  // Python refuses other counts
     return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor takes (layout, data)");
   }
@@ -11420,7 +11615,7 @@ inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a, bool csr_on
   else if (by_name) {  // (torch.strided, torch._mkldnn ... are no sparse layouts; another name is none of torch's)
     return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_tensor of layout 'torch." + std::string(layout) +
                                                       "', which is no sparse layout torch has");
-  } else return unsupported(g, "sparse tensor of layout '" + std::string(layout) + "' is not supported");
+  } else return cx.unsupported(g, "sparse tensor of layout '" + std::string(layout) + "' is not supported");
   if (csr_only && spec.layout != SparseLayout::csr) {
     return make_error(ErrorCode::bad_tensor_args, "_rebuild_sparse_csr_tensor of layout '" + std::string(layout) +
                                                       "' (torch rebuilds only sparse_csr tensors with it)");
@@ -11435,7 +11630,7 @@ inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a, bool csr_on
   }
   for (size_t k = 0; k < parts; ++k) {
     if (g.kind(d[k]) != ValueKind::tensor) {
-      return unsupported(g, std::string("sparse tensor whose part ") + std::to_string(k) + " is a " + value_kind_name(g.kind(d[k])) +
+      return cx.unsupported(g, std::string("sparse tensor whose part ") + std::to_string(k) + " is a " + value_kind_name(g.kind(d[k])) +
                                 " is not supported");
     }
   }
@@ -11450,22 +11645,22 @@ inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a, bool csr_on
                                                           value_kind_name(g.kind(d[3])) + ", not a bool");
       }
     }
-    if (m_.specs[spec.values].rank == 0) {  // torch expands 0-dim values to [1] (stride 0)
-      TensorSpec v = m_.specs[spec.values];
+    if (cx.model.specs[spec.values].rank == 0) {  // torch expands 0-dim values to [1] (stride 0)
+      TensorSpec v = cx.model.specs[spec.values];
       int64_t* dims = new_dims(g, 1);
       dims[0] = 1;
       dims[1] = 0;
       v.dims = dims;
       v.rank = 1;
-      m_.specs.push_back(v);
-      spec.values = static_cast<uint32_t>(m_.specs.size() - 1);
+      cx.model.specs.push_back(v);
+      spec.values = static_cast<uint32_t>(cx.model.specs.size() - 1);
     }
   } else {
     spec.compressed = g.nodes[d[0]].ref;
     spec.plain = g.nodes[d[1]].ref;
     spec.values = g.nodes[d[2]].ref;
   }
-  PTREAD_TRY(size_t rank, dims_count(g, d[parts], "sparse size"));
+  PTREAD_TRY(size_t rank, cx.dims_count(g, d[parts], "sparse size"));
   int64_t* dims = new_dims(g, rank);
   PTREAD_CHECK(read_dims(g, d[parts], "sparse size", dims));
   for (size_t k = 0; k < rank; ++k) {
@@ -11473,13 +11668,452 @@ inline Result<uint32_t> TorchHooks::sparse(Graph& g, const Items& a, bool csr_on
   }
   spec.shape = dims;
   spec.rank = static_cast<uint32_t>(rank);
-  m_.sparse_specs.push_back(spec);
-  return g.emit_int(ValueKind::sparse, static_cast<uint32_t>(m_.sparse_specs.size() - 1), 0);
+  cx.model.sparse_specs.push_back(spec);
+  return g.emit_int(ValueKind::sparse, static_cast<uint32_t>(cx.model.sparse_specs.size() - 1), 0);
 }
+
+inline bool is_rebuild_sparse(std::string_view mod, std::string_view name, bool) {
+  return mod == "torch._utils" && (name == "_rebuild_sparse_tensor" || name == "_rebuild_sparse_csr_tensor");
+}
+inline Result<uint32_t> rebuild_sparse_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  return sparse(cx, g, c.a, g.global_name(c.callable) == "_rebuild_sparse_csr_tensor");
+}
+
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/format/torch_quantized.hpp ----
-// ---- end ptread/format/torch_pickle.hpp ----
+// ---- end ptread/torch/globals/sparse.hpp ----
+// ---- begin ptread/torch/globals/storage_type.hpp ----
+// ptread — the storage classes as globals (FloatStorage ... in any module): torch.load's
+// unpickler turns them into StorageType objects (torch/serialization.py, find_class), which
+// cannot be called. (As persistent ids' storage classes they are read by persistent_id.hpp.)
+
+// #include "../context.hpp": inlined above
+
+#include <string_view>
+
+namespace ptread {
+namespace detail {
+
+// The storage classes torch.load's unpickler turns into StorageType objects, whatever their
+// module (torch.serialization's find_class: the names of
+// torch.storage._dtype_to_storage_type_map, the same in torch 1.13 and 2.x).
+inline bool is_pickle_storage_type(std::string_view name) noexcept {
+  static const std::string_view names[] = {
+      "DoubleStorage", "FloatStorage", "HalfStorage", "LongStorage", "IntStorage", "ShortStorage",
+      "CharStorage", "ByteStorage", "BoolStorage", "BFloat16Storage", "ComplexDoubleStorage",
+      "ComplexFloatStorage", "QInt8Storage", "QInt32Storage", "QUInt8Storage", "QUInt4x2Storage",
+      "QUInt2x4Storage"};
+  for (std::string_view n : names) {
+    if (name == n) return true;
+  }
+  return false;
+}
+
+inline bool is_storage_type_global(std::string_view mod, std::string_view name, bool) {
+  return static_cast<void>(mod), is_pickle_storage_type(name);
+}
+
+// Called: refused in legacy and tar files; in a zip file the refusal waits for the directory
+// (torch.jit.load's unpickler finds other things there), and the call stays inert.
+inline Result<uint32_t> storage_type_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  static_cast<void>(c.a);
+  Error e = make_error(ErrorCode::pickle_malformed, "the storage class '" + std::string(g.global_module(c.callable)) + "." +
+                                                       std::string(g.global_name(c.callable)) +
+                                                       "' called; torch.load reads it as a StorageType, which cannot be");
+  if (cx.model.format == Format::legacy || cx.model.format == Format::tar) return e;
+  cx.note_zip_refusal(std::move(e));
+  return kNoNode;
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/torch/globals/storage_type.hpp ----
+// ---- begin ptread/torch/globals/torch_objects.hpp ----
+// ptread — the torch globals that are objects, not classes or functions: dtypes
+// (torch.float32), qschemes, layouts and memory formats. Python calls none of them, takes
+// none as NEWOBJ's class, and sets no state on any (torch.load refuses each).
+
+// #include "../context.hpp": inlined above
+// #include "../build.hpp": inlined above
+
+#include <string>
+
+namespace ptread {
+namespace detail {
+
+inline const char* torch_instance_type(std::string_view name) noexcept {
+  DType d;
+  if (dtype_from_torch_name(name, &d)) return "torch.dtype";
+  for (const char* q : {"per_tensor_affine", "per_channel_affine", "per_tensor_symmetric", "per_channel_symmetric",
+                        "per_channel_affine_float_qparams"}) {
+    if (name == q) return "torch.qscheme";
+  }
+  for (const char* l : {"strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn"}) {
+    if (name == l) return "torch.layout";
+  }
+  for (const char* f : {"contiguous_format", "channels_last", "channels_last_3d", "preserve_format"}) {
+    if (name == f) return "torch.memory_format";
+  }
+  return nullptr;
+}
+
+inline bool is_torch_object(std::string_view mod, std::string_view name, bool) {
+  return mod == "torch" && torch_instance_type(name) != nullptr;
+}
+inline Result<uint32_t> torch_object_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  static_cast<void>(cx);
+  static_cast<void>(c.a);
+  return make_error(ErrorCode::pickle_malformed, "'torch." + std::string(g.global_name(c.callable)) + "', a " +
+                                                     torch_instance_type(g.global_name(c.callable)) +
+                                                     ", called (it is no callable: torch.load refuses it)");
+}
+inline Result<uint32_t> torch_object_new(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  static_cast<void>(cx);
+  return make_error(ErrorCode::pickle_malformed, "NEWOBJ of 'torch." + std::string(g.global_name(c.callable)) + "', a " +
+                                                     torch_instance_type(g.global_name(c.callable)) +
+                                                     " (Python's unpickler takes only a class)");
+}
+// BUILD on one: as on a C function, no __dict__ and no attribute to set.
+inline Status torch_object_build(TorchContext& cx, Graph& g, uint32_t glob, uint32_t state) {
+  static_cast<void>(cx);
+  const std::string target = "the global '" + std::string(g.global_module(glob)) + "." + std::string(g.global_name(glob)) + "'";
+  uint32_t dict_state = kNoNode, slots = kNoNode;
+  split_build_state(g, state, &dict_state, &slots);
+  const std::string type = std::string("a ") + torch_instance_type(g.global_name(glob));
+  if (g.kind(dict_state) == ValueKind::dict) return build_refused(target, "a state that is a dict", (type + " has no __dict__").c_str());
+  if (slots != kNoNode && g.count(slots) != 0) return build_refused(target, "slots to set", (type + " has no attributes to set").c_str());
+  return {};
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/torch/globals/torch_objects.hpp ----
+// ---- begin ptread/torch/globals/torch_size.hpp ----
+// ptread — torch.Size (torch/_C: a tuple subclass), by REDUCE or NEWOBJ.
+
+// #include "../context.hpp": inlined above
+
+#include <string>
+#include <vector>
+
+namespace ptread {
+namespace detail {
+
+// torch.Size(), torch.Size(iterable) (by REDUCE or NEWOBJ: Size.__new__ is the same call)
+// as torch builds it: a tuple of ints. An iterable whose items ptread cannot take as ints
+// without running anything (tensors, objects) or whose order it does not know (a set, a
+// dict) keeps the call inert; what torch refuses (more arguments, no iterable, items of
+// other types) is refused.
+inline Result<uint32_t> torch_size(TorchContext& cx, Graph& g, uint32_t callable, uint32_t args, const Items& a) {
+  auto refused = [](const std::string& why) {
+    return make_error(ErrorCode::pickle_malformed, "torch.Size() of " + why + " (torch refuses it)");
+  };
+  if (a.size() > 1) return refused(std::to_string(a.size()) + " arguments");
+  if (a.empty()) return g.add_container(ValueKind::tuple);
+  const ValueKind of = g.kind(a[0]);
+  if (of == ValueKind::bytes) {  // its bytes, as ints
+    const std::string_view t = g.text(a[0]);
+    PTREAD_CHECK(cx.spend(t.size(), "torch.Size()"));
+    std::vector<uint32_t> dims;
+    for (const char c : t) dims.push_back(g.add_int(static_cast<uint8_t>(c)));
+    return g.add_container(ValueKind::tuple, dims.data(), dims.size());
+  }
+  if (of == ValueKind::string) {
+    if (g.text(a[0]).empty()) return g.add_container(ValueKind::tuple);
+    return refused("a str (its items are strs, not ints)");
+  }
+  if (of == ValueKind::none || of == ValueKind::integer || of == ValueKind::big_integer || of == ValueKind::floating ||
+      of == ValueKind::boolean) {
+    return refused(std::string(value_kind_name(of)) + ", which is not iterable");
+  }
+  if (of != ValueKind::tuple && of != ValueKind::list) return g.add_object(callable, args);
+  const Items items = g.at(a[0]).items;
+  PTREAD_CHECK(cx.spend(items.size(), "torch.Size()"));
+  std::vector<uint32_t> dims(items.begin(), items.end());
+  for (size_t k = 0; k < dims.size(); ++k) {
+    const ValueKind ik = g.kind(dims[k]);
+    if (ik == ValueKind::integer) continue;
+    if (ik == ValueKind::boolean) {  // an int to torch (__index__)
+      dims[k] = g.add_int(g.at(dims[k]).i);
+      continue;
+    }
+    switch (ik) {
+      case ValueKind::none: case ValueKind::big_integer: case ValueKind::floating: case ValueKind::string:
+      case ValueKind::bytes: case ValueKind::list: case ValueKind::tuple: case ValueKind::dict: case ValueKind::set:
+      case ValueKind::frozenset:  // (a big integer: no int64 holds it)
+        return refused("an iterable whose item " + std::to_string(k) + " is of kind " + value_kind_name(ik) + ", not an int");
+      default:
+        return g.add_object(callable, args);  // a tensor or an object: its __index__ is torch's to run
+    }
+  }
+  return g.add_container(ValueKind::tuple, dims.data(), dims.size());
+}
+
+inline bool is_torch_size(std::string_view mod, std::string_view name, bool) {
+  return mod == "torch" && name == "Size";
+}
+inline Result<uint32_t> torch_size_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  return torch_size(cx, g, c.callable, c.args, c.a);
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/torch/globals/torch_size.hpp ----
+// #include "globals/unsupported.hpp": inlined above
+
+#include <cstdint>
+#include <iterator>
+#include <string_view>
+
+namespace ptread {
+namespace detail {
+
+
+// id, match, kind, call, new_object, build_global, build_instance
+inline constexpr TorchGlobal kTorchGlobals[] = {
+    {"FloatStorage ... (any module)", is_storage_type_global, GlobalKind::storage_type, storage_type_call},
+    {"torch._utils._rebuild_tensor_v2", is_rebuild_tensor_v2, GlobalKind::function, rebuild_tensor_v2_call},
+    {"torch._utils._rebuild_tensor_v3", is_rebuild_tensor_v3, GlobalKind::function, rebuild_tensor_v3_call},
+    {"torch._utils._rebuild_tensor", is_rebuild_tensor_v1, GlobalKind::function, rebuild_tensor_v1_call},
+    {"torch._utils._rebuild_parameter", is_rebuild_parameter, GlobalKind::function, rebuild_parameter_call},
+    {"torch._utils._rebuild_device_tensor_from_cpu_tensor", is_rebuild_device_from_cpu, GlobalKind::function, rebuild_device_from_cpu_call},
+    {"torch._utils._rebuild_qtensor", is_rebuild_qtensor, GlobalKind::function, rebuild_qtensor_call},
+    {"torch._utils._rebuild_sparse_tensor", is_rebuild_sparse, GlobalKind::function, rebuild_sparse_call},
+    {"torch._utils: rebuilds ptread cannot hand out", is_unsupported_rebuild, GlobalKind::function, unsupported_rebuild_call},
+    {"torch._tensor._rebuild_from_type_v2", is_rebuild_from_type_v2, GlobalKind::function, rebuild_from_type_v2_call},
+    {"collections.OrderedDict", is_ordered_dict, GlobalKind::builtin_class, dict_class_call, dict_class_new},
+    {"collections.defaultdict", is_dict_like, GlobalKind::builtin_class, dict_class_call, dict_class_new},
+    {"builtins.set", is_builtin_set, GlobalKind::builtin_class, set_call, set_new},
+    {"builtins.frozenset", is_builtin_frozenset, GlobalKind::builtin_class, set_call},
+    {"builtins.bytes", is_builtin_bytes, GlobalKind::builtin_class, bytes_class_call},
+    {"builtins.bytearray", is_builtin_bytearray, GlobalKind::builtin_class, bytes_class_call, bytearray_new},
+    {"torch.Size", is_torch_size, GlobalKind::builtin_class, torch_size_call},
+    {"torch.float32 ... (dtypes, qschemes, layouts, memory formats)", is_torch_object, GlobalKind::torch_object, torch_object_call,
+     torch_object_new, torch_object_build},
+    {"_codecs.encode", is_codecs_encode, GlobalKind::c_function, codecs_encode_call},
+    {"numpy.core.multiarray._reconstruct", is_numpy_reconstruct, GlobalKind::c_function, numpy_reconstruct_call},
+    {"numpy.core.multiarray.scalar", is_numpy_scalar, GlobalKind::c_function, numpy_scalar_call},
+    {"numpy.ndarray", is_numpy_ndarray, GlobalKind::plain_class, nullptr, nullptr, nullptr, numpy_array},
+    {"copyreg._reconstructor", is_copyreg_reconstructor, GlobalKind::function, copyreg_reconstructor_call},
+    {"torch.nn.parameter.Parameter", is_variable_class, GlobalKind::tensor_class, variable_call, nullptr, variable_class_build,
+     variable_build},
+};
+inline constexpr size_t kTorchGlobalCount = std::size(kTorchGlobals);
+static_assert(kTorchGlobalCount < 254, "a global's entry + 2 is cached in a node's 8-bit tag");
+
+// The node tag (TorchContext::global_tag) of the entry with this id; 0 for none.
+constexpr uint8_t global_tag_of(std::string_view id) {
+  for (size_t k = 0; k < kTorchGlobalCount; ++k) {
+    if (id == kTorchGlobals[k].id) return static_cast<uint8_t>(k + 2);
+  }
+  return 0;
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/torch/globals.hpp ----
+// ---- begin ptread/torch/persistent_id.hpp ----
+// ptread — torch.load's persistent_load (torch/serialization.py): ('storage', class, key,
+// location, numel[, view_metadata]) names a storage (storages.hpp), a legacy file's
+// ('module', class, source file, source) a class.
+
+// #include "context.hpp": inlined above
+
+#include <string>
+
+namespace ptread {
+namespace detail {
+
+// A legacy file's ('module', class, source file, source): the class. torch.load checks the
+// saved source against the class's (a warning when they differ) by calling
+// _check_container_source(class, file, source) unless an item after the class is
+// empty (falsy), so other counts are refused then.
+inline Result<uint32_t> module_pid(Graph& g, const Items& it) {
+  bool all_set = true;
+  for (size_t k = 2; k < it.size(); ++k) all_set = all_set && python_truthy(g, it[k]);
+  if (all_set && it.size() != 4) {
+    return make_error(ErrorCode::bad_tensor_args, "persistent id ('module', ...) with " + std::to_string(it.size()) +
+                                                      " items; torch.load passes the 3 after the tag to "
+                                                      "_check_container_source, which takes 3");
+  }
+  return it[1];
+}
+
+// ('storage', class, key, location, numel[, view_metadata]): a storage node.
+inline Result<uint32_t> storage_pid(TorchContext& cx, Graph& g, const Items& it) {
+  DType dtype;
+  const ValueKind ck = g.kind(it[1]);
+  if (ck == ValueKind::tensor || ck == ValueKind::storage) {
+    // torch.load takes the class's .dtype, which a tensor and a storage have too (a crafted
+    // file's; torch.jit.load wants a dtype there and refuses them).
+    dtype = ck == ValueKind::tensor ? cx.model.specs[g.at(it[1]).ref].dtype : static_cast<DType>(g.nodes[it[1]].i & 0xff);
+    cx.note_refusal(Format::torchscript, make_error(ErrorCode::unknown_storage_class,
+                                                 std::string("a ") + value_kind_name(ck) +
+                                                     " as a persistent id's storage class in a TorchScript archive"));
+  } else if (ck == ValueKind::global) {
+    if (!storage_class_dtype(g, it[1], &dtype)) {
+      std::string full(g.global_module(it[1]));
+      full += '.';
+      full += g.global_name(it[1]);
+      return make_error(ErrorCode::unknown_storage_class, "unknown storage class '" + full + "'");
+    }
+  } else {
+    PTREAD_TRY(std::string_view cls, text_of(g, it[1], "storage class"));
+    if (!dtype_from_storage_class(cls, &dtype)) {
+      return make_error(ErrorCode::unknown_storage_class, "unknown storage class '" + std::string(cls) + "'");
+    }
+  }
+  std::string_view key;
+  char digits[24];
+  PTREAD_TRY(const bool int_key, TorchStorages::storage_key(g, it[2], digits, &key));
+  const uint32_t location = storage_location_node(g, it[3]);
+  // The element count: torch.load multiplies it by the element size at a key's first
+  // reference (a bool counts 0 or 1) and never reads a later one's; a legacy file's pickle
+  // multiplies every one, so there it must be something Python multiplies by an int.
+  const ValueKind nk = g.kind(it[4]);
+  const int64_t count = nk == ValueKind::integer || nk == ValueKind::boolean ? g.at(it[4]).i : -1;
+  if (cx.legacy && nk != ValueKind::integer && nk != ValueKind::big_integer && nk != ValueKind::boolean &&
+      nk != ValueKind::floating && nk != ValueKind::string && nk != ValueKind::bytes && nk != ValueKind::list &&
+      nk != ValueKind::tuple) {
+    return make_error(ErrorCode::bad_tensor_args, "storage '" + std::string(key) + "' has an element count that is a " +
+                                                      value_kind_name(nk) + " (torch refuses it)");
+  }
+  DType stored = dtype;  // the storage's: its first reference's
+  PTREAD_TRY(uint32_t index, cx.storages.find_or_load(g, key, !int_key, static_cast<uint64_t>(count), count >= 0, dtype, &stored, int_key));
+  if (cx.legacy && g.kind(it[5]) != ValueKind::none) {  // (a legacy id has 6 items; others' sixth is unread)
+    if (cx.storages.placeholders()) {
+      return make_error(ErrorCode::unsupported_format, "storage view metadata with placeholder storages");
+    }
+    // A view is of this reference's dtype (its offset and size count its elements), and
+    // again the first reference of its own key makes it.
+    PTREAD_TRY(index, cx.storages.storage_view(g, it[5], index, dtype));
+    stored = cx.storages.storage_dtype(index);
+  }
+  return g.emit_int(ValueKind::storage, index, static_cast<int64_t>((uint64_t{location} << 8) | static_cast<uint8_t>(stored)));
+}
+
+inline Result<uint32_t> persistent_load(TorchContext& cx, Graph& g, uint32_t pid) {
+  const NodeView n = g.at(pid);
+  if (n.kind != ValueKind::tuple || n.items.empty()) {
+    return make_error(ErrorCode::bad_tensor_args, "persistent id is not a tuple");
+  }
+  const Items it = n.items;  // a tuple: its items never move
+  PTREAD_TRY(std::string_view tag, text_of(g, it[0], "persistent id tag"));
+  if (tag == "module" && it.size() >= 2 && cx.legacy) return module_pid(g, it);  // legacy full-model files
+  // torch.load unpacks ('storage', class, key, location, numel) in a zip file and
+  // ('storage', class, root key, location, numel, view) in a legacy one, and refuses
+  // other counts; torch.jit.load reads the first five items of a TorchScript archive's.
+  // Zip and TorchScript are told apart by the directory, which the pickle may be read
+  // before: a zip file's refusal waits for it (refusal()).
+  if (!equals(tag, "storage") || it.size() < 5 || (cx.legacy && it.size() != 6)) {
+    return make_error(ErrorCode::bad_tensor_args,
+                      "unknown persistent id ('" + std::string(tag) + "' with " + std::to_string(it.size()) +
+                          " items); expected ('storage', class, key, location, numel" +
+                          (cx.legacy ? ", view)" : ")"));
+  }
+  if (it.size() != 5 && !cx.legacy) {
+    cx.note_zip_refusal(make_error(ErrorCode::bad_tensor_args, "persistent id ('storage', ...) with " +
+                                                                std::to_string(it.size()) +
+                                                                " items in a zip file; torch.load takes 5"));
+  }
+  return storage_pid(cx, g, it);
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/torch/persistent_id.hpp ----
+// #include "../pickle.hpp": inlined above
+
+#include <string>
+#include <utility>
+
+namespace ptread {
+namespace detail {
+
+class TorchHooks : public PickleHooks {
+ public:
+  TorchHooks(Model& m, StorageLoader loader, const Limits& limits)
+      : cx_(m, std::move(loader), limits, kTorchGlobals, kTorchGlobalCount) {}
+
+  // The storages' setup and what the readers ask of them afterwards (storages.hpp).
+  void set_stored_records(const SegmentedVector<StoredRecord>* records, bool big_endian) {
+    cx_.storages.set_stored_records(records, big_endian);
+  }
+  void set_placeholders() { cx_.storages.set_placeholders(); }
+  template <class ByName>
+  bool bind_placeholders(const SegmentedVector<StoredRecord>& records, bool big_endian, ByName&& by_name) {
+    return cx_.storages.bind_placeholders(records, big_endian, std::forward<ByName>(by_name));
+  }
+  void expect_storages(size_t n) { cx_.storages.expect_storages(n); }
+  void set_chunk_reserve(ChunkReserve* r) noexcept { cx_.storages.set_chunk_reserve(r); }
+  uint32_t storage_index(std::string_view key, bool int_key = false) const { return cx_.storages.storage_index(key, int_key); }
+  DType storage_dtype(uint32_t index) const { return cx_.storages.storage_dtype(index); }
+  const std::string& retyped() const noexcept { return cx_.storages.retyped(); }
+  Status finish() { return cx_.storages.finish(); }
+  const Error* refusal(Format f) const noexcept { return cx_.refusal(f); }
+
+  Result<uint32_t> persistent_load(Graph& g, uint32_t pid) override { return detail::persistent_load(cx_, g, pid); }
+  Result<uint32_t> call(Graph& g, uint32_t callable, uint32_t args) override { return cx_.call(g, callable, args); }
+  Result<uint32_t> new_object(Graph& g, uint32_t cls, uint32_t args) override { return cx_.new_object(g, cls, args); }
+  Status build(Graph& g, uint32_t obj, uint32_t state) override { return torch_build(cx_, g, obj, state); }
+
+  // _rebuild_tensor_v2 of a ('storage', class, key, location, numel[, None]) persistent id,
+  // with an empty OrderedDict of hooks and no metadata, as torch.save writes each tensor:
+  // what persistent_load, call(OrderedDict, ()) and call(fn, args) make of it, or kNoNode
+  // for anything else (and for anything that would be an error: the VM then reports it).
+  uint32_t tensor_run(Graph& g, const TensorRun& r) override {
+    DType dtype = run_.dtype;
+    // The callable, tag, storage class and hooks class of the last run taken: nodes never
+    // change, so the same four need no second look.
+    if (r.fn != run_.fn || r.tag != run_.tag || r.cls != run_.cls || r.hooks_cls != run_.hooks_cls) {
+      if (cx_.global_tag(g, r.fn) != kTagRebuildTensorV2 || g.kind(r.hooks_cls) != ValueKind::global ||
+          cx_.global_tag(g, r.hooks_cls) != kTagOrderedDict || !g.is_string(r.tag, "storage") ||
+          g.kind(r.cls) != ValueKind::global || !storage_class_dtype(g, r.cls, &dtype)) {
+        return kNoNode;
+      }
+      run_ = RunClasses{r.fn, r.tag, r.cls, r.hooks_cls, dtype};
+    }
+    if (PTREAD_UNLIKELY(r.pid_none != cx_.legacy)) {  // (5 items in zip files, 6 in legacy ones)
+      if (!r.pid_none) return kNoNode;  // persistent_load refuses it
+      cx_.note_zip_refusal(make_error(ErrorCode::bad_tensor_args,
+                                  "persistent id ('storage', ...) with 6 items in a zip file; torch.load takes 5"));
+    }
+    if (PTREAD_UNLIKELY(r.requires_grad && !dtype_is_differentiable(dtype))) return kNoNode;  // rebuild() refuses it
+    const bool key_node = r.key != kNoNode;  // else a text in the pickle (copied where the index keeps it)
+    if ((key_node && g.kind(r.key) != ValueKind::string) || !is_text(g, r.location) || r.numel < 0 || r.rank > cx_.limits.max_rank) return kNoNode;
+    DType stored = dtype;
+    const auto storage = cx_.storages.find_or_load(g, key_node ? g.text(r.key) : r.key_text, key_node, static_cast<uint64_t>(r.numel), true,
+                                      dtype, &stored);
+    if (!storage) return kNoNode;
+    TensorSpec t;
+    t.dims = r.dims;
+    t.rank = r.rank;
+    t.offset = r.offset;
+    t.storage = *storage;
+    t.location = r.location;
+    t.dtype = stored;
+    t.requires_grad = r.requires_grad;
+    const auto tensor = cx_.add_tensor(g, t, r.rank);
+    return tensor ? *tensor : kNoNode;
+  }
+
+ protected:
+  static constexpr uint8_t kTagRebuildTensorV2 = global_tag_of("torch._utils._rebuild_tensor_v2");
+  static constexpr uint8_t kTagOrderedDict = global_tag_of("collections.OrderedDict");
+  static_assert(kTagRebuildTensorV2 != 0 && kTagOrderedDict != 0, "the tensor runs' globals are in the table");
+
+  struct RunClasses {
+    uint32_t fn = kNoNode, tag = kNoNode, cls = kNoNode, hooks_cls = kNoNode;
+    DType dtype = DType::F32;
+  };
+  RunClasses run_;  // tensor_run's checked classes
+
+  TorchContext cx_;
+};
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/torch/hooks.hpp ----
 
 #include <algorithm>
 #include <memory>
@@ -11690,8 +12324,8 @@ inline Result<std::shared_ptr<Model>> read_legacy_checkpoint(std::shared_ptr<con
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/format/legacy.hpp ----
-// ---- begin ptread/format/tar.hpp ----
+// ---- end ptread/containers/legacy.hpp ----
+// ---- begin ptread/containers/tar.hpp ----
 // ptread — the tar format of torch 0.1.x (torch/serialization.py, legacy_load inside
 // _legacy_load; torch still reads it).
 //
@@ -11711,7 +12345,7 @@ inline Result<std::shared_ptr<Model>> read_legacy_checkpoint(std::shared_ptr<con
 // Numbers are in the saving host's order; files from big-endian hosts are refused (see
 // read()).
 
-// #include "../detail/keyed_hash.hpp": inlined above
+// #include "../memory/keyed_hash.hpp": inlined above
 // #include "legacy.hpp": inlined above
 
 #include <cstring>
@@ -11840,10 +12474,9 @@ class TarHooks final : public TorchHooks {
   }
 
   uint32_t add_tensor_spec(const TensorSpec& s) {
-    m_.specs.push_back(s);
-    return static_cast<uint32_t>(m_.specs.size() - 1);
+    cx_.model.specs.push_back(s);
+    return static_cast<uint32_t>(cx_.model.specs.size() - 1);
   }
-  using TorchHooks::new_dims;
 };
 
 class TarReader {
@@ -12041,7 +12674,7 @@ class TarReader {
         return make_error(ErrorCode::limit_exceeded, "tar: tensor " + std::to_string(key) + " has " + std::to_string(ndim) +
                                                          " dimensions (Limits::max_rank)");
       }
-      int64_t* dims = TarHooks::new_dims(g, static_cast<size_t>(ndim));
+      int64_t* dims = new_dims(g, static_cast<size_t>(ndim));
       for (uint64_t d = 0; d < 2 * ndim; ++d) {
         PTREAD_TRY(uint64_t v, u64_at(&pos, end, "a tensor's sizes and strides"));
         dims[d] = static_cast<int64_t>(v);
@@ -12075,8 +12708,8 @@ inline Result<std::shared_ptr<Model>> read_tar_checkpoint(std::shared_ptr<const 
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/format/tar.hpp ----
-// ---- begin ptread/format/zip_checkpoint.hpp ----
+// ---- end ptread/containers/tar.hpp ----
+// ---- begin ptread/containers/zip_checkpoint.hpp ----
 // ptread — torch.save's zip format (PyTorch >= 1.6) and the tensors of TorchScript archives.
 //
 // Records under one folder (the "archive prefix", found as the folder holding data.pkl):
@@ -12106,9 +12739,9 @@ inline Result<std::shared_ptr<Model>> read_tar_checkpoint(std::shared_ptr<const 
 // files get renamed, so the folder is found as the one holding data.pkl). Deflated
 // records (method 8, from re-zipping tools) are read through zlib when PTREAD_WITH_ZLIB=1.
 
-// #include "detail/arena.hpp": inlined above
-// #include "detail/flat_map.hpp": inlined above
-// #include "detail/text.hpp": inlined above
+// #include "memory/arena.hpp": inlined above
+// #include "memory/flat_map.hpp": inlined above
+// #include "text/text.hpp": inlined above
 // #include "io.hpp": inlined above
 
 #include <algorithm>
@@ -12652,8 +13285,8 @@ class ZipArchive {
 }  // namespace detail
 }  // namespace ptread
 // ---- end ptread/zip.hpp ----
-// #include "naming.hpp": inlined above
-// #include "torch_pickle.hpp": inlined above
+// #include "../torch/naming.hpp": inlined above
+// #include "../torch/hooks.hpp": inlined above
 
 #include <algorithm>
 #include <atomic>
@@ -13369,7 +14002,7 @@ inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const 
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/format/zip_checkpoint.hpp ----
+// ---- end ptread/containers/zip_checkpoint.hpp ----
 // #include "value.hpp": inlined above
 
 #include <string>
@@ -13672,8 +14305,8 @@ inline AuditReport audit(const Checkpoint& ck) {
 // name (tied tensors are written once per name: the format has no sharing), the header
 // JSON padded with spaces so the data starts 8-byte aligned.
 
-// #include "detail/keyed_hash.hpp": inlined above
-// ---- begin ptread/detail/pickle_writer.hpp ----
+// #include "memory/keyed_hash.hpp": inlined above
+// ---- begin ptread/writers/pickle_writer.hpp ----
 // ptread — writes pickles as Python's pickle.Pickler does at protocol 2 (what torch.save
 // uses): the same opcodes, and the memo filled as Python fills it (every global, str,
 // non-empty tuple and reduced object is put in the memo, in order; a global or a str met
@@ -13809,9 +14442,9 @@ class PickleWriter {
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/detail/pickle_writer.hpp ----
-// #include "detail/text.hpp": inlined above
-// ---- begin ptread/detail/zip_writer.hpp ----
+// ---- end ptread/writers/pickle_writer.hpp ----
+// #include "text/text.hpp": inlined above
+// ---- begin ptread/writers/zip_writer.hpp ----
 // ptread — writes the zip container of torch.save, streaming, as PyTorchStreamWriter
 // (caffe2/serialize/inline_container.cc) lays it out:
 //   local header  "PK\3\4" ver(2) flags(2)=0x0008 method(2)=0 time(2)=0 date(2)=1980-01-01
@@ -13830,7 +14463,7 @@ class PickleWriter {
 // Bit 11 (UTF-8) is set for names with bytes above 0x7F. force_zip64 writes every ZIP64
 // field even where nothing overflows (tests of readers: miniz and Python's zipfile accept it).
 
-// ---- begin ptread/detail/crc32.hpp ----
+// ---- begin ptread/writers/crc32.hpp ----
 // ptread — CRC-32 of zip records (polynomial 0xEDB88320, reflected), for the writers.
 //
 // Two paths with the same result: eight table lookups a step (any CPU), and on x86 CPUs
@@ -13953,8 +14586,8 @@ class Crc32 {
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/detail/crc32.hpp ----
-// ---- begin ptread/detail/write_file.hpp ----
+// ---- end ptread/writers/crc32.hpp ----
+// ---- begin ptread/writers/write_file.hpp ----
 // ptread — the bytes-out side of the writers: an output file that appears whole or not at
 // all, and a tensor's values streamed in bounded pieces.
 //
@@ -13976,7 +14609,7 @@ class Crc32 {
 #include <utility>
 #include <vector>
 
-// #include "win32.hpp"  // (Windows only: empty elsewhere): inlined above
+// #include "../platform/win32.hpp"  // (Windows only: empty elsewhere): inlined above
 
 #if PTREAD_POSIX
 #include <sys/statvfs.h>
@@ -14259,7 +14892,7 @@ class ValueStream {
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/detail/write_file.hpp ----
+// ---- end ptread/writers/write_file.hpp ----
 
 #include <string>
 #include <vector>
@@ -14459,8 +15092,8 @@ class ZipWriter {
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/detail/zip_writer.hpp ----
-// #include "format/model.hpp": inlined above
+// ---- end ptread/writers/zip_writer.hpp ----
+// #include "torch/model.hpp": inlined above
 
 #include <functional>
 #include <map>
@@ -14882,8 +15515,8 @@ Result<SaveReport> save_safetensors(const std::string& path, const Range& tensor
 // layer reads (a checked 2-D view into the checkpoint's storage, never a copy).
 
 // #include "../checkpoint.hpp": inlined above
-// #include "../detail/nn_kernels.hpp": inlined above
-// #include "../detail/nn_parallel.hpp": inlined above
+// #include "../compute/kernels.hpp": inlined above
+// #include "../compute/parallel.hpp": inlined above
 
 #include <chrono>
 #include <cstdint>
@@ -15382,7 +16015,7 @@ class EmbeddingBag {
 // AVX-512, AVX2 and plain C++ and chosen at run time from the CPU; batch 1 streams each row
 // once (a GEMV, 8 rows of W at once with AVX2 and AVX-512, 4 otherwise), and with AVX2 and
 // AVX-512 up to 16 rows of x stream F32 rows of W whole too. From kGemmMinRows (40) rows of x
-// on, on AVX2 and AVX-512, the packed product of detail/nn_gemm.hpp instead: blocks of W and
+// on, on AVX2 and AVX-512, the packed product of compute/gemm.hpp instead: blocks of W and
 // x copied into a buffer of each thread's own (about 570 KiB, kept for the thread's next
 // call) and multiplied there. Threads split the output features (LinearOptions::threads,
 // std::thread).
@@ -15392,7 +16025,7 @@ class EmbeddingBag {
 //
 // Another backend (nn/openblas.hpp) is chosen explicitly through LinearOptions::backend.
 
-// ---- begin ptread/detail/nn_gemm.hpp ----
+// ---- begin ptread/compute/gemm.hpp ----
 // ptread — the packed product behind Linear's larger batches: y[m x n] += x[m x k] W^T,
 // with W's rows F32, F16 or BF16 where the checkpoint holds them.
 //
@@ -15413,7 +16046,7 @@ class EmbeddingBag {
 // dot-product tiles of nn_kernels.hpp, which read W in place, are faster. The packed blocks
 // live in one buffer per thread (linear.hpp), reused from call to call.
 
-// #include "nn_kernels.hpp": inlined above
+// #include "kernels.hpp": inlined above
 
 namespace ptread {
 namespace detail {
@@ -15627,7 +16260,7 @@ inline NnGemm nn_gemm(DType dt) noexcept {
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/detail/nn_gemm.hpp ----
+// ---- end ptread/compute/gemm.hpp ----
 // #include "common.hpp": inlined above
 
 #include <algorithm>
@@ -15654,7 +16287,7 @@ class LinearBackend {
 namespace detail {
 
 // The portable product for output features [n0, n1) of every row of x; y already holds the bias.
-// packed: the packed product to use (detail/nn_gemm.hpp), or null for the tiles.
+// packed: the packed product to use (compute/gemm.hpp), or null for the tiles.
 inline void linear_block(const WeightMatrix& w, const float* x, size_t m, float* y, size_t n0, size_t n1,
                          const ptread::detail::NnGemm* packed) {
   const size_t K = w.cols, N = w.rows;

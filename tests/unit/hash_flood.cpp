@@ -6,7 +6,7 @@
 // of one (ints). Each file read them all in a walk along one run of slots (quadratic: 20,000
 // crafted storage keys took 2.7 s to open, 20,000 crafted dict keys were E502). The tables
 // now bound how far a key lies from its home slot and index under a keyed hash past that
-// bound (include/ptread/detail/keyed_hash.hpp). No timing here: the tests check the bound
+// bound (include/ptread/memory/keyed_hash.hpp). No timing here: the tests check the bound
 // itself (every key within StringIndex::kMaxDistance, the keyed mode taken), and that what
 // the file holds reads as it does without a flood.
 #include <catch2/catch.hpp>

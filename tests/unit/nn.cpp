@@ -343,7 +343,7 @@ void check_close(const std::vector<float>& y, const std::vector<float>& want, co
 }
 
 // Checks every Linear case of expected.json; returns how many have enough rows of x for the
-// packed product (detail/nn_gemm.hpp).
+// packed product (compute/gemm.hpp).
 template <class MakeLinear>
 size_t check_linear_cases(MakeLinear make, const char* what) {
   const Json& cases = nn_json()["linear"];

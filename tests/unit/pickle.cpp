@@ -235,7 +235,7 @@ TEST_CASE("pickle: globals Python 3 cannot import are kept inert, as the pickle 
 
 TEST_CASE("pickle: the builtin calls of a file share one budget of items and bytes made", "[pickle]") {
   // bytes(n) given the same n again and again through the memo: a few pickle bytes a call,
-  // n zero bytes each. All the calls share Limits::max_container_items (TorchHooks::spend).
+  // n zero bytes each. All the calls share Limits::max_container_items (TorchContext::spend).
   ptread::Limits small;
   small.max_container_items = 1000;
   auto calls = [](int count, uint8_t n) {

@@ -1,4 +1,4 @@
-// RunTemplate (detail/run_template.hpp): after a TensorRun read opcode by opcode, the next
+// RunTemplate (pickle/run_template.hpp): after a TensorRun read opcode by opcode, the next
 // runs of the same shape are read by comparing their bytes with it and decoding only what
 // differs (the storage key's text, the memo put keys, the ints). The reference is the VM
 // with TensorRuns off: every pickle here must leave the same Model (tests/support/

@@ -1,4 +1,4 @@
-// The storage table (format/model.hpp): a model's storages as their bytes and sizes, whose
+// The storage table (torch/model.hpp): a model's storages as their bytes and sizes, whose
 // Storage objects are made only when a Tensor is. Whole files read through it in every
 // other test; these cases pin down what each kind of entry keeps alive.
 #include <catch2/catch.hpp>

@@ -14,7 +14,7 @@
 // opened in the mode given as the first argument (mmap, the default, or read).
 // Used by checkpoints.py.
 #include <ptread/ptread.hpp>
-#include <ptread/detail/crc32.hpp>
+#include <ptread/writers/crc32.hpp>
 
 #include <cstdint>
 #include <cstdio>

@@ -3,7 +3,7 @@
 // the zip reader reads a torch.save archive's data.pkl (as torch.load's unpickler reads it
 // where a read crosses a FRAME's end). Used by differential.py.
 #include <ptread/ptread.hpp>
-#include <ptread/detail/python_repr.hpp>
+#include <ptread/pickle/python_repr.hpp>
 
 #include "../../tests/support/canon_repr.hpp"
 

@@ -33,7 +33,7 @@
 
 #include "common.cuh"
 #include "detail/kernels.cuh"
-#include "../detail/keyed_hash.hpp"
+#include "../memory/keyed_hash.hpp"
 
 #include <algorithm>
 #include <atomic>

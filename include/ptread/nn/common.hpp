@@ -3,8 +3,8 @@
 #pragma once
 
 #include "../checkpoint.hpp"
-#include "../detail/nn_kernels.hpp"
-#include "../detail/nn_parallel.hpp"
+#include "../compute/kernels.hpp"
+#include "../compute/parallel.hpp"
 
 #include <chrono>
 #include <cstdint>

@@ -11,7 +11,7 @@
 // AVX-512, AVX2 and plain C++ and chosen at run time from the CPU; batch 1 streams each row
 // once (a GEMV, 8 rows of W at once with AVX2 and AVX-512, 4 otherwise), and with AVX2 and
 // AVX-512 up to 16 rows of x stream F32 rows of W whole too. From kGemmMinRows (40) rows of x
-// on, on AVX2 and AVX-512, the packed product of detail/nn_gemm.hpp instead: blocks of W and
+// on, on AVX2 and AVX-512, the packed product of compute/gemm.hpp instead: blocks of W and
 // x copied into a buffer of each thread's own (about 570 KiB, kept for the thread's next
 // call) and multiplied there. Threads split the output features (LinearOptions::threads,
 // std::thread).
@@ -22,7 +22,7 @@
 // Another backend (nn/openblas.hpp) is chosen explicitly through LinearOptions::backend.
 #pragma once
 
-#include "../detail/nn_gemm.hpp"
+#include "../compute/gemm.hpp"
 #include "common.hpp"
 
 #include <algorithm>
@@ -49,7 +49,7 @@ class LinearBackend {
 namespace detail {
 
 // The portable product for output features [n0, n1) of every row of x; y already holds the bias.
-// packed: the packed product to use (detail/nn_gemm.hpp), or null for the tiles.
+// packed: the packed product to use (compute/gemm.hpp), or null for the tiles.
 inline void linear_block(const WeightMatrix& w, const float* x, size_t m, float* y, size_t n0, size_t n1,
                          const ptread::detail::NnGemm* packed) {
   const size_t K = w.cols, N = w.rows;

@@ -12,8 +12,8 @@
 // recursion), skips edges back into the current path (cycles), and is bounded.
 #pragma once
 
-#include "../detail/keyed_hash.hpp"
-#include "../detail/python_repr.hpp"
+#include "../memory/keyed_hash.hpp"
+#include "../pickle/python_repr.hpp"
 #include "model.hpp"
 #include "sparse_check.hpp"
 

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "win32.hpp"  // (Windows only: empty elsewhere)
+#include "../platform/win32.hpp"  // (Windows only: empty elsewhere)
 
 #if PTREAD_POSIX
 #include <sys/statvfs.h>

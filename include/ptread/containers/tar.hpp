@@ -18,7 +18,7 @@
 // read()).
 #pragma once
 
-#include "../detail/keyed_hash.hpp"
+#include "../memory/keyed_hash.hpp"
 #include "legacy.hpp"
 
 #include <cstring>
@@ -147,10 +147,9 @@ class TarHooks final : public TorchHooks {
   }
 
   uint32_t add_tensor_spec(const TensorSpec& s) {
-    m_.specs.push_back(s);
-    return static_cast<uint32_t>(m_.specs.size() - 1);
+    cx_.model.specs.push_back(s);
+    return static_cast<uint32_t>(cx_.model.specs.size() - 1);
   }
-  using TorchHooks::new_dims;
 };
 
 class TarReader {
@@ -348,7 +347,7 @@ class TarReader {
         return make_error(ErrorCode::limit_exceeded, "tar: tensor " + std::to_string(key) + " has " + std::to_string(ndim) +
                                                          " dimensions (Limits::max_rank)");
       }
-      int64_t* dims = TarHooks::new_dims(g, static_cast<size_t>(ndim));
+      int64_t* dims = new_dims(g, static_cast<size_t>(ndim));
       for (uint64_t d = 0; d < 2 * ndim; ++d) {
         PTREAD_TRY(uint64_t v, u64_at(&pos, end, "a tensor's sizes and strides"));
         dims[d] = static_cast<int64_t>(v);

@@ -1,8 +1,8 @@
 // ptread — what a format reader produces: the object graph, its tensors, and names.
 #pragma once
 
-#include "../detail/flat_map.hpp"
-#include "../detail/nn_parallel.hpp"
+#include "../memory/flat_map.hpp"
+#include "../compute/parallel.hpp"
 #include "../io.hpp"
 #include "../pickle.hpp"
 #include "../quantized.hpp"

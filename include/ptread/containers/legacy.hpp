@@ -22,8 +22,8 @@
 // then each storage into its own buffer.
 #pragma once
 
-#include "naming.hpp"
-#include "torch_pickle.hpp"
+#include "../torch/naming.hpp"
+#include "../torch/hooks.hpp"
 
 #include <algorithm>
 #include <memory>

@@ -9,8 +9,8 @@
 #pragma once
 
 #include "../zip.hpp"
-#include "naming.hpp"
-#include "torch_pickle.hpp"
+#include "../torch/naming.hpp"
+#include "../torch/hooks.hpp"
 
 #include <algorithm>
 #include <atomic>

@@ -16,7 +16,7 @@
 // C functions see the line up to its first NUL byte ("I5\0x" is 5), as CPython does.
 #pragma once
 
-#include "text.hpp"
+#include "../text/text.hpp"
 #include "value_graph.hpp"
 
 #include <algorithm>

@@ -19,7 +19,7 @@
 // live in one buffer per thread (linear.hpp), reused from call to call.
 #pragma once
 
-#include "nn_kernels.hpp"
+#include "kernels.hpp"
 
 namespace ptread {
 namespace detail {

@@ -10,7 +10,7 @@
 // show other tensors than torch.load gives.
 #pragma once
 
-#include "flat_map.hpp"
+#include "../memory/flat_map.hpp"
 #include "value_graph.hpp"
 
 #include <cmath>

@@ -3,14 +3,34 @@
 // (version, shape, dtype, fortran_order, raw bytes) becomes a tensor; scalar(dtype, bytes)
 // a plain int, float or bool; numpy.dtype('f8', ...) + BUILD state gives the element type
 // and byte order. numpy._core.multiarray (numpy >= 2) is the same.
+//
+// Mirrors numpy/core/multiarray: _reconstruct, scalar, ndarray.__setstate__.
 #pragma once
 
-#include "torch_pickle.hpp"
+#include "../context.hpp"
+#include "codecs.hpp"
+
+#include <algorithm>
+#include <string>
 
 namespace ptread {
 namespace detail {
 
-inline Result<TorchHooks::NumpyType> TorchHooks::numpy_dtype(const Graph& g, uint32_t d) {
+// ---- numpy (numpy.core.multiarray before numpy 2, numpy._core.multiarray since) ----
+inline bool is_numpy_module(std::string_view mod) {
+  return mod == "numpy.core.multiarray" || mod == "numpy._core.multiarray";
+}
+inline bool is_numpy(const Graph& g, uint32_t cls, const char* name) {
+  return g.kind(cls) == ValueKind::global && g.global_module(cls) == "numpy" && g.global_name(cls) == name;
+}
+
+// A numpy.dtype object: numpy.dtype('f8', False, True) with BUILD state (3, '<', ...).
+struct NumpyType {
+  DType dtype;
+  bool big_endian;
+};
+
+inline Result<NumpyType> numpy_dtype(const Graph& g, uint32_t d) {
   const NodeView n = g.at(d);
   if (n.kind != ValueKind::object || !is_numpy(g, n.items[kObjClass], "dtype")) {
     return make_error(ErrorCode::bad_tensor_args, "numpy data without a numpy.dtype");
@@ -42,24 +62,12 @@ inline Result<TorchHooks::NumpyType> TorchHooks::numpy_dtype(const Graph& g, uin
   return out;
 }
 
-inline Result<std::shared_ptr<const Storage>> TorchHooks::owned_copy(std::string_view bytes, size_t swap_unit) {
-  PTREAD_TRY(auto buf, allocate_aligned(bytes.size()));
-  if (!bytes.empty()) std::memcpy(buf.get(), bytes.data(), bytes.size());
-  if (swap_unit > 1) {
-    for (size_t k = 0; k + swap_unit <= bytes.size(); k += swap_unit) {
-      std::reverse(buf.get() + k, buf.get() + k + swap_unit);
-    }
-  }
-  const uint8_t* p = buf.get();
-  return std::make_shared<const Storage>(p, bytes.size(), std::move(buf));
-}
-
 // ndarray BUILD state: (version, shape, dtype, is_fortran, raw bytes), or numpy's first
 // form without the version, as ndarray.__setstate__ takes them: version 0 or 1, the shape a
 // tuple, is_fortran an int or bool, the raw bytes exactly the array's (numpy refuses
 // anything else: "can't handle version", "buffer size does not match array size"). The
 // object node becomes a tensor node in place, so every reference to it sees the tensor.
-inline Status TorchHooks::numpy_array(Graph& g, uint32_t obj, uint32_t state) {
+inline Status numpy_array(TorchContext& cx, Graph& g, uint32_t obj, uint32_t state) {
   const NodeView s = g.at(state);
   auto refused = [](const std::string& why) {
     return make_error(ErrorCode::bad_tensor_args, "numpy.ndarray state: " + why + " (numpy refuses it)");
@@ -80,19 +88,19 @@ inline Status TorchHooks::numpy_array(Graph& g, uint32_t obj, uint32_t state) {
     return refused("an is_fortran flag that is not an int");
   }
   if (g.kind(it[3]) != ValueKind::bytes && g.kind(it[3]) != ValueKind::string) {
-    const uint32_t u = unsupported(g, "numpy array of Python objects");
+    const uint32_t u = cx.unsupported(g, "numpy array of Python objects");
     g.set_leaf(obj, ValueKind::unsupported, g.nodes[u].ref);
     return {};
   }
   auto typed = numpy_dtype(g, it[1]);
   if (!typed && typed.error().code() == ErrorCode::unknown_dtype) {
     // Strings, dates, records ... (numpy.dtype('<U3'), 'M8', 'V12'): listed, not read.
-    const uint32_t u = unsupported(g, typed.error().message());
+    const uint32_t u = cx.unsupported(g, typed.error().message());
     g.set_leaf(obj, ValueKind::unsupported, g.nodes[u].ref);
     return {};
   }
   PTREAD_TRY(NumpyType nt, std::move(typed));
-  PTREAD_TRY(size_t rank, dims_count(g, it[0], "numpy shape"));
+  PTREAD_TRY(size_t rank, cx.dims_count(g, it[0], "numpy shape"));
   int64_t* dims = new_dims(g, rank);
   PTREAD_CHECK(read_dims(g, it[0], "numpy shape", dims));
   int64_t* strides = dims + rank;
@@ -123,16 +131,16 @@ inline Status TorchHooks::numpy_array(Graph& g, uint32_t obj, uint32_t state) {
   spec.dims = dims;
   spec.rank = static_cast<uint32_t>(rank);
   spec.dtype = nt.dtype;
-  spec.storage = m_.storage_table.add(std::move(storage));  // found by no key
-  m_.specs.push_back(spec);
-  g.set_leaf(obj, ValueKind::tensor, static_cast<uint32_t>(m_.specs.size() - 1));
+  spec.storage = cx.model.storage_table.add(std::move(storage));  // found by no key
+  cx.model.specs.push_back(spec);
+  g.set_leaf(obj, ValueKind::tensor, static_cast<uint32_t>(cx.model.specs.size() - 1));
   return {};
 }
 
 // numpy.core.multiarray.scalar(dtype, raw bytes): a plain int, float or bool value, of the
 // first bytes as numpy reads them (fewer than the dtype's are refused, as numpy refuses
 // them: "initialization string is too small"; more are ignored, as numpy ignores them).
-inline Result<uint32_t> TorchHooks::numpy_scalar(Graph& g, uint32_t callable, uint32_t args, const Items& a) {
+inline Result<uint32_t> numpy_scalar(Graph& g, uint32_t callable, uint32_t args, const Items& a) {
   auto nt = numpy_dtype(g, a[0]);
   if (!nt || (g.kind(a[1]) != ValueKind::bytes && g.kind(a[1]) != ValueKind::string)) return g.add_object(callable, args);
   std::string raw(g.text(a[1]));
@@ -160,5 +168,24 @@ inline Result<uint32_t> TorchHooks::numpy_scalar(Graph& g, uint32_t callable, ui
   }
   return g.add_int(v.i);
 }
+
+inline bool is_numpy_reconstruct(std::string_view mod, std::string_view name, bool) {
+  return is_numpy_module(mod) && name == "_reconstruct";
+}
+// numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b'), then BUILD (numpy_array)
+inline Result<uint32_t> numpy_reconstruct_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  static_cast<void>(cx);
+  return c.a.empty() ? kNoNode : g.add_object(c.a[0], c.args);
+}
+inline bool is_numpy_scalar(std::string_view mod, std::string_view name, bool) {
+  return is_numpy_module(mod) && name == "scalar";
+}
+inline Result<uint32_t> numpy_scalar_call(TorchContext& /*cx*/, Graph& g, const GlobalCall& c) {
+  return c.a.size() == 2 ? numpy_scalar(g, c.callable, c.args, c.a) : kNoNode;
+}
+inline bool is_numpy_ndarray(std::string_view mod, std::string_view name, bool) {
+  return mod == "numpy" && name == "ndarray";
+}
+
 }  // namespace detail
 }  // namespace ptread

@@ -4,8 +4,8 @@
 #pragma once
 
 
-#include "arena.hpp"
-#include "text.hpp"
+#include "../memory/arena.hpp"
+#include "../text/text.hpp"
 #include "../error.hpp"
 #include "../limits.hpp"
 
