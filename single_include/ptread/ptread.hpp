@@ -11159,11 +11159,20 @@ inline Result<uint32_t> empty_parameter(TorchContext& cx, Graph& g, bool require
   return g.emit_int(ValueKind::tensor, static_cast<uint32_t>(cx.model.specs.size() - 1), 0);
 }
 
+// How a call of the family takes requires_grad (its second argument).
+enum class ParameterArgs {
+  rebuild,    // _rebuild_parameter(data, requires_grad, hooks[, state]): a bool
+  parameter,  // Parameter.__new__(cls, data=None, requires_grad=True): a bool, true when left out
+  variable,   // torch 0.3's Variable(data[, requires_grad ...]): true only when given true
+};
+
 // _rebuild_parameter(data, requires_grad, backward_hooks) and _with_state(..., state),
-// and torch 0.3's Parameter(data[, requires_grad]): Parameter(data) takes a tensor
-// (Tensor._make_subclass) or None (torch.empty(0)); anything else is refused, as Python
-// refuses it.
-inline Result<uint32_t> parameter(TorchContext& cx, Graph& g, const Items& a, size_t min_args, size_t max_args) {
+// torch 0.1-0.4's Parameter(data[, requires_grad]) and Variable(data, ...): Parameter(data)
+// takes a tensor (Tensor._make_subclass) or None (torch.empty(0)); anything else is
+// refused, as Python refuses it. requires_grad as `how` says, checked as torch checks it (a
+// bool, and true only for floating point and complex dtypes).
+inline Result<uint32_t> parameter(TorchContext& cx, Graph& g, const Items& a, size_t min_args, size_t max_args,
+                                  ParameterArgs how) {
   const ValueKind data = a.empty() ? ValueKind::none : g.kind(a[0]);
   if (a.size() < min_args || a.size() > max_args ||
       (data != ValueKind::tensor && data != ValueKind::unsupported && data != ValueKind::quantized &&
@@ -11173,11 +11182,11 @@ inline Result<uint32_t> parameter(TorchContext& cx, Graph& g, const Items& a, si
                           (a.empty() ? std::string() : std::string(", data is a ") + value_kind_name(data)) + ")");
   }
   bool requires_grad = a.size() > 1 && g.kind(a[1]) == ValueKind::boolean && g.at(a[1]).i != 0;
-  if (min_args == max_args) {  // _rebuild_parameter(_with_state): Parameter(data, requires_grad)
+  if (how != ParameterArgs::variable) {  // Parameter(data, requires_grad)
     const DType dt = data == ValueKind::tensor ? cx.model.specs[g.at(a[0]).ref].dtype
                      : data == ValueKind::none ? DType::F32
                                                : DType::U8;  // quantized, sparse ...: checked as no float
-    PTREAD_TRY(requires_grad, requires_grad_arg(g, a[1], dt, "Parameter"));
+    PTREAD_TRY(requires_grad, requires_grad_arg(g, a.size() > 1 ? a[1] : kTrueNode, dt, "Parameter"));
   }
   if (data == ValueKind::none) return empty_parameter(cx, g, requires_grad);
   if (data == ValueKind::tensor) cx.model.specs[g.at(a[0]).ref].requires_grad = requires_grad;
@@ -11188,16 +11197,19 @@ inline bool is_rebuild_parameter(std::string_view mod, std::string_view name, bo
 }
 inline Result<uint32_t> rebuild_parameter_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
   const size_t n = g.global_name(c.callable) == "_rebuild_parameter" ? 3 : 4;  // _with_state: 4
-  return parameter(cx, g, c.a, n, n);
+  return parameter(cx, g, c.a, n, n, ParameterArgs::rebuild);
 }
 
 inline bool is_variable_class(std::string_view mod, std::string_view name, bool) {
   return (mod == "torch.nn.parameter" && name == "Parameter") || (mod == "torch.autograd.variable" && name == "Variable");
 }
-// torch 0.3: Parameter(data, requires_grad) / Variable(data) by REDUCE
+// torch 0.1-0.4's whole models: Parameter(data[, requires_grad]) / Variable(data, ...) by
+// REDUCE, often followed by a BUILD of (requires_grad, volatile, backward_hooks)
+// (Tensor.__setstate__, build.hpp). Data that is no tensor keeps the call inert.
 inline Result<uint32_t> variable_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
-  if (!c.a.empty() && g.kind(c.a[0]) == ValueKind::tensor) return parameter(cx, g, c.a, 1, c.a.size());  // (as lenient as before)
-  return kNoNode;
+  if (c.a.empty() || g.kind(c.a[0]) != ValueKind::tensor) return kNoNode;
+  if (g.global_name(c.callable) == "Parameter") return parameter(cx, g, c.a, 1, 2, ParameterArgs::parameter);
+  return parameter(cx, g, c.a, 1, c.a.size(), ParameterArgs::variable);  // (as lenient as before)
 }
 
 // BUILD on the class: Parameter has Tensor's __setstate__, called unbound whatever the state.

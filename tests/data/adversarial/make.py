@@ -1337,6 +1337,44 @@ def legacy_files():
                                (p_str("m"), module(b"N", b"N", p_str("x")))])), ["0"], {"0": BASE_DATA["0"]}), "ok",
          "a legacy ('module', torch.nn.Linear, None, None, 'x'): an empty item, so no source check, whatever "
          "the count (torch reads it)", torch="reads")
+    # torch 0.2-0.4 whole models: each Parameter a REDUCE of the class with the tensor alone
+    # (Parameter.__new__(cls, data=None, requires_grad=True)), then a BUILD of
+    # (requires_grad, volatile, backward_hooks): Tensor.__setstate__ takes 3 items as
+    # requires_grad, _, _backward_hooks = state.
+    def old_param(args=None, state=None, cls="FloatStorage"):
+        t = rebuild_v2(lpid(cls, "0", 4), 0, (4,), (1,))
+        call = p_global("torch.nn.parameter", "Parameter") + p_tuple([t] + list(args or [])) + b"R"
+        if state is not None:
+            call += p_tuple(state) + b"b"
+        return legacy(pickle(p_dict([(p_str("w"), call)])), ["0"], {"0": BASE_DATA["0"]})
+    emit("legacy_parameter_state_true.pt", old_param(state=[b"\x88", b"\x89", b"N"]), "ok",
+         "a legacy Parameter(tensor) with BUILD (True, False, None), as torch 0.2-0.4 wrote whole models "
+         "(torch reads it: requires_grad True)", torch="reads")
+    emit("legacy_parameter_state_false.pt", old_param(state=[b"\x89", b"\x89", b"N"]), "ok",
+         "a legacy Parameter(tensor) with BUILD (False, False, None) (torch reads it: requires_grad False)",
+         torch="reads")
+    emit("legacy_parameter_no_state.pt", old_param(), "ok",
+         "a legacy Parameter(tensor) and no BUILD: requires_grad defaults to True (torch reads it)", torch="reads")
+    emit("legacy_parameter_false_then_true.pt", old_param(args=[b"\x89"], state=[b"\x88", b"\x89", b"N"]), "ok",
+         "a legacy Parameter(tensor, False) with BUILD (True, False, None): the state's requires_grad holds "
+         "(torch reads it)", torch="reads")
+    emit("legacy_parameter_state_none.pt", old_param(state=[b"N", b"\x89", b"N"]), "bad_tensor_args",
+         "a legacy Parameter(tensor) with BUILD (None, False, None) (torch refuses it: requires_grad must be a bool)",
+         torch="refuses")
+    emit("legacy_parameter_state_two.pt", old_param(state=[b"\x88", b"\x89"]), "bad_tensor_args",
+         "a legacy Parameter(tensor) with BUILD (True, False) (torch refuses it: Tensor.__setstate__ unpacks 3)",
+         torch="refuses")
+    emit("legacy_parameter_int_default.pt", old_param(cls="IntStorage"), "bad_tensor_args",
+         "a legacy Parameter(int tensor): requires_grad defaults to True (torch refuses it: only floating "
+         "point and complex tensors can require gradients)", torch="refuses")
+    emit("legacy_parameter_int_state_false.pt", old_param(cls="IntStorage", state=[b"\x89", b"\x89", b"N"]),
+         "bad_tensor_args", "a legacy Parameter(int tensor) with BUILD (False, False, None): the call already "
+         "asks gradients of an int tensor (torch refuses it)", torch="refuses")
+    emit("legacy_parameter_requires_grad_none.pt", old_param(args=[b"N"]), "bad_tensor_args",
+         "a legacy Parameter(tensor, None) (torch refuses it: requires_grad is no bool)", torch="refuses")
+    emit("legacy_parameter_three_args.pt", old_param(args=[b"\x88", b"\x89"]), "bad_tensor_args",
+         "a legacy Parameter(tensor, True, False) (torch refuses it: Parameter.__new__ takes data and "
+         "requires_grad)", torch="refuses")
     t0 = rebuild_v2(pid("FloatStorage", "0", 4), 0, (4,), (1,))
     emit("legacy_pid_five_items.pt", legacy(obj(t0=t0), ["0", "1"], BASE_DATA), "bad_tensor_args",
          "a legacy persistent id of 5 items, without the view item (torch refuses it: it unpacks 6)",
