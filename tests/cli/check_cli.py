@@ -278,7 +278,28 @@ with tempfile.TemporaryDirectory() as tmp:
     if status != 0 or not has_progress(err):
         fail("PTREAD_PROGRESS_MIN_BYTES=1: no progress line for a small file", status, err[-200:])
 
-checked = len(expected["files"]) + len(expected["errors"])
+# The corpus files torch refuses (../shared/corpus/refused, beside the checkout; skipped where
+# absent): ls exits 1 with the error code and the reason on stderr, as for any broken file.
+corpus = os.environ.get("PTREAD_TEST_CORPUS") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                                                   "shared", "corpus")
+refused = os.path.join(corpus, "refused")
+REFUSED_REASON = {"tar": (205, b"the tar archive has no 'tensors' member"), "other": (105, b"not a PyTorch checkpoint")}
+refused_checked = 0
+if os.path.exists(os.path.join(refused, "SOURCES.tsv")):
+    rows = [line.rstrip("\n").split("\t") for line in open(os.path.join(refused, "SOURCES.tsv"), encoding="utf-8")][1:]
+    for cols in rows:
+        name, container = cols[0], cols[6]
+        code, reason = REFUSED_REASON[container]
+        r = run("ls", os.path.join(refused, "files", name))
+        if r.returncode != 1 or f"[ptread.E{code:03d}]".encode() not in r.stderr or reason not in r.stderr:
+            fail("corpus/refused", name, "exit", r.returncode, "stderr", r.stderr.decode()[:200])
+        refused_checked += 1
+    if refused_checked < 7:
+        fail("corpus/refused: expected at least 7 files, found", refused_checked)
+else:
+    print("cli: no corpus at", corpus, "(refused files not checked)")
+
+checked = len(expected["files"]) + len(expected["errors"]) + refused_checked
 print(f"cli: {checked} files checked, {len(failures)} failures"
       f"{'' if deflate_ok else ' (deflate.pt: no zlib in this build)'}")
 sys.exit(1 if failures else 0)

@@ -5,7 +5,8 @@
 // Every container (zip, legacy, tar, TorchScript) and every kind of content (state dicts,
 // training checkpoints, whole models): every tensor the oracle lists is read bit for bit under its name, except tensors that this
 // version reports as unsupported (quantized ones), which must be listed by unsupported(),
-// never dropped.
+// never dropped. The files torch refuses (refused/, torch's message in its SOURCES.tsv) are
+// refused in every load mode, with the error that names why.
 #include <catch2/catch.hpp>
 
 #include "support/helpers.hpp"
@@ -23,6 +24,27 @@ struct Source {
   std::string file;
   std::string container;
 };
+
+struct Refused {
+  std::string file;
+  std::string container;
+  std::string torch_says;
+};
+
+std::vector<std::vector<std::string>> read_tsv(const std::string& tsv) {
+  std::vector<std::vector<std::string>> rows;
+  std::ifstream in(tsv);
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::vector<std::string> cols;
+    std::stringstream ss(line);
+    std::string c;
+    while (std::getline(ss, c, '\t')) cols.push_back(c);
+    rows.push_back(std::move(cols));
+  }
+  return rows;
+}
 
 std::vector<Source> read_sources(const std::string& tsv) {
   std::vector<Source> out;
@@ -100,5 +122,39 @@ TEST_CASE("real-world corpus matches torch's oracle", "[corpus]") {
     const Json* o = oracle.find(src.file);
     REQUIRE(o != nullptr);
     SECTION(src.file) { check_corpus_file(dir, src, *o); }
+  }
+}
+
+// What ptread answers for the refused files, by their container: hand-made tar files without
+// a `tensors` member (torch: "Ran out of input" reading it), and a file that is no
+// checkpoint at all ("unpickling stack underflow").
+TEST_CASE("corpus files torch refuses are refused, the reason named", "[corpus]") {
+  const std::string dir = corpus_dir() + "/refused";
+  if (!path_exists(dir + "/SOURCES.tsv")) {
+    WARN("no refused corpus at " << dir << ": skipped");
+    return;
+  }
+  std::vector<Refused> files;
+  for (const auto& cols : read_tsv(dir + "/SOURCES.tsv")) {
+    if (cols.size() >= 8) files.push_back({cols[0], cols[6], cols[7]});
+  }
+  REQUIRE(files.size() >= 7);
+  const std::map<std::string, std::pair<ptread::ErrorCode, std::string>> want = {
+      {"tar", {ptread::ErrorCode::record_missing, "the tar archive has no 'tensors' member"}},
+      {"other", {ptread::ErrorCode::unknown_format, "not a PyTorch checkpoint"}},
+  };
+  const ptread::LoadMode modes[] = {ptread::LoadMode::mmap, ptread::LoadMode::read, ptread::LoadMode::memory};
+  for (const auto& f : files) {
+    INFO(f.file << " (torch 1.13: " << f.torch_says << ")");
+    CHECK(!f.torch_says.empty());
+    const auto w = want.find(f.container);
+    REQUIRE(w != want.end());
+    for (const ptread::LoadMode mode : modes) {
+      std::vector<unsigned char> keep;
+      auto ck = open_in_mode(dir + "/files/" + f.file, mode, &keep);
+      REQUIRE(!ck.ok());
+      CHECK(ck.code() == w->second.first);
+      CHECK(ck.error().message().find(w->second.second) != std::string::npos);
+    }
   }
 }

@@ -92,9 +92,10 @@ inline bool has_items(ValueKind k) noexcept {
 // A node as stored: 16 bytes. Graph::at() gives a NodeView of it.
 struct Node {
   ValueKind kind = ValueKind::none;
-  uint8_t tag = 0;   // global: the hooks' classification, cached (0: not classified yet);
+  uint8_t tag = 0;   // global: the hooks' classification, cached (0: not classified yet;
+                     // torch's: TorchContext::global_tag);
                      // tuple, frozenset: kHashableTag once the VM found it hashable;
-                     // dict: kMergedTag, made by merging two BUILD states (TorchHooks),
+                     // dict: kMergedTag, made by merging two BUILD states (torch/build.hpp),
                      // or kAttrsTag, one that takes attributes
   uint8_t tag2 = 0;  // global: second and third caches for the hooks
   uint8_t tag3 = 0;
@@ -113,7 +114,7 @@ inline constexpr uint32_t kLongText = 0xffffffffu;
 // Node::tag of a tuple or frozenset whose items the pickle VM found hashable, all the way
 // down (its items never change, so it is not walked again).
 inline constexpr uint8_t kHashableTag = 1;
-// Node::tag of a dict TorchHooks made to merge an object's states: the object's own, not
+// Node::tag of a dict torch/build.hpp made to merge an object's states: the object's own, not
 // reachable otherwise, so later merges append to it.
 inline constexpr uint8_t kMergedTag = 2;
 // Node::tag of a dict whose instances take attributes, as Python's default BUILD sets them
