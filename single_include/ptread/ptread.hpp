@@ -10313,10 +10313,13 @@ inline Result<uint32_t> merged_state(TorchContext& cx, Graph& g, uint32_t before
 }
 
 // BUILD on a tensor: torch.load calls Tensor.__setstate__(state) (torch/_tensor.py, the
-// same in torch 1.13 and 2.x; no file torch writes has one). 4 items are
-// Tensor.set_(*state), which points the tensor at other data, and 5 replace its data
-// (.data = state[0]): neither is applied here, so the file is refused (E406) rather than
-// read with the data torch.load would not give. 3 items, of a tuple or list, are
+// same in torch 1.13 and 2.x; torch 0.1-0.4's whole models have one after each Parameter). 4
+// items are Tensor.set_(*state), which points the tensor at other data: not applied here,
+// so the file is refused (E406) rather than read with the data torch.load would not give.
+// 5 items are a torch 0.3 Variable's (data, grad, backward_hooks, requires_grad, volatile):
+// .data = state[0] (a tensor: this one becomes it, dtype and all; anything else torch
+// refuses; a tensor ptread cannot read is not applied), then requires_grad = state[3].
+// 3 items, of a tuple or list, are
 // (requires_grad, _, backward_hooks): requires_grad a bool, true only for floating point
 // and complex dtypes, then the tensor's (any hooks object passes). A state of another
 // length, or with none (None, a number ...), or a str or bytes (whose items are no bool,
@@ -10346,11 +10349,22 @@ inline Status tensor_setstate(TorchContext& cx, Graph& g, uint32_t obj, uint32_t
       return refused(std::string("a state that is a ") + value_kind_name(sk) + " (Tensor.__setstate__ takes a sequence)");
   }
   if (items == 4) return not_applied("a state of 4 items (Tensor.__setstate__ calls set_(*state): other data)");
-  if (items == 5) return not_applied("a state of 5 items (Tensor.__setstate__ sets .data = state[0]: other data)");
-  if (items != 3) {
+  uint32_t data = kNoNode;  // 5 items: the tensor whose data this one takes
+  if (items == 5) {
+    data = g.at(state).items[0];
+    const ValueKind dk = g.kind(data);
+    if (kind != ValueKind::tensor || dk != ValueKind::tensor) {
+      if (kind == ValueKind::tensor && dk != ValueKind::unsupported && dk != ValueKind::quantized && dk != ValueKind::sparse &&
+          dk != ValueKind::object && dk != ValueKind::missing) {
+        return refused(std::string("a state of 5 items whose data is a ") + value_kind_name(dk) +
+                       " (Tensor.__setstate__ sets .data = state[0], a tensor)");
+      }
+      return not_applied("a state of 5 items (Tensor.__setstate__ sets .data = state[0]: other data)");
+    }
+  } else if (items != 3) {
     return refused("a state of " + std::to_string(items) + " items (Tensor.__setstate__ takes 3, 4 or 5)");
   }
-  const uint32_t requires_grad = g.at(state).items[0];
+  const uint32_t requires_grad = g.at(state).items[items == 5 ? 3 : 0];
   if (g.kind(requires_grad) != ValueKind::boolean) {
     return refused(std::string("requires_grad a ") + value_kind_name(g.kind(requires_grad)) + ", not a bool");
   }
@@ -10359,12 +10373,16 @@ inline Status tensor_setstate(TorchContext& cx, Graph& g, uint32_t obj, uint32_t
     if (on) return not_applied("requires_grad set");
     return {};
   }
-  TensorSpec& spec = cx.model.specs[g.nodes[obj].ref];
-  if (on && !dtype_is_differentiable(spec.dtype)) {
-    return refused(std::string("requires_grad on a ") + dtype_name(spec.dtype) +
+  const uint32_t from = g.nodes[data != kNoNode ? data : obj].ref;
+  if (on && !dtype_is_differentiable(cx.model.specs[from].dtype)) {
+    return refused(std::string("requires_grad on a ") + dtype_name(cx.model.specs[from].dtype) +
                    " tensor; only floating point and complex tensors can require gradients");
   }
-  spec.requires_grad = on;
+  if (data != kNoNode) {  // this tensor takes state[0]'s data: a spec of its own (state[0] keeps its requires_grad)
+    cx.model.specs.push_back(cx.model.specs[from]);
+    g.set_leaf(obj, ValueKind::tensor, static_cast<uint32_t>(cx.model.specs.size() - 1));
+  }
+  cx.model.specs[g.nodes[obj].ref].requires_grad = on;
   return {};
 }
 
@@ -11182,12 +11200,19 @@ inline Result<uint32_t> parameter(TorchContext& cx, Graph& g, const Items& a, si
                       "Parameter rebuild arguments are malformed (" + std::to_string(a.size()) + " arguments" +
                           (a.empty() ? std::string() : std::string(", data is a ") + value_kind_name(data)) + ")");
   }
-  bool requires_grad = a.size() > 1 && g.kind(a[1]) == ValueKind::boolean && g.at(a[1]).i != 0;
+  const DType dt = data == ValueKind::tensor ? cx.model.specs[g.at(a[0]).ref].dtype
+                   : data == ValueKind::none ? DType::F32
+                                             : DType::U8;  // quantized, sparse ...: checked as no float
+  bool requires_grad = false;
   if (how != ParameterArgs::variable) {  // Parameter(data, requires_grad)
-    const DType dt = data == ValueKind::tensor ? cx.model.specs[g.at(a[0]).ref].dtype
-                     : data == ValueKind::none ? DType::F32
-                                               : DType::U8;  // quantized, sparse ...: checked as no float
     PTREAD_TRY(requires_grad, requires_grad_arg(g, a.size() > 1 ? a[1] : kTrueNode, dt, "Parameter"));
+  } else if (a.size() > 1) {  // Variable(data, requires_grad, ...): an int or bool, as torch's argument parser takes it
+    const ValueKind rk = g.kind(a[1]);
+    if (rk != ValueKind::boolean && rk != ValueKind::integer) {
+      return make_error(ErrorCode::bad_tensor_args, std::string("Variable rebuild: requires_grad is a ") + value_kind_name(rk) +
+                                                        " (torch refuses it: it takes an integer)");
+    }
+    PTREAD_TRY(requires_grad, requires_grad_arg(g, g.at(a[1]).i != 0 ? kTrueNode : kFalseNode, dt, "Variable"));
   }
   if (data == ValueKind::none) return empty_parameter(cx, g, requires_grad);
   if (data == ValueKind::tensor) cx.model.specs[g.at(a[0]).ref].requires_grad = requires_grad;
@@ -11204,13 +11229,29 @@ inline Result<uint32_t> rebuild_parameter_call(TorchContext& cx, Graph& g, const
 inline bool is_variable_class(std::string_view mod, std::string_view name, bool) {
   return (mod == "torch.nn.parameter" && name == "Parameter") || (mod == "torch.autograd.variable" && name == "Variable");
 }
-// torch 0.1-0.4's whole models: Parameter(data[, requires_grad]) / Variable(data, ...) by
-// REDUCE, often followed by a BUILD of (requires_grad, volatile, backward_hooks)
-// (Tensor.__setstate__, build.hpp). Data that is no tensor keeps the call inert.
+// torch 0.1-0.4's whole models: Parameter(data=None, requires_grad=True) and
+// Variable(data=None, requires_grad=False, volatile=False, _grad_fn=None, name=None) by REDUCE
+// or NEWOBJ, often followed by a BUILD of (requires_grad, volatile, backward_hooks)
+// (Tensor.__setstate__, build.hpp). No data, or None, is an empty tensor (torch.empty(0));
+// data that is no tensor and cannot be one (a number, text, a container, a storage) torch
+// refuses; data ptread cannot tell (an object of a class it does not know, a tensor it
+// cannot read) keeps the call inert.
 inline Result<uint32_t> variable_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
-  if (c.a.empty() || g.kind(c.a[0]) != ValueKind::tensor) return kNoNode;
-  if (g.global_name(c.callable) == "Parameter") return parameter(cx, g, c.a, 1, 2, ParameterArgs::parameter);
-  return parameter(cx, g, c.a, 1, c.a.size(), ParameterArgs::variable);  // (as lenient as before)
+  const bool is_parameter = g.global_name(c.callable) == "Parameter";
+  const ValueKind data = c.a.empty() ? ValueKind::none : g.kind(c.a[0]);
+  switch (data) {
+    case ValueKind::tensor: case ValueKind::none:
+      break;
+    case ValueKind::boolean: case ValueKind::integer: case ValueKind::big_integer: case ValueKind::floating:
+    case ValueKind::string: case ValueKind::bytes: case ValueKind::list: case ValueKind::tuple: case ValueKind::dict:
+    case ValueKind::set: case ValueKind::frozenset: case ValueKind::storage:
+      return make_error(ErrorCode::bad_tensor_args, std::string(is_parameter ? "Parameter" : "Variable") + " of a " +
+                                                        value_kind_name(data) + " (torch refuses it: the data must be a tensor)");
+    default:
+      return kNoNode;
+  }
+  if (is_parameter) return parameter(cx, g, c.a, 0, 2, ParameterArgs::parameter);
+  return parameter(cx, g, c.a, 0, 5, ParameterArgs::variable);
 }
 
 // BUILD on the class: Parameter has Tensor's __setstate__, called unbound whatever the state.

@@ -36,6 +36,9 @@ the arguments of one rule at random, and compares torch.load(map_location="cpu")
   fromtype    _rebuild_from_type_v2's function, type, arguments and state: verdict and bytes
   torchobj    torch's objects (dtypes, qschemes, layouts, memory formats) and torch.Size
               plain, called, as NEWOBJ's class, given BUILD states: verdict
+  param       torch.nn.parameter.Parameter and torch.autograd.variable.Variable called or
+              made by NEWOBJ as torch 0.1-0.4's whole models pickle them, then a BUILD state
+              (Tensor.__setstate__), in legacy and zip files: verdict and bytes
 (all families when none is named). Differences that are understood (README "Formats"; each
 one below, KNOWN) are counted apart and printed with --verbose only. Prints each other
 difference and, per family, a count of each kind: same, both_err, DIFF (both read, other
@@ -510,11 +513,34 @@ def fam_torchobj(r):
     return beside(body), "verdict", body
 
 
+def fam_param(r):
+    """Parameter(data, requires_grad) / Variable(data, ...) by REDUCE or NEWOBJ, then perhaps a
+    BUILD of (requires_grad, volatile, backward_hooks) and other states: the class, the
+    arguments, the dtype, the state and the container varied"""
+    cls = r.choice([("torch.nn.parameter", "Parameter")] * 3 + [("torch.autograd.variable", "Variable")])
+    storage, data = r.choice([("FloatStorage", bytes(range(16))), ("FloatStorage", bytes(range(16))),
+                              ("IntStorage", bytes(range(16))), ("DoubleStorage", bytes(range(32)))])
+    old = r.random() < 0.5  # a legacy file, as torch 0.2-0.4 wrote them; else a zip file
+    t = rebuild_v2((lpid if old else pid)(storage, "0", 4), 0, (4,), (1,))
+    flag = lambda: r.choice([b"\x88", b"\x89", b"N", p_int(1), p_int(0), p_str("x")])
+    args = r.choice([[t], [t], [t, flag()], [t, flag()], [t, b"\x88", b"\x89"], [], [b"N"], [p_int(3)]])
+    body = p_global(*cls) + p_tuple(args) + r.choice([b"R", b"R", b"\x81"])
+    states = [None, None, [b"\x88", b"\x89", b"N"], [b"\x89", b"\x89", b"N"], [flag(), b"\x89", b"N"],
+              [flag(), flag(), p_ordered_dict()], [b"\x88", b"\x89"], [b"\x88"], [t, b"N", b"N", b"\x88", b"\x89"],
+              b"N", b"}", b"]", p_int(2), p_str("abc"), b"(\x88\x89Nl"]
+    state = r.choice(states)
+    if state is not None:
+        body += (p_tuple(state) if isinstance(state, list) else state) + b"b"
+    obj = pickle(p_dict([(p_str("t"), body)]))
+    f = legacy(obj, ["0"], {"0": data}, {"0": 4}) if old else ck(obj, data={"0": data})
+    return f, "bytes", (cls, storage, old, args, state)
+
+
 FAMILIES = {"views": fam_views, "legacy": fam_legacy, "tar": fam_tar, "coo": fam_coo, "csr": fam_csr, "csrbatch": fam_csrbatch,
             "qparams": fam_qparams, "rebuild": fam_rebuild, "opcodes": fam_opcodes, "text": fam_text,
             "memo": fam_memo, "builtins": fam_builtins, "dictkeys": fam_dictkeys, "headers": fam_headers,
             "byteorder": fam_byteorder, "numpy": fam_numpy, "npscalar": fam_npscalar,
-            "fromtype": fam_fromtype, "torchobj": fam_torchobj}
+            "fromtype": fam_fromtype, "torchobj": fam_torchobj, "param": fam_param}
 
 
 # ---------------------------------------------------------------------------------------

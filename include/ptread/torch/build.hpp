@@ -166,10 +166,13 @@ inline Result<uint32_t> merged_state(TorchContext& cx, Graph& g, uint32_t before
 }
 
 // BUILD on a tensor: torch.load calls Tensor.__setstate__(state) (torch/_tensor.py, the
-// same in torch 1.13 and 2.x; no file torch writes has one). 4 items are
-// Tensor.set_(*state), which points the tensor at other data, and 5 replace its data
-// (.data = state[0]): neither is applied here, so the file is refused (E406) rather than
-// read with the data torch.load would not give. 3 items, of a tuple or list, are
+// same in torch 1.13 and 2.x; torch 0.1-0.4's whole models have one after each Parameter). 4
+// items are Tensor.set_(*state), which points the tensor at other data: not applied here,
+// so the file is refused (E406) rather than read with the data torch.load would not give.
+// 5 items are a torch 0.3 Variable's (data, grad, backward_hooks, requires_grad, volatile):
+// .data = state[0] (a tensor: this one becomes it, dtype and all; anything else torch
+// refuses; a tensor ptread cannot read is not applied), then requires_grad = state[3].
+// 3 items, of a tuple or list, are
 // (requires_grad, _, backward_hooks): requires_grad a bool, true only for floating point
 // and complex dtypes, then the tensor's (any hooks object passes). A state of another
 // length, or with none (None, a number ...), or a str or bytes (whose items are no bool,
@@ -199,11 +202,22 @@ inline Status tensor_setstate(TorchContext& cx, Graph& g, uint32_t obj, uint32_t
       return refused(std::string("a state that is a ") + value_kind_name(sk) + " (Tensor.__setstate__ takes a sequence)");
   }
   if (items == 4) return not_applied("a state of 4 items (Tensor.__setstate__ calls set_(*state): other data)");
-  if (items == 5) return not_applied("a state of 5 items (Tensor.__setstate__ sets .data = state[0]: other data)");
-  if (items != 3) {
+  uint32_t data = kNoNode;  // 5 items: the tensor whose data this one takes
+  if (items == 5) {
+    data = g.at(state).items[0];
+    const ValueKind dk = g.kind(data);
+    if (kind != ValueKind::tensor || dk != ValueKind::tensor) {
+      if (kind == ValueKind::tensor && dk != ValueKind::unsupported && dk != ValueKind::quantized && dk != ValueKind::sparse &&
+          dk != ValueKind::object && dk != ValueKind::missing) {
+        return refused(std::string("a state of 5 items whose data is a ") + value_kind_name(dk) +
+                       " (Tensor.__setstate__ sets .data = state[0], a tensor)");
+      }
+      return not_applied("a state of 5 items (Tensor.__setstate__ sets .data = state[0]: other data)");
+    }
+  } else if (items != 3) {
     return refused("a state of " + std::to_string(items) + " items (Tensor.__setstate__ takes 3, 4 or 5)");
   }
-  const uint32_t requires_grad = g.at(state).items[0];
+  const uint32_t requires_grad = g.at(state).items[items == 5 ? 3 : 0];
   if (g.kind(requires_grad) != ValueKind::boolean) {
     return refused(std::string("requires_grad a ") + value_kind_name(g.kind(requires_grad)) + ", not a bool");
   }
@@ -212,12 +226,16 @@ inline Status tensor_setstate(TorchContext& cx, Graph& g, uint32_t obj, uint32_t
     if (on) return not_applied("requires_grad set");
     return {};
   }
-  TensorSpec& spec = cx.model.specs[g.nodes[obj].ref];
-  if (on && !dtype_is_differentiable(spec.dtype)) {
-    return refused(std::string("requires_grad on a ") + dtype_name(spec.dtype) +
+  const uint32_t from = g.nodes[data != kNoNode ? data : obj].ref;
+  if (on && !dtype_is_differentiable(cx.model.specs[from].dtype)) {
+    return refused(std::string("requires_grad on a ") + dtype_name(cx.model.specs[from].dtype) +
                    " tensor; only floating point and complex tensors can require gradients");
   }
-  spec.requires_grad = on;
+  if (data != kNoNode) {  // this tensor takes state[0]'s data: a spec of its own (state[0] keeps its requires_grad)
+    cx.model.specs.push_back(cx.model.specs[from]);
+    g.set_leaf(obj, ValueKind::tensor, static_cast<uint32_t>(cx.model.specs.size() - 1));
+  }
+  cx.model.specs[g.nodes[obj].ref].requires_grad = on;
   return {};
 }
 

@@ -961,9 +961,15 @@ def tensor_files():
          "set_(*state), so torch.load gives 'b' elements 1-2 of 'a' (torch reads it, with other data)",
          torch="reads_other")
     emit("build_tensor_data.pt", built(b"(" + tensor("0", 4) + b"N" + p_ordered_dict() + b"\x89\x89t"),
-         "unsupported_tensor", "BUILD of tensor 'b' with 5 items: Tensor.__setstate__ sets b.data = state[0], so "
-         "torch.load gives 'b' the data of a tensor of storage '0' (torch reads it, with other data)",
-         torch="reads_other")
+         "ok", "BUILD of tensor 'b' with 5 items, a torch 0.3 Variable's state: Tensor.__setstate__ sets b.data = "
+         "state[0], so 'b' is a tensor of storage '0' (torch reads it)", torch="reads")
+    emit("build_tensor_data_requires_grad.pt", built(b"(" + tensor("0", 4) + b"N" + p_ordered_dict() + b"\x88\x89t"),
+         "ok", "BUILD of tensor 'b' with 5 items whose requires_grad (the fourth) is True (torch reads it)", torch="reads")
+    emit("build_tensor_data_none.pt", built(b"(NN" + p_ordered_dict() + b"\x89\x89t"), "bad_tensor_args",
+         "BUILD of tensor 'b' with 5 items whose data is None (torch refuses it: .data takes a tensor)", torch="refuses")
+    emit("build_tensor_data_grad_none.pt", built(b"(" + tensor("0", 4) + b"N" + p_ordered_dict() + b"N\x89t"),
+         "bad_tensor_args", "BUILD of tensor 'b' with 5 items whose requires_grad (the fourth) is None (torch "
+         "refuses it: requires_grad must be a bool)", torch="refuses")
     emit("build_tensor_requires_grad.pt", built(p_tuple([b"\x88", b"N", p_ordered_dict()])), "ok",
          "BUILD of tensor 'b' with (True, None, OrderedDict()): it requires gradients (torch reads it)", torch="reads")
     emit("build_tensor_requires_grad_list.pt", built(b"](\x89NK\x05e"), "ok",

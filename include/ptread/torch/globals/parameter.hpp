@@ -50,12 +50,19 @@ inline Result<uint32_t> parameter(TorchContext& cx, Graph& g, const Items& a, si
                       "Parameter rebuild arguments are malformed (" + std::to_string(a.size()) + " arguments" +
                           (a.empty() ? std::string() : std::string(", data is a ") + value_kind_name(data)) + ")");
   }
-  bool requires_grad = a.size() > 1 && g.kind(a[1]) == ValueKind::boolean && g.at(a[1]).i != 0;
+  const DType dt = data == ValueKind::tensor ? cx.model.specs[g.at(a[0]).ref].dtype
+                   : data == ValueKind::none ? DType::F32
+                                             : DType::U8;  // quantized, sparse ...: checked as no float
+  bool requires_grad = false;
   if (how != ParameterArgs::variable) {  // Parameter(data, requires_grad)
-    const DType dt = data == ValueKind::tensor ? cx.model.specs[g.at(a[0]).ref].dtype
-                     : data == ValueKind::none ? DType::F32
-                                               : DType::U8;  // quantized, sparse ...: checked as no float
     PTREAD_TRY(requires_grad, requires_grad_arg(g, a.size() > 1 ? a[1] : kTrueNode, dt, "Parameter"));
+  } else if (a.size() > 1) {  // Variable(data, requires_grad, ...): an int or bool, as torch's argument parser takes it
+    const ValueKind rk = g.kind(a[1]);
+    if (rk != ValueKind::boolean && rk != ValueKind::integer) {
+      return make_error(ErrorCode::bad_tensor_args, std::string("Variable rebuild: requires_grad is a ") + value_kind_name(rk) +
+                                                        " (torch refuses it: it takes an integer)");
+    }
+    PTREAD_TRY(requires_grad, requires_grad_arg(g, g.at(a[1]).i != 0 ? kTrueNode : kFalseNode, dt, "Variable"));
   }
   if (data == ValueKind::none) return empty_parameter(cx, g, requires_grad);
   if (data == ValueKind::tensor) cx.model.specs[g.at(a[0]).ref].requires_grad = requires_grad;
@@ -72,13 +79,29 @@ inline Result<uint32_t> rebuild_parameter_call(TorchContext& cx, Graph& g, const
 inline bool is_variable_class(std::string_view mod, std::string_view name, bool) {
   return (mod == "torch.nn.parameter" && name == "Parameter") || (mod == "torch.autograd.variable" && name == "Variable");
 }
-// torch 0.1-0.4's whole models: Parameter(data[, requires_grad]) / Variable(data, ...) by
-// REDUCE, often followed by a BUILD of (requires_grad, volatile, backward_hooks)
-// (Tensor.__setstate__, build.hpp). Data that is no tensor keeps the call inert.
+// torch 0.1-0.4's whole models: Parameter(data=None, requires_grad=True) and
+// Variable(data=None, requires_grad=False, volatile=False, _grad_fn=None, name=None) by REDUCE
+// or NEWOBJ, often followed by a BUILD of (requires_grad, volatile, backward_hooks)
+// (Tensor.__setstate__, build.hpp). No data, or None, is an empty tensor (torch.empty(0));
+// data that is no tensor and cannot be one (a number, text, a container, a storage) torch
+// refuses; data ptread cannot tell (an object of a class it does not know, a tensor it
+// cannot read) keeps the call inert.
 inline Result<uint32_t> variable_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
-  if (c.a.empty() || g.kind(c.a[0]) != ValueKind::tensor) return kNoNode;
-  if (g.global_name(c.callable) == "Parameter") return parameter(cx, g, c.a, 1, 2, ParameterArgs::parameter);
-  return parameter(cx, g, c.a, 1, c.a.size(), ParameterArgs::variable);  // (as lenient as before)
+  const bool is_parameter = g.global_name(c.callable) == "Parameter";
+  const ValueKind data = c.a.empty() ? ValueKind::none : g.kind(c.a[0]);
+  switch (data) {
+    case ValueKind::tensor: case ValueKind::none:
+      break;
+    case ValueKind::boolean: case ValueKind::integer: case ValueKind::big_integer: case ValueKind::floating:
+    case ValueKind::string: case ValueKind::bytes: case ValueKind::list: case ValueKind::tuple: case ValueKind::dict:
+    case ValueKind::set: case ValueKind::frozenset: case ValueKind::storage:
+      return make_error(ErrorCode::bad_tensor_args, std::string(is_parameter ? "Parameter" : "Variable") + " of a " +
+                                                        value_kind_name(data) + " (torch refuses it: the data must be a tensor)");
+    default:
+      return kNoNode;
+  }
+  if (is_parameter) return parameter(cx, g, c.a, 0, 2, ParameterArgs::parameter);
+  return parameter(cx, g, c.a, 0, 5, ParameterArgs::variable);
 }
 
 // BUILD on the class: Parameter has Tensor's __setstate__, called unbound whatever the state.
