@@ -16,14 +16,16 @@ the arguments of one rule at random, and compares torch.load(map_location="cpu")
   csrbatch    compressed layouts with batch and dense dimensions: verdict and shape
   qparams     _rebuild_qtensor's quantizer parameters (qschemes, scales, zero points,
               axis): verdict
-  rebuild     _rebuild_tensor, _rebuild_tensor_v2 and _rebuild_parameter with odd flags:
-              verdict and bytes
+  rebuild     _rebuild_tensor, _rebuild_tensor_v2 and _rebuild_parameter with odd flags,
+              _rebuild_tensor_v3 with conj and neg bits: verdict and bytes
   opcodes     random programs of protocol 2 and 4 opcodes as a value beside a tensor: verdict
   text        protocol 0 INT, LONG, FLOAT, STRING, UNICODE operands spelled oddly: verdict
-              and repr
+              and repr; text Python's unpickler refuses (not UTF-8, empty or non-ASCII global
+              names, ints of over 4300 digits, a list indexed by other than an int): verdict
   memo        text PUT and GET keys, BINPUT, LONG_BINPUT: verdict and repr
   builtins    OrderedDict, set, frozenset, bytes, bytearray, torch.Size, _codecs.encode,
-              Counter, defaultdict called with random arguments: verdict
+              Counter, defaultdict called with random arguments, BUILD states on them and on
+              the classes themselves: verdict
   dictkeys    dict keys Python merges or keeps apart (1, True, 1.0; -0.0 and 0; 2**70 and
               its float; NaN; tuples, frozensets): verdict and keys
   headers     legacy magic, protocol version, sys_info, storage key lists, count order:
@@ -264,12 +266,16 @@ def fam_rebuild(r):
     cls, size = r.choice([("FloatStorage", 4), ("ComplexFloatStorage", 8), ("LongStorage", 8), ("BoolStorage", 1)])
     data = {"0": bytes(range(64))[:4 * size], "1": M.BASE_DATA["1"]}
     st = pid(cls, "0", 4) + b"Q"
-    kind = r.choice(["v1", "v2", "param"])
+    kind = r.choice(["v1", "v2", "param", "v3neg"])
     rg = r.choice([b"\x88", b"\x89", b"\x89", p_int(1), b"N"])
     if kind == "v1":
         t = call("_rebuild_tensor", [st, p_int(0), p_ints((4,)), p_ints((1,))])
     elif kind == "v2":
         t = call("_rebuild_tensor_v2", [st, p_int(0), p_ints((4,)), p_ints((1,)), rg, p_ordered_dict()])
+    elif kind == "v3neg":  # (torch >= 2.1's dtype and rebuild: torch 1.13 refuses them for that alone)
+        meta = p_dict([(p_str(r.choice(["neg", "conj"])), r.choice([b"\x88", b"\x89"]))])
+        t = call("_rebuild_tensor_v3", [st, p_int(0), p_ints((4,)), p_ints((1,)), b"\x89", p_ordered_dict(),
+                                        p_global("torch", r.choice(["bits8", "float32"])), meta])
     else:
         inner = call("_rebuild_tensor_v2", [st, p_int(0), p_ints((4,)), p_ints((1,)), b"\x89", p_ordered_dict()])
         t = call("_rebuild_parameter", [inner, rg, p_ordered_dict()])
@@ -319,6 +325,12 @@ def fam_text(r):
         if x < 0.8:
             return b"S" + r.choice(strs).encode() + b"\n"
         return b"V" + r.choice(unis).encode() + b"\n"
+    odd = [b"I" + b"9" * 4301 + b"\n", b"L" + b"9" * r.choice([4300, 4301]) + b"\n", b"X\x02\x00\x00\x00\xff\xfe",
+           b"X\x03\x00\x00\x00a\xc3(", b"\x8c\x02\xed\xa0", b"c\nSize\n", b"ctorch\n\n", b"(itorch\xc3\xa9\nSize\n",
+           b"(itorch\nSiz\xc3\xa9\n", b"(i\nSize\n", b"]K\x05a(" + p_str("a") + b"K\x02u", b"]K\x05a(\x88K\x02u"]
+    if r.random() < 0.25:
+        body = r.choice(odd)
+        return beside(body, 4 if body.startswith(b"\x8c") else 2), "verdict", body
     body = b"(" + b"".join(atom() for _ in range(r.randint(1, 4))) + b"t"
     return beside(body), "repr", body
 
@@ -356,13 +368,23 @@ def fam_builtins(r):
             return b"(" + b"".join(atom(depth + 1) for _ in range(r.randint(0, 3))) + b"t"
         if depth < 2 and 0.8 <= x < 0.9:
             return b"(" + b"".join(atom(depth + 1) + atom(depth + 1) for _ in range(r.randint(0, 2))) + b"d"
-        return r.choice([p_int(r.choice([0, 1, 3, 255, 256, -1])), p_str(r.choice(["a", "ab", "\u00e9", "latin1", ""])),
-                         b"N", b"\x88", b"\x89", b"C\x02ab", f64(2.0)])
+        return r.choice([p_int(r.choice([0, 1, 3, 255, 256, -1, -5, 300])),
+                         p_str(r.choice(["a", "ab", "\u00e9", "latin1", ""])), b"N", b"\x88", b"\x89", b"C\x02ab", f64(2.0)])
     mod, name = r.choice(fns)
-    args = b"(" + b"".join(atom() for _ in range(r.randint(0, 3))) + b"t"
+    states = [b"N", b"}", b"(}Nt", p_str("x"), b"(N}K\x01K\x02st", b"(N}" + p_str("a") + b"K\x02st", b"}" + p_str("a") + b"K\x01s"]
+    if r.random() < 0.1:  # BUILD on the class itself
+        return beside(p_global(mod, name) + r.choice(states) + b"b"), "verdict", (name, "class BUILD")
+    if r.random() < 0.1:  # counts and byte values at Python's bounds, slots named by other than a str
+        v = r.choice([p_global("builtins", r.choice(["bytes", "bytearray"])) + p_tuple([p_int(r.choice([-1, -7, 0, 2]))]) + b"R",
+                      p_global("builtins", r.choice(["bytes", "bytearray"])) + p_tuple([b"(" + p_int(1) + p_int(
+                          r.choice([255, 256, -1, 300])) + r.choice([b"l", b"t"])]) + b"R",
+                      p_global("collections", r.choice(["OrderedDict", "Counter"])) + b")R" +
+                      r.choice([b"(N}K\x01K\x02st", b"(N}" + p_str("a") + b"K\x02st", b"(N}\x88K\x02st"]) + b"b"])
+        return beside(v), "verdict", (name, v)
+    args = b"(" + b"".join(atom() for _ in range(r.randint(0, 4))) + b"t"
     v = p_global(mod, name) + args + (b"R" if r.random() < 0.75 else b"\x81")
     if r.random() < 0.2:
-        v += r.choice([b"N", b"}", b"(}Nt", p_str("x")]) + b"b"
+        v += r.choice(states) + b"b"
     if r.random() < 0.15:
         v += b"(" + atom() + atom() + b"u"
     if r.random() < 0.1:
@@ -591,7 +613,7 @@ def ptread_side(binary, path, what, tmp):
     if what in ("strides", "sparse"):
         p = subprocess.run([binary, "ls", "--json", path], capture_output=True, text=True)
         if p.returncode != 0:
-            return False, p.stderr.strip()[:140]
+            return False, p.stderr.strip()[:600]
         j = json.loads(p.stdout)
         if what == "sparse":
             return True, j["sparse"][0]["shape"] if j["sparse"] else None
@@ -600,7 +622,7 @@ def ptread_side(binary, path, what, tmp):
     if what == "numpy":
         p = subprocess.run([binary, "ls", "--json", path], capture_output=True, text=True)
         if p.returncode != 0:
-            return False, p.stderr.strip()[:140]
+            return False, p.stderr.strip()[:600]
         j = json.loads(p.stdout)
         m = [e for e in j["tensors"] if e["name"] == "m"]
         if not m:
@@ -618,7 +640,7 @@ def ptread_side(binary, path, what, tmp):
         out = os.path.join(tmp, "out.safetensors")
         p = subprocess.run([binary, "export", path, out], capture_output=True, text=True)
         if p.returncode != 0:
-            return False, p.stderr.strip()[:140]
+            return False, p.stderr.strip()[:600]
         b = open(out, "rb").read()
         n = struct.unpack("<Q", b[:8])[0]
         h = json.loads(b[8:8 + n])
@@ -630,7 +652,7 @@ def ptread_side(binary, path, what, tmp):
         return True, sha(b"".join(parts))
     p = subprocess.run([binary, "tree", path], capture_output=True, text=True)
     if p.returncode != 0:
-        return False, p.stderr.strip()[:140]
+        return False, p.stderr.strip()[:600]
     lines = p.stdout.splitlines()
     at = [i for i, x in enumerate(lines) if x.startswith("m")]
     if what in ("repr", "scalar"):
@@ -676,6 +698,7 @@ KNOWN = [
     ("fromtype", "WE_ACCEPT", "Number of names", "ptread sets no other attribute of a Parameter's state"),
     ("fromtype", "WE_ACCEPT", "assigned grad", "ptread sets no other attribute of a Parameter's state"),
     ("torchobj", "WE_ACCEPT", "Can't get attribute", "a dtype of torch 2.x (uint16, float8_e4m3fn), absent in 1.13"),
+    ("rebuild", "WE_ACCEPT", "_rebuild_tensor_v3", "torch >= 2.1's rebuild function, absent in 1.13"),
 ]
 
 
@@ -693,6 +716,8 @@ def main():
     ap.add_argument("--ptread", default=os.path.join(ROOT, "build", "ptread"))
     ap.add_argument("--keep", help="keep each disagreeing file here")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--refusals", help="append each file both refuse, with both messages, to this JSON-lines file "
+                    "(tools/differential/refusals.py reads it)")
     args = ap.parse_args()
     families = args.families or sorted(FAMILIES)
     unknown = [f for f in families if f not in FAMILIES]
@@ -718,6 +743,10 @@ def main():
                     kind = "both_err"
                 else:
                     kind = "WE_REJECT" if t_ok else "WE_ACCEPT"
+                if kind == "both_err" and args.refusals:
+                    with open(args.refusals, "a", encoding="utf-8") as out:
+                        out.write(json.dumps({"family": fam, "seed": args.seed, "n": n, "torch": str(t_val),
+                                              "ptread": str(p_val)}) + "\n")
                 if kind in ("same", "both_err"):
                     counts[kind] += 1
                     continue
