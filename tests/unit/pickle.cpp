@@ -14,6 +14,7 @@
 #include "support/helpers.hpp"
 
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -601,4 +602,42 @@ TEST_CASE("pickle: an object given BUILD again and again copies each state's ite
     CHECK(contains(r->root.error().message(), "BUILD again and again"));
     CHECK(contains(r->root.error().message(), "opcode BUILD"));
   }
+}
+
+// A dict key that is an int of over 4300 digits names its tensors by all its digits
+// (naming.hpp); the conversion of any size agrees with the bounded one below 4300 digits, on
+// both signs, redundant sign bytes and the edges of its base-10^9 groups, and refuses past
+// its bound. (pkl_long4_key_5k.pt holds a 12041-digit name to Python's str(), adversarial.)
+TEST_CASE("pickle: big ints' decimal digits, of any size within a bound", "[pickle]") {
+  using ptread::detail::big_to_decimal;
+  using ptread::detail::big_to_decimal_within;
+  std::mt19937 rng(53);
+  for (int round = 0; round < 2000; ++round) {
+    std::string le(1 + rng() % 40, '\0');
+    for (char& c : le) c = static_cast<char>(rng() % 4 == 0 ? (rng() % 2 ? 0x00 : 0xff) : rng() % 256);
+    std::string digits;
+    REQUIRE(big_to_decimal_within(le, 100000, &digits));
+    CHECK(digits == big_to_decimal(le));
+  }
+  const std::pair<std::string, std::string> known[] = {
+      {std::string("\x00", 1), "0"},
+      {std::string("\xff", 1), "-1"},
+      {std::string("\x00\xca\x9a\x3b", 4), "1000000000"},       // 10^9: one group and a zero group
+      {std::string("\xff\xc9\x9a\x3b", 4), "999999999"},
+      {std::string("\x00\x36\x65\xc4\xff", 5), "-1000000000"},  // -10^9, with a sign byte
+      {std::string("\x01\x00\x00\x00\x00\x00", 6), "1"},        // redundant sign bytes
+  };
+  for (const auto& k : known) {
+    std::string digits;
+    REQUIRE(big_to_decimal_within(k.first, 100, &digits));
+    CHECK(digits == k.second);
+  }
+  const std::string big(5000, '\x5a');  // 12041 digits
+  std::string digits;
+  REQUIRE(big_to_decimal_within(big, 12041, &digits));
+  CHECK(digits.size() == 12041);
+  CHECK(digits.substr(0, 10) == "5591507197");
+  CHECK_FALSE(big_to_decimal_within(big, 12040, &digits));
+  CHECK(digits.size() == 12041);  // untouched
+  CHECK_FALSE(big_to_decimal_within(std::string(30000, '\x5a'), 65536, &digits));
 }

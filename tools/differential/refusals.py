@@ -58,7 +58,6 @@ CLAIMS = [
     ("torch/persistent_id.hpp", "items in a zip file; torch.load takes 5"),
     ("torch/hooks.hpp", "with 6 items in a zip file; torch.load takes 5"),
     ("torch/sparse_check.hpp", "(torch.load refuses it)"),
-    ("torch/naming.hpp", "which Python's str() refuses", "names"),
     ("torch/build.hpp", "(Python's unpickler refuses it: state is not a dictionary)"),
     ("torch/build.hpp", "(Python's unpickler refuses it: slot state is not a dictionary)"),
     ("torch/build.hpp", "with a slot named by other than a str (Python's setattr() takes a str)"),

@@ -427,6 +427,42 @@ inline std::string big_to_decimal(std::string_view le) {
   return std::string(digits.rbegin(), digits.rend());
 }
 
+// The decimal digits of the little-endian two's complement integer `le`, of any size, as
+// Python prints it without the limit of 3.11 (3.10 and before, and
+// sys.set_int_max_str_digits(0)); false, *out untouched, when they would be over max_digits
+// (checked before converting, which is quadratic in the digits: 32-bit limbs divided by 10^9).
+inline bool big_to_decimal_within(std::string_view le, size_t max_digits, std::string* out) {
+  le = minimal_le(le);
+  if ((le.size() - 1) * 12 / 5 > max_digits) return false;  // (a full byte is over 2.4 digits)
+  std::vector<uint8_t> mag(le.begin(), le.end());
+  const bool neg = !mag.empty() && (mag.back() & 0x80);
+  if (neg) negate_le(mag.data(), mag.size());
+  std::vector<uint32_t> limbs((mag.size() + 3) / 4, 0);
+  for (size_t k = 0; k < mag.size(); ++k) limbs[k / 4] |= static_cast<uint32_t>(mag[k]) << (8 * (k % 4));
+  while (!limbs.empty() && limbs.back() == 0) limbs.pop_back();
+  std::vector<uint32_t> groups;  // base 10^9, least significant first
+  while (!limbs.empty()) {
+    uint64_t rem = 0;
+    for (size_t k = limbs.size(); k-- > 0;) {
+      const uint64_t cur = (rem << 32) | limbs[k];
+      limbs[k] = static_cast<uint32_t>(cur / 1000000000u);
+      rem = cur % 1000000000u;
+    }
+    groups.push_back(static_cast<uint32_t>(rem));
+    while (!limbs.empty() && limbs.back() == 0) limbs.pop_back();
+  }
+  std::string digits = neg ? "-" : "";
+  digits += std::to_string(groups.empty() ? 0u : groups.back());
+  for (size_t k = groups.size() > 1 ? groups.size() - 1 : 0; k-- > 0;) {
+    const std::string g = std::to_string(groups[k]);
+    digits.append(9 - g.size(), '0');
+    digits += g;
+  }
+  if (digits.size() - (neg ? 1 : 0) > max_digits) return false;
+  *out = std::move(digits);
+  return true;
+}
+
 inline bool big_too_long(std::string_view le) {
   return minimal_le(le).size() >= 1786 && big_to_decimal(le).front() == '<';  // (1785 bytes: under 4300 digits)
 }

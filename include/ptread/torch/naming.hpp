@@ -255,7 +255,14 @@ class Namer {
         const auto r = std::to_chars(digits, digits + sizeof digits, g_.at(key).i);
         path_.append(digits, static_cast<size_t>(r.ptr - digits));
       } else if (k == ValueKind::big_integer && big_too_long(g_.text(key))) {
-        key_error_ = "a dict key is an int of over 4300 digits, which Python's str() refuses";
+        // Python >= 3.11's str() refuses an int of over 4300 digits, which 3.10 and before
+        // (and torch.load in any) take: the key is named by all its digits, within kMaxKeyBytes.
+        std::string text;
+        if (big_to_decimal_within(g_.text(key), kMaxKeyBytes, &text)) {
+          path_ += text;
+        } else {
+          key_error_ = "a dict key's text is longer than " + std::to_string(kMaxKeyBytes) + " bytes";
+        }
       } else {
         std::string text;
         if (python_str_into(g_, key, false, 0, text, kMaxKeyBytes)) {

@@ -23,6 +23,11 @@ import warnings
 import numpy
 import torch
 
+# A dict key that is an int of over 4300 digits names its tensors by all its digits, as
+# Python printed it before 3.11 (DESIGN.md's names are Python's str()).
+if hasattr(sys, "set_int_max_str_digits"):
+    sys.set_int_max_str_digits(0)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TENSORS = os.path.join(HERE, "torch_tensors.json")
 

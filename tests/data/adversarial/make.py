@@ -634,9 +634,13 @@ def pickle_files():
          "a protocol-0 LONG literal of 20000 digits (Python: 'Exceeds the limit (4300 digits) for integer "
          "string conversion')")
     big = b"\x8b" + struct.pack("<i", 5000) + b"\x5a" * 5000
-    emit("pkl_long4_key_5k.pt", ck(pickle(p_dict([(big, w)]))), "limit_exceeded",
-         "a 5000-byte LONG4 integer as the key of a tensor: its name would be str() of a 12041-digit int, "
-         "which Python refuses (4300 digits)")
+    emit("pkl_long4_key_5k.pt", ck(pickle(p_dict([(big, w)]))), "ok",
+         "a 5000-byte LONG4 integer as the key of a tensor: its name is str() of a 12041-digit int, which "
+         "Python >= 3.11 prints only past its limit of 4300 digits (torch reads it)", torch="reads")
+    huge = b"\x8b" + struct.pack("<i", 30000) + b"\x5a" * 30000
+    emit("pkl_long4_key_30k.pt", ck(pickle(p_dict([(huge, w)]))), "limit_exceeded",
+         "a 30000-byte LONG4 integer as the key of a tensor: its name would be 72245 digits, over the 64 KiB "
+         "ptread gives one key's text")
     # A dict key that is a DAG of tuples (3 references to the level below, 13 levels, ~600
     # bytes): str() of it, the tensor's name, is 3^13 items long (~5 MB); the same bytes
     # with 10 references and 16 levels would ask for 10^16 bytes.
