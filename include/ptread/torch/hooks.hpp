@@ -16,9 +16,9 @@
 // materialized. The location ("cuda:1", "mps", "xla:0") is kept as Tensor::device() and
 // never stops a load.
 //
-// Also interpreted: collections.OrderedDict, builtins.set/frozenset, torch.Size,
-// _codecs.encode (protocol-2 bytes), bytearray, copyreg._reconstructor. Everything else
-// becomes an inert object node. Rebuild functions for tensors ptread cannot hand out
+// The globals ptread gives a meaning are the lines of the table in globals.hpp; everything
+// else becomes an inert object node. Rebuild functions for tensors ptread cannot hand out
+// (nested, meta, wrapper subclasses ...) become "unsupported" entries.
 //
 // The work is split along torch's own: persistent_id.hpp (storages, storages.hpp), the table
 // of globals (globals.hpp, one handler file each under globals/), build.hpp (BUILD), all on
@@ -84,14 +84,14 @@ class TorchHooks : public PickleHooks {
     if (PTREAD_UNLIKELY(r.pid_none != cx_.legacy)) {  // (5 items in zip files, 6 in legacy ones)
       if (!r.pid_none) return kNoNode;  // persistent_load refuses it
       cx_.note_zip_refusal(make_error(ErrorCode::bad_tensor_args,
-                                  "persistent id ('storage', ...) with 6 items in a zip file; torch.load takes 5"));
+                                      "persistent id ('storage', ...) with 6 items in a zip file; torch.load takes 5"));
     }
     if (PTREAD_UNLIKELY(r.requires_grad && !dtype_is_differentiable(dtype))) return kNoNode;  // rebuild() refuses it
     const bool key_node = r.key != kNoNode;  // else a text in the pickle (copied where the index keeps it)
     if ((key_node && g.kind(r.key) != ValueKind::string) || !is_text(g, r.location) || r.numel < 0 || r.rank > cx_.limits.max_rank) return kNoNode;
     DType stored = dtype;
-    const auto storage = cx_.storages.find_or_load(g, key_node ? g.text(r.key) : r.key_text, key_node, static_cast<uint64_t>(r.numel), true,
-                                      dtype, &stored);
+    const auto storage = cx_.storages.find_or_load(g, key_node ? g.text(r.key) : r.key_text, key_node,
+                                                   static_cast<uint64_t>(r.numel), true, dtype, &stored);
     if (!storage) return kNoNode;
     TensorSpec t;
     t.dims = r.dims;
