@@ -48,14 +48,7 @@ std::vector<std::vector<std::string>> read_tsv(const std::string& tsv) {
 
 std::vector<Source> read_sources(const std::string& tsv) {
   std::vector<Source> out;
-  std::ifstream in(tsv);
-  std::string line;
-  std::getline(in, line);  // header
-  while (std::getline(in, line)) {
-    std::vector<std::string> cols;
-    std::stringstream ss(line);
-    std::string c;
-    while (std::getline(ss, c, '\t')) cols.push_back(c);
+  for (const auto& cols : read_tsv(tsv)) {
     if (cols.size() >= 7) out.push_back({cols[0], cols[6]});
   }
   return out;
