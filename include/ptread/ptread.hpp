@@ -4,7 +4,7 @@
 // (save_pt, save_safetensors), and the nn layers' portable CPU path (Embedding,
 // EmbeddingBag, Linear).
 // Optional backends have their own headers (nn/openblas.hpp, cuda/*.cuh).
-// Documentation: README.md. License: MIT.
+// Documentation: README.md and docs/. License: MIT.
 #pragma once
 
 #include "config.hpp"

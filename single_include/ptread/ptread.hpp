@@ -15,7 +15,7 @@
 // (save_pt, save_safetensors), and the nn layers' portable CPU path (Embedding,
 // EmbeddingBag, Linear).
 // Optional backends have their own headers (nn/openblas.hpp, cuda/*.cuh).
-// Documentation: README.md. License: MIT.
+// Documentation: README.md and docs/. License: MIT.
 
 // ---- begin ptread/config.hpp ----
 // ptread — configuration macros.
@@ -73,7 +73,7 @@
 //
 // The core never throws and never aborts on bad input: every fallible call returns a
 // Result<T> (a value or an Error) or a Status. An Error carries a stable numeric code
-// (never renumbered; the table is in README.md) and a message saying what was expected,
+// (never renumbered; the table is in docs/errors.md) and a message saying what was expected,
 // what was found, and where. With exceptions on, Error derives from std::exception and
 // thin wrappers (Result::value_or_throw, ptread::load) throw it.
 

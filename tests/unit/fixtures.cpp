@@ -144,7 +144,7 @@ void check_file(const std::string& dir, const std::string& file, const Json& exp
   }
   // The listed tensors, in order. Without zlib a TorchScript archive's code/ (deflated by
   // torch) cannot be read, so which attributes are parameters and buffers is unknown and
-  // plain tensor attributes are listed too (README: Formats): there the state_dict()
+  // plain tensor attributes are listed too (docs/formats.md): there the state_dict()
   // tensors must appear in order among them, and the extras are reported.
   std::vector<const ptread::NamedTensor*> listed;
   {

@@ -535,7 +535,7 @@ def ptread_verdicts(dump, mode, paths):
     return results
 
 
-# Disagreements understood (README.md, "Formats": the zip container): counted apart, printed
+# Disagreements understood (docs/formats.md: the zip container): counted apart, printed
 # with --verbose.
 KNOWN_REJECT = {
     # torch makes a storage of the size data.pkl declares over a record holding fewer bytes

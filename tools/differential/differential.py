@@ -24,8 +24,8 @@ random byte must not import a module). Prints each disagreement and a count of e
   WE_ACCEPT   Python refuses it, ptread reads it ("global ... refused": a global Python
               was not allowed to import, or a ModuleNotFoundError, one it cannot import
               (__builtin__ after a PROTO of 3 or more), which ptread keeps as an inert object; a
-              UnicodeDecodeError of a Python 2 str: ptread reads its bytes, README
-              "Formats")
+              UnicodeDecodeError of a Python 2 str: ptread reads its bytes,
+              docs/formats.md)
 Not part of the test suite (tests/fresh_pickles.sh runs the kinds that agree exactly);
 a tool for looking for new disagreements. Standard library only.
 """

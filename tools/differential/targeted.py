@@ -41,7 +41,7 @@ the arguments of one rule at random, and compares torch.load(map_location="cpu")
   param       torch.nn.parameter.Parameter and torch.autograd.variable.Variable called or
               made by NEWOBJ as torch 0.1-0.4's whole models pickle them, then a BUILD state
               (Tensor.__setstate__), in legacy and zip files: verdict and bytes
-(all families when none is named). Differences that are understood (README "Formats"; each
+(all families when none is named). Differences that are understood (docs/formats.md; each
 one below, KNOWN) are counted apart and printed with --verbose only. Prints each other
 difference and, per family, a count of each kind: same, both_err, DIFF (both read, other
 values), WE_REJECT (torch reads, ptread refuses), WE_ACCEPT (torch refuses, ptread reads),
@@ -662,7 +662,7 @@ def ptread_side(binary, path, what, tmp):
     return True, None
 
 
-# Disagreements understood (README "Formats"): (family, kind, a test of the two sides' texts)
+# Disagreements understood (docs/formats.md): (family, kind, a test of the two sides' texts)
 KNOWN = [
     ("views", "WE_REJECT", "negative size", "torch 1.13 keeps a negative size in an empty tensor's shape"),
     ("views", "DIFF", "None", "a stride settled to -2^63 (an empty tensor's), which torch's stride() shows as None"),
