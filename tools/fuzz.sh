@@ -16,7 +16,7 @@ flags=(-std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recov
 
 # Seeds: the small fixtures (whole files), and their pickles (for the VM target).
 seeds=$out/seeds
-rm -rf "$seeds"; mkdir -p "$seeds/checkpoint" "$seeds/zip" "$seeds/pickle"
+rm -rf "$seeds"; mkdir -p "$seeds/checkpoint" "$seeds/zip" "$seeds/pickle" "$seeds/safetensors"
 find tests/fixtures -maxdepth 1 -type f \( -name '*.pt' -o -name '*.ptl' -o -name '*.pth' \) -size -64k \
   -exec cp {} "$seeds/checkpoint/" \;
 # ... and the crafted files of the adversarial corpus (every rebuild call, sparse layout,
@@ -25,6 +25,24 @@ for f in tests/data/adversarial/*.pt; do
   if [[ $(stat -c %s "$f") -lt 65536 ]]; then cp "$f" "$seeds/checkpoint/adv_$(basename "$f")"; fi
 done
 cp "$seeds"/checkpoint/* "$seeds/zip/"
+# safetensors: the fixtures and the small real files whole (for both targets), and their
+# headers alone (for the header target).
+for f in tests/fixtures/safetensors/*.safetensors ../shared/corpus/safetensors/files/*.safetensors; do
+  if [[ -f $f && $(stat -c %s "$f") -lt 65536 ]]; then
+    cp "$f" "$seeds/safetensors/"
+    cp "$f" "$seeds/checkpoint/st_$(basename "$f")"
+  fi
+done
+python3 - "$seeds/safetensors" <<'PY'
+import os, struct, sys
+d = sys.argv[1]
+for f in sorted(os.listdir(d)):
+    data = open(os.path.join(d, f), "rb").read()
+    if len(data) >= 8:
+        n = struct.unpack("<Q", data[:8])[0]
+        if n <= len(data) - 8:
+            open(os.path.join(d, "header_" + f), "wb").write(data[8:8 + n])
+PY
 python3 - "$seeds/checkpoint" "$seeds/pickle" <<'PY'
 import os, sys, zipfile, zlib
 src, dst = sys.argv[1], sys.argv[2]
@@ -68,7 +86,7 @@ fuzz_target() {  # target: fails on a build error or a finding
 # shellcheck source=tools/jobs.sh
 source "$root/tools/jobs.sh"
 jobs_init "$out/jobs"
-for target in zip pickle checkpoint; do
+for target in zip pickle checkpoint safetensors; do
   jobs_start "fuzz_$target" fuzz_target "$target"
 done
 jobs_finish

@@ -7,7 +7,7 @@
 # examples); clang++ -Werror builds of the tool, benchmarks and examples; a -fno-exceptions
 # build without zlib whose tests include the single header; clang ASan+UBSan; ThreadSanitizer on
 # the tests of the code that runs on two threads; libFuzzer runs of
-# the three fuzz targets (tools/fuzz.sh); Meson; the consumer tests (tools/consumers.sh:
+# the four fuzz targets (tools/fuzz.sh); Meson; the consumer tests (tools/consumers.sh:
 # add_subdirectory, find_package, pkg-config, -static, Meson subproject, single header, nvcc);
 # Windows (tools/windows.sh: the unit suite, the tool and a consumer built with MinGW-w64 and
 # run under Wine); the CUDA compile check when nvcc is present.

@@ -14,6 +14,7 @@
 
 #include "containers/detect.hpp"
 #include "containers/legacy.hpp"
+#include "containers/safetensors.hpp"
 #include "containers/tar.hpp"
 #include "containers/zip_checkpoint.hpp"
 #include "value.hpp"
@@ -116,9 +117,10 @@ class Checkpoint {
     auto detected = detail::detect_format(head, n, src->size());
     if (!detected) return with_file(std::move(detected).error(), src->name());
     const detail::ReadOptions ro{options.mode, options.limits, options.threads};
-    auto model = *detected == detail::Detected::legacy ? detail::read_legacy_checkpoint(src, ro)
-                 : *detected == detail::Detected::tar  ? detail::read_tar_checkpoint(src, ro)
-                                                       : detail::read_zip_checkpoint(src, ro);
+    auto model = *detected == detail::Detected::legacy        ? detail::read_legacy_checkpoint(src, ro)
+                 : *detected == detail::Detected::tar         ? detail::read_tar_checkpoint(src, ro)
+                 : *detected == detail::Detected::safetensors ? detail::read_safetensors_checkpoint(src, ro)
+                                                              : detail::read_zip_checkpoint(src, ro);
     if (!model) return with_file(std::move(model).error(), src->name());
     Checkpoint ck;
     ck.model_ = std::move(*model);

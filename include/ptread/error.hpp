@@ -29,7 +29,7 @@ enum class ErrorCode : int {
   empty_file = 101,          // zero bytes
   git_lfs_pointer = 102,     // a Git LFS pointer text instead of the file
   html_page = 103,           // an HTML page (a download that returned a web page)
-  safetensors_file = 104,    // a safetensors file, not a PyTorch checkpoint
+  safetensors_file = 104,    // (no longer raised: safetensors files are read)
   unknown_format = 105,      // not a format ptread knows
   truncated = 106,           // the file ends before its format says it should
   unsupported_format = 107,  // recognised, but this version cannot read it
@@ -42,6 +42,7 @@ enum class ErrorCode : int {
   record_missing = 205,               // a storage record named by the pickle is absent
   legacy_corrupt = 206,               // legacy/tar: bad magic, version, key list or storage header
   zip_unsupported_feature = 207,      // an encrypted record, or an archive split across disks
+  safetensors_corrupt = 208,          // a safetensors header that breaks the format (length, JSON, offsets)
   // 3xx: pickle
   pickle_unknown_opcode = 300,      // a byte that is no pickle opcode
   pickle_unsupported_opcode = 301,  // a real opcode a checkpoint cannot use (EXT*, buffers; TorchScript: jit's subset)
@@ -85,6 +86,7 @@ inline const char* error_code_name(ErrorCode c) noexcept {
     case ErrorCode::record_missing: return "record_missing";
     case ErrorCode::legacy_corrupt: return "legacy_corrupt";
     case ErrorCode::zip_unsupported_feature: return "zip_unsupported_feature";
+    case ErrorCode::safetensors_corrupt: return "safetensors_corrupt";
     case ErrorCode::pickle_unknown_opcode: return "pickle_unknown_opcode";
     case ErrorCode::pickle_unsupported_opcode: return "pickle_unsupported_opcode";
     case ErrorCode::pickle_truncated: return "pickle_truncated";

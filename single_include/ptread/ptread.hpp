@@ -99,7 +99,7 @@ enum class ErrorCode : int {
   empty_file = 101,          // zero bytes
   git_lfs_pointer = 102,     // a Git LFS pointer text instead of the file
   html_page = 103,           // an HTML page (a download that returned a web page)
-  safetensors_file = 104,    // a safetensors file, not a PyTorch checkpoint
+  safetensors_file = 104,    // (no longer raised: safetensors files are read)
   unknown_format = 105,      // not a format ptread knows
   truncated = 106,           // the file ends before its format says it should
   unsupported_format = 107,  // recognised, but this version cannot read it
@@ -112,6 +112,7 @@ enum class ErrorCode : int {
   record_missing = 205,               // a storage record named by the pickle is absent
   legacy_corrupt = 206,               // legacy/tar: bad magic, version, key list or storage header
   zip_unsupported_feature = 207,      // an encrypted record, or an archive split across disks
+  safetensors_corrupt = 208,          // a safetensors header that breaks the format (length, JSON, offsets)
   // 3xx: pickle
   pickle_unknown_opcode = 300,      // a byte that is no pickle opcode
   pickle_unsupported_opcode = 301,  // a real opcode a checkpoint cannot use (EXT*, buffers; TorchScript: jit's subset)
@@ -155,6 +156,7 @@ inline const char* error_code_name(ErrorCode c) noexcept {
     case ErrorCode::record_missing: return "record_missing";
     case ErrorCode::legacy_corrupt: return "legacy_corrupt";
     case ErrorCode::zip_unsupported_feature: return "zip_unsupported_feature";
+    case ErrorCode::safetensors_corrupt: return "safetensors_corrupt";
     case ErrorCode::pickle_unknown_opcode: return "pickle_unknown_opcode";
     case ErrorCode::pickle_unsupported_opcode: return "pickle_unsupported_opcode";
     case ErrorCode::pickle_truncated: return "pickle_truncated";
@@ -3445,6 +3447,25 @@ inline size_t utf8_next(std::string_view s, size_t i, uint32_t* cp) {
   return len;
 }
 
+// Appends code point cp (at most U+10FFFF) as UTF-8.
+inline void append_utf8(std::string* out, uint32_t cp) {
+  if (cp < 0x80) {
+    out->push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out->push_back(static_cast<char>(0xc0 | (cp >> 6)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+  } else if (cp < 0x10000) {
+    out->push_back(static_cast<char>(0xe0 | (cp >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+  } else {
+    out->push_back(static_cast<char>(0xf0 | (cp >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3f)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+  }
+}
+
 inline bool is_surrogate(uint32_t cp) { return cp >= 0xd800 && cp <= 0xdfff; }
 
 // Whether s is UTF-8; encoded surrogates count as valid only when allowed (Python's
@@ -3982,23 +4003,6 @@ inline bool valid_pickle_utf8(const uint8_t* p, size_t n) {
   return true;
 }
 
-inline void append_utf8(std::string* out, uint32_t cp) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xc0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xe0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-  } else {
-    out->push_back(static_cast<char>(0xf0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3f)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
-  }
-}
 
 }  // namespace detail
 }  // namespace ptread
@@ -7934,7 +7938,7 @@ struct NamedSparse {
 
 namespace ptread {
 
-enum class Format { zip, legacy, tar, torchscript };
+enum class Format { zip, legacy, tar, torchscript, safetensors };
 
 inline const char* format_name(Format f) noexcept {
   switch (f) {
@@ -7942,6 +7946,7 @@ inline const char* format_name(Format f) noexcept {
     case Format::legacy: return "legacy";
     case Format::tar: return "tar";
     case Format::torchscript: return "torchscript";
+    case Format::safetensors: return "safetensors";
   }
   return "?";
 }
@@ -8646,8 +8651,9 @@ class Value {
 //   "ustar" at byte 257          tar (torch 0.1.x)
 //   "PTMF" at byte 4             TorchScript mobile flatbuffer (.ptl)
 //   "PYTORCH1"                   the 1.0 preview archive format
-// and the things people mistake for checkpoints: Git LFS pointers, HTML pages, safetensors
-// files, gzip data, empty files.
+//   8-byte length, then '{'      safetensors (whitespace may come first) (containers/safetensors.hpp)
+// and the things people mistake for checkpoints: Git LFS pointers, HTML pages, gzip data,
+// empty files.
 
 // #include "../error.hpp": inlined above
 
@@ -8659,7 +8665,7 @@ class Value {
 namespace ptread {
 namespace detail {
 
-enum class Detected { zip, legacy, tar };
+enum class Detected { zip, legacy, tar, safetensors };
 
 inline std::string hex_prefix(const uint8_t* p, size_t n) {
   std::string s;
@@ -8680,6 +8686,15 @@ inline Result<Detected> detect_format(const uint8_t* head, size_t n, uint64_t si
     return n >= l && std::memcmp(head, s, l) == 0;
   };
   if (starts("PK\x03\x04") || starts("PK\x05\x06")) return Detected::zip;
+  // safetensors: a header length, then the header's JSON object; before the pickles, as a
+  // length of 128 to 1535 starts like one (0x80, then a byte up to 5), and a legacy file's
+  // ninth byte is in its magic number. Its reader checks the length: one past the file is
+  // its error to name.
+  if (n >= 9) {
+    size_t j = 8;  // (serde_json takes whitespace before the object)
+    while (j < n && (head[j] == ' ' || head[j] == '\t' || head[j] == '\n' || head[j] == '\r')) ++j;
+    if (j < n && head[j] == '{') return Detected::safetensors;
+  }
   if (n >= 2 && head[0] == 0x80 && head[1] <= 5) {
     // A pickle: the legacy format starts with the pickled magic number.
     static const uint8_t magic[] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
@@ -8706,15 +8721,6 @@ inline Result<Detected> detect_format(const uint8_t* head, size_t n, uint64_t si
   if (starts("\x1f\x8b")) {
     return make_error(ErrorCode::unknown_format, "gzip-compressed data: decompress it first");
   }
-  if (n >= 9) {
-    uint64_t hlen = 0;
-    for (int k = 7; k >= 0; --k) hlen = (hlen << 8) | head[k];
-    if (hlen >= 2 && hlen <= size - 8 && head[8] == '{') {
-      return make_error(ErrorCode::safetensors_file,
-                        "a safetensors file (JSON header of " + std::to_string(hlen) +
-                            " bytes), not a PyTorch checkpoint: read it with a safetensors reader");
-    }
-  }
   size_t k = 0;
   if (n >= 3 && head[0] == 0xef && head[1] == 0xbb && head[2] == 0xbf) k = 3;  // UTF-8 BOM
   while (k < n && std::isspace(head[k])) ++k;
@@ -8727,8 +8733,13 @@ inline Result<Detected> detect_format(const uint8_t* head, size_t n, uint64_t si
                         "an HTML page, not a checkpoint (a download link that returned a web page?)");
     }
   }
+  if (size < 8) {
+    return make_error(ErrorCode::unknown_format, "the file is " + std::to_string(size) +
+                                                     " bytes long, too short for a checkpoint or safetensors file (" +
+                                                     hex_prefix(head, n) + ")");
+  }
   return make_error(ErrorCode::unknown_format,
-                    "not a PyTorch checkpoint: the file starts with " + hex_prefix(head, n));
+                    "not a PyTorch checkpoint or safetensors file: the file starts with " + hex_prefix(head, n));
 }
 
 }  // namespace detail
@@ -12422,6 +12433,727 @@ inline Result<std::shared_ptr<Model>> read_legacy_checkpoint(std::shared_ptr<con
 }  // namespace detail
 }  // namespace ptread
 // ---- end ptread/containers/legacy.hpp ----
+// ---- begin ptread/containers/safetensors.hpp ----
+// ptread — safetensors files (huggingface/safetensors, safetensors/src/tensor.rs).
+//
+//   bytes 0..8     N, the header's length: unsigned 64-bit little-endian
+//   bytes 8..8+N   the header: UTF-8 JSON, one object:
+//                    "__metadata__": null or {str: str}           (optional)
+//                    "<name>": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}
+//                  often padded with spaces so that the data starts on 8 bytes
+//   bytes 8+N..    the data: each tensor's elements, C order, little-endian, at
+//                  [begin, end) relative to byte 8+N
+//
+// Checked as the reference reader checks (read_metadata, Metadata::validate): N at most
+// 100,000,000 and inside the file; the header UTF-8 and JSON (text/json.hpp); the tensors,
+// sorted by offsets, cover the data exactly (each begins where the one before ends, the
+// first at 0, the last ends at the file's end); end - begin = the shape's element count x
+// the dtype's bits / 8, whole bytes. Stricter than the reference: no name twice, in any
+// object (serde keeps the last); a dimension must fit int64 (torch's sizes do).
+//
+// dtypes: all the format defines. F4 is torch's float4_e2m1fn_x2 with the last dimension
+// halved, as the safetensors torch binding makes it (an odd last dimension: an unsupported
+// entry, as there); F6_E2M3 and F6_E3M2 have no torch dtype: unsupported entries.
+//
+// The tensors are listed in the header's order, under their names as stored; root() is a
+// dict of the header: the names, and "__metadata__" (a dict of strings, or None) where the
+// header has it. mmap and memory modes: tensors are views of the file where the data suits
+// their dtype's alignment (copied where not); read mode reads the data in one buffer.
+
+// ---- begin ptread/text/json.hpp ----
+// ptread — a strict JSON reader (RFC 8259) for the headers of safetensors files and the index
+// files of sharded sets: a pull parser that walks the text once and keeps nothing but what
+// its caller takes, so a header of 100 MB costs its caller's tensors, not a document tree.
+//
+// Why ours and not a library: the core is one header with no dependency, and these files
+// need only objects, arrays, strings and unsigned integers. What it accepts is what
+// serde_json (the reference safetensors reader's parser) accepts, and no more:
+//   - whitespace is space, tab, CR, LF; nothing but whitespace after the value;
+//   - strings: no raw control character, the eight escapes and \uXXXX, surrogates only in
+//     pairs (Python's json takes a lone one; serde_json refuses it, and so do we);
+//   - numbers as the grammar says (no leading zero, no '+', no NaN); unsigned() takes an
+//     integer without fraction or exponent (serde_json's usize), "-0" included;
+//   - nesting at most 128 deep (serde_json's recursion limit).
+// The text must be valid UTF-8 (checked by the caller, as the reference checks it before
+// parsing). Duplicate keys are the caller's to refuse: it knows which object it is reading.
+// Every error says what was found and at which byte of the text.
+
+// #include "../error.hpp": inlined above
+// #include "text.hpp": inlined above
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ptread {
+namespace detail {
+
+enum class JsonType : uint8_t { null, boolean, number, string, array, object, end };
+
+inline const char* json_type_name(JsonType t) noexcept {
+  switch (t) {
+    case JsonType::null: return "null";
+    case JsonType::boolean: return "a boolean";
+    case JsonType::number: return "a number";
+    case JsonType::string: return "a string";
+    case JsonType::array: return "an array";
+    case JsonType::object: return "an object";
+    case JsonType::end: return "the end of the text";
+  }
+  return "?";
+}
+
+class JsonReader {
+ public:
+  static constexpr size_t kMaxDepth = 128;
+
+  // what: how errors name the text ("the safetensors header of 'x'"); code: their code.
+  JsonReader(std::string_view text, std::string what, ErrorCode code)
+      : s_(text), what_(std::move(what)), code_(code) {}
+
+  size_t pos() const noexcept { return i_; }
+
+  // The type of the next value (after whitespace); JsonType::end when none is left, or
+  // the next byte starts no value (the read that follows names it).
+  JsonType peek() {
+    skip_ws();
+    if (i_ >= s_.size()) return JsonType::end;
+    switch (s_[i_]) {
+      case '{': return JsonType::object;
+      case '[': return JsonType::array;
+      case '"': return JsonType::string;
+      case 't': case 'f': return JsonType::boolean;
+      case 'n': return JsonType::null;
+      default: return (s_[i_] == '-' || (s_[i_] >= '0' && s_[i_] <= '9')) ? JsonType::number : JsonType::end;
+    }
+  }
+
+  Status begin_object() { return open(JsonType::object); }
+  Status begin_array() { return open(JsonType::array); }
+
+  // The next member of the object being read: true with its key read (and the ':'), then
+  // the caller reads or skips its value; false at the object's end (consumed).
+  Result<bool> next_member(std::string* key) {
+    PTREAD_TRY(bool more, next('}'));
+    if (!more) return false;
+    if (peek() != JsonType::string) return found("a string key");
+    PTREAD_CHECK(string(key));
+    skip_ws();
+    if (i_ >= s_.size() || s_[i_] != ':') return found("':' after a key");
+    ++i_;
+    return true;
+  }
+  // The next item of the array being read: true when one follows; false at its end.
+  Result<bool> next_item() { return next(']'); }
+
+  Status string(std::string* out) {
+    skip_ws();
+    if (i_ >= s_.size() || s_[i_] != '"') return found("a string");
+    ++i_;
+    out->clear();
+    for (;;) {
+      const size_t start = i_;
+      while (i_ < s_.size() && s_[i_] != '"' && s_[i_] != '\\' && static_cast<unsigned char>(s_[i_]) >= 0x20) ++i_;
+      out->append(s_.data() + start, i_ - start);
+      if (i_ >= s_.size()) return fail("a string runs to the end of the text");
+      const char c = s_[i_];
+      if (c == '"') {
+        ++i_;
+        return {};
+      }
+      if (c != '\\') return fail("a control character (0x" + hex2(c) + ") inside a string");
+      PTREAD_CHECK(escape(out));
+    }
+  }
+
+  // A non-negative integer that fits 64 bits, without fraction or exponent.
+  Result<uint64_t> unsigned_integer() {
+    skip_ws();
+    const size_t start = i_;
+    PTREAD_CHECK(number());
+    std::string_view t = s_.substr(start, i_ - start);
+    if (t.find_first_of(".eE") != std::string_view::npos) {
+      i_ = start;
+      return found_text("an unsigned integer", t);
+    }
+    if (t == "-0") return uint64_t{0};
+    if (t[0] == '-') {
+      i_ = start;
+      return found_text("an unsigned integer", t);
+    }
+    uint64_t v = 0;
+    for (char c : t) {
+      const uint64_t d = static_cast<uint64_t>(c - '0');
+      if (v > (UINT64_MAX - d) / 10) {
+        i_ = start;
+        return found_text("an unsigned integer of at most 64 bits", t);
+      }
+      v = v * 10 + d;
+    }
+    return v;
+  }
+
+  // A number's text, as written (checked by the grammar).
+  Result<std::string_view> number_text() {
+    skip_ws();
+    const size_t start = i_;
+    PTREAD_CHECK(number());
+    return s_.substr(start, i_ - start);
+  }
+
+  Result<bool> boolean() {
+    skip_ws();
+    if (i_ < s_.size() && s_[i_] == 't') {
+      PTREAD_CHECK(literal("true"));
+      return true;
+    }
+    PTREAD_CHECK(literal("false"));
+    return false;
+  }
+
+  // null, consumed.
+  Status null() {
+    skip_ws();
+    return literal("null");
+  }
+
+  // Any value, checked and dropped.
+  Status skip() { return skip_value(); }
+
+  // Nothing but whitespace is left.
+  Status finish() {
+    skip_ws();
+    if (i_ != s_.size()) return fail("text after the end of the JSON value (byte 0x" + hex2(s_[i_]) + ")");
+    return {};
+  }
+
+  Error fail(const std::string& why) const {
+    return make_error(code_,
+                      what_ + ": invalid JSON: " + why + " at byte " + std::to_string(i_));
+  }
+
+ private:
+  static std::string hex2(char c) {
+    static const char* const digits = "0123456789abcdef";
+    const auto u = static_cast<unsigned char>(c);
+    return std::string{digits[u >> 4], digits[u & 15]};
+  }
+
+  Error found(const char* wanted) {
+    const JsonType t = peek();
+    if (t == JsonType::end && i_ < s_.size()) return fail(std::string("expected ") + wanted + ", found byte 0x" + hex2(s_[i_]));
+    return fail(std::string("expected ") + wanted + ", found " + json_type_name(t));
+  }
+  Error found_text(const char* wanted, std::string_view t) {
+    return fail(std::string("expected ") + wanted + ", found " + std::string(t.substr(0, 40)));
+  }
+
+  void skip_ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
+  }
+
+  Status open(JsonType t) {
+    if (peek() != t) return found(json_type_name(t));
+    if (first_.size() >= kMaxDepth) return fail("nesting deeper than " + std::to_string(kMaxDepth) + " levels");
+    ++i_;
+    first_.push_back(1);
+    return {};
+  }
+
+  Result<bool> next(char close) {
+    skip_ws();
+    if (i_ >= s_.size()) return fail(std::string("the text ends inside ") + (close == '}' ? "an object" : "an array"));
+    if (s_[i_] == close) {
+      ++i_;
+      first_.pop_back();
+      return false;
+    }
+    if (!first_.back()) {
+      if (s_[i_] != ',') return fail(std::string("expected ',' or '") + close + "', found byte 0x" + hex2(s_[i_]));
+      ++i_;
+      skip_ws();
+      if (i_ < s_.size() && s_[i_] == close) return fail(std::string("a ',' before '") + close + "'");
+    }
+    first_.back() = 0;
+    return true;
+  }
+
+  Status literal(const char* word) {
+    const std::string_view w(word);
+    if (s_.substr(i_, w.size()) != w) return fail(std::string("expected ") + word);
+    i_ += w.size();
+    return {};
+  }
+
+  Status number() {
+    const size_t start = i_;
+    if (i_ < s_.size() && s_[i_] == '-') ++i_;
+    if (i_ >= s_.size() || s_[i_] < '0' || s_[i_] > '9') {
+      i_ = start;
+      return found("a number");
+    }
+    if (s_[i_] == '0') {
+      ++i_;
+      if (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') return fail("a number with a leading zero");
+    } else {
+      digits();
+    }
+    if (i_ < s_.size() && s_[i_] == '.') {
+      ++i_;
+      if (!digits()) return fail("no digit after a decimal point");
+    }
+    if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
+      ++i_;
+      if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-')) ++i_;
+      if (!digits()) return fail("no digit in an exponent");
+    }
+    return {};
+  }
+  bool digits() {
+    const size_t start = i_;
+    while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
+    return i_ > start;
+  }
+
+  Result<uint32_t> hex4() {
+    if (s_.size() - i_ < 4) return fail("a \\u escape cut short");
+    uint32_t v = 0;
+    for (int k = 0; k < 4; ++k) {
+      const char c = s_[i_ + static_cast<size_t>(k)];
+      const uint32_t d = (c >= '0' && c <= '9')   ? static_cast<uint32_t>(c - '0')
+                         : (c >= 'a' && c <= 'f') ? static_cast<uint32_t>(c - 'a' + 10)
+                         : (c >= 'A' && c <= 'F') ? static_cast<uint32_t>(c - 'A' + 10)
+                                                  : 16u;
+      if (d == 16) return fail("a \\u escape with a non-hex digit");
+      v = v * 16 + d;
+    }
+    i_ += 4;
+    return v;
+  }
+
+  // At a backslash inside a string: appends what the escape stands for.
+  Status escape(std::string* out) {
+    ++i_;
+    if (i_ >= s_.size()) return fail("a string runs to the end of the text");
+    const char c = s_[i_++];
+    switch (c) {
+      case '"': out->push_back('"'); return {};
+      case '\\': out->push_back('\\'); return {};
+      case '/': out->push_back('/'); return {};
+      case 'b': out->push_back('\b'); return {};
+      case 'f': out->push_back('\f'); return {};
+      case 'n': out->push_back('\n'); return {};
+      case 'r': out->push_back('\r'); return {};
+      case 't': out->push_back('\t'); return {};
+      case 'u': break;
+      default: --i_; return fail("an unknown escape \\" + std::string(1, c));
+    }
+    PTREAD_TRY(uint32_t cp, hex4());
+    if (cp >= 0xdc00 && cp <= 0xdfff) return fail("a lone trailing surrogate \\u" + hex_cp(cp));
+    if (cp >= 0xd800 && cp <= 0xdbff) {
+      if (s_.substr(i_, 2) != "\\u") return fail("a lone leading surrogate \\u" + hex_cp(cp));
+      i_ += 2;
+      PTREAD_TRY(uint32_t lo, hex4());
+      if (lo < 0xdc00 || lo > 0xdfff) return fail("a leading surrogate \\u" + hex_cp(cp) + " not followed by a trailing one");
+      cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+    }
+    append_utf8(out, cp);
+    return {};
+  }
+  static std::string hex_cp(uint32_t cp) {
+    char b[8];
+    std::snprintf(b, sizeof b, "%04x", static_cast<unsigned>(cp));
+    return b;
+  }
+  Status skip_value() {
+    switch (peek()) {
+      case JsonType::object: {
+        PTREAD_CHECK(begin_object());
+        for (;;) {
+          PTREAD_TRY(bool more, next_member(&scratch_));
+          if (!more) return {};
+          PTREAD_CHECK(skip_value());
+        }
+      }
+      case JsonType::array: {
+        PTREAD_CHECK(begin_array());
+        for (;;) {
+          PTREAD_TRY(bool more, next_item());
+          if (!more) return {};
+          PTREAD_CHECK(skip_value());
+        }
+      }
+      case JsonType::string: return string(&scratch_);
+      case JsonType::number: return number();
+      case JsonType::null: return literal("null");
+      case JsonType::boolean: return s_[i_] == 't' ? literal("true") : literal("false");
+      case JsonType::end: break;
+    }
+    return found("a value");
+  }
+
+  std::string_view s_;
+  std::string what_;
+  ErrorCode code_;
+  size_t i_ = 0;
+  std::vector<uint8_t> first_;  // per open container: no item read yet
+  std::string scratch_;
+};
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/text/json.hpp ----
+// #include "../torch/naming.hpp": inlined above
+// #include "../torch/python.hpp": inlined above
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ptread {
+namespace detail {
+
+inline constexpr uint64_t kSafetensorsMaxHeader = 100000000;  // MAX_HEADER_SIZE of the reference
+
+// A safetensors dtype: ptread's dtype (when torch has one) and the bits of one element.
+struct SafetensorsDType {
+  const char* name;
+  DType dtype;
+  unsigned bits;
+  bool torch_has;  // false: no torch dtype (F6_*); listed as unsupported
+};
+
+inline const SafetensorsDType* safetensors_dtype_of(std::string_view name) noexcept {
+  static const SafetensorsDType table[] = {
+      {"BOOL", DType::BOOL, 8, true},         {"U8", DType::U8, 8, true},
+      {"I8", DType::I8, 8, true},             {"I16", DType::I16, 16, true},
+      {"U16", DType::U16, 16, true},          {"I32", DType::I32, 32, true},
+      {"U32", DType::U32, 32, true},          {"I64", DType::I64, 64, true},
+      {"U64", DType::U64, 64, true},          {"F16", DType::F16, 16, true},
+      {"BF16", DType::BF16, 16, true},        {"F32", DType::F32, 32, true},
+      {"F64", DType::F64, 64, true},          {"C64", DType::C64, 64, true},
+      {"F8_E4M3", DType::F8_E4M3, 8, true},   {"F8_E5M2", DType::F8_E5M2, 8, true},
+      {"F8_E4M3FNUZ", DType::F8_E4M3FNUZ, 8, true}, {"F8_E5M2FNUZ", DType::F8_E5M2FNUZ, 8, true},
+      {"F8_E8M0", DType::F8_E8M0, 8, true},   {"F4", DType::F4_E2M1FN_X2, 4, true},
+      {"F6_E2M3", DType::U8, 6, false},       {"F6_E3M2", DType::U8, 6, false},
+  };
+  for (const auto& d : table) {
+    if (name == d.name) return &d;
+  }
+  return nullptr;
+}
+
+class SafetensorsReader {
+ public:
+  SafetensorsReader(std::shared_ptr<const Source> src, const ReadOptions& opt) : src_(std::move(src)), opt_(opt) {}
+
+  Result<std::shared_ptr<Model>> read() {
+    model_ = std::make_shared<Model>();
+    model_->format = Format::safetensors;
+    PTREAD_TRY(std::string_view header, read_header());
+    PTREAD_CHECK(parse(header));
+    PTREAD_CHECK(check_offsets());
+    PTREAD_CHECK(make_tensors());
+    PTREAD_CHECK(realign_storages(*model_));
+    PTREAD_CHECK(name_tensors(*model_, opt_.limits, src_->size()));
+    return model_;
+  }
+
+ private:
+  struct Entry {
+    uint32_t key = 0;         // the name's text node
+    const SafetensorsDType* dtype = nullptr;
+    int64_t* dims = nullptr;  // rank sizes, then rank strides (graph arena)
+    uint32_t rank = 0;
+    uint64_t begin = 0, end = 0;
+    uint64_t nbits = 0;
+  };
+
+  Error corrupt(const std::string& why) const {
+    return make_error(ErrorCode::safetensors_corrupt, "safetensors: " + why);
+  }
+  std::string tensor_label(const Entry& e) const { return "tensor " + quote(model_->graph.text(e.key)); }
+  static std::string quote(std::string_view s) {
+    std::string out;
+    append_json_string(out, s.substr(0, 200));
+    return out;
+  }
+
+  Result<std::string_view> read_header() {
+    if (src_->size() < 8) {
+      return corrupt("the file is " + std::to_string(src_->size()) + " bytes, too short for the 8-byte header length");
+    }
+    uint8_t head[8];
+    PTREAD_CHECK(src_->read_at(0, head, 8));
+    uint64_t n = 0;
+    for (int k = 7; k >= 0; --k) n = (n << 8) | head[k];
+    if (n > kSafetensorsMaxHeader) {
+      return corrupt("the header length " + std::to_string(n) + " is over 100,000,000 bytes (the reference reader's bound)");
+    }
+    if (n > src_->size() - 8) {
+      return corrupt("the header length " + std::to_string(n) + " runs past the end of the file (" +
+                     std::to_string(src_->size()) + " bytes)");
+    }
+    header_bytes_ = n;
+    PTREAD_TRY(header_buf_, src_->bytes(8, n));
+    const std::string_view text(reinterpret_cast<const char*>(header_buf_.data), header_buf_.size);
+    if (!utf8_valid(text)) return corrupt("the header is not valid UTF-8");
+    return text;
+  }
+
+  // The header's object: entries_ in header order, root_items_ the root dict's items.
+  Status parse(std::string_view text) {
+    Graph& g = model_->graph;
+    JsonReader json(text, "safetensors header of '" + src_->name() + "'", ErrorCode::safetensors_corrupt);
+    PTREAD_CHECK(json.begin_object());
+    std::string key;
+    bool seen_metadata = false;
+    for (;;) {
+      PTREAD_TRY(bool more, json.next_member(&key));
+      if (!more) break;
+      if (key == "__metadata__") {
+        if (seen_metadata) return corrupt("\"__metadata__\" appears twice in the header");
+        seen_metadata = true;
+        root_items_.push_back(g.add_text(ValueKind::string, key));
+        PTREAD_TRY(uint32_t md, parse_metadata(json));
+        root_items_.push_back(md);
+        continue;
+      }
+      if (entries_.size() >= opt_.limits.max_tensors) {
+        return make_error(ErrorCode::limit_exceeded, "safetensors: the header lists over " +
+                                                         std::to_string(opt_.limits.max_tensors) +
+                                                         " tensors (Limits::max_tensors)");
+      }
+      entries_.emplace_back();
+      Entry& e = entries_.back();
+      e.key = g.add_text(ValueKind::string, key);
+      const auto k = static_cast<uint32_t>(entries_.size() - 1);
+      if (names_.insert(g.text(e.key), k, [this](uint32_t j) { return model_->graph.text(entries_[j].key); }) != k) return corrupt("the header names " + tensor_label(e) + " twice");
+      PTREAD_CHECK(parse_tensor(json, &e));
+      root_items_.push_back(e.key);
+      root_items_.push_back(kNoNode);  // the tensor's node, once made
+    }
+    return json.finish();
+  }
+
+  Result<uint32_t> parse_metadata(JsonReader& json) {
+    Graph& g = model_->graph;
+    if (json.peek() == JsonType::null) {
+      PTREAD_CHECK(json.null());
+      return kNoneNode;
+    }
+    if (json.peek() != JsonType::object) {
+      return corrupt(std::string("\"__metadata__\" is ") + json_type_name(json.peek()) + ", not an object of strings");
+    }
+    PTREAD_CHECK(json.begin_object());
+    std::vector<uint32_t> items;
+    StringIndex keys;
+    auto key_at = [&](uint32_t k) { return g.text(items[2 * k]); };
+    std::string key, value;
+    for (;;) {
+      PTREAD_TRY(bool more, json.next_member(&key));
+      if (!more) break;
+      if (items.size() / 2 >= opt_.limits.max_container_items) {
+        return make_error(ErrorCode::limit_exceeded, "safetensors: \"__metadata__\" holds over " +
+                                                         std::to_string(opt_.limits.max_container_items) +
+                                                         " entries (Limits::max_container_items)");
+      }
+      items.push_back(g.add_text(ValueKind::string, key));
+      const auto k = static_cast<uint32_t>(items.size() / 2);
+      if (keys.insert(g.text(items.back()), k, key_at) != k) {
+        return corrupt("\"__metadata__\" holds the key " + quote(key) + " twice");
+      }
+      if (json.peek() != JsonType::string) {
+        return corrupt("\"__metadata__\" maps " + quote(key) + " to " + json_type_name(json.peek()) +
+                       ": its values must be strings");
+      }
+      PTREAD_CHECK(json.string(&value));
+      items.push_back(g.add_text(ValueKind::string, value));
+    }
+    return g.add_container(ValueKind::dict, items.data(), items.size());
+  }
+
+  Status parse_tensor(JsonReader& json, Entry* e) {
+    if (json.peek() != JsonType::object) {
+      return corrupt(tensor_label(*e) + " is " + json_type_name(json.peek()) +
+                     ", not an object of dtype, shape and data_offsets");
+    }
+    PTREAD_CHECK(json.begin_object());
+    bool has_dtype = false, has_shape = false, has_offsets = false;
+    std::string field, text;
+    std::vector<uint64_t> shape;
+    for (;;) {
+      PTREAD_TRY(bool more, json.next_member(&field));
+      if (!more) break;
+      bool* seen = field == "dtype" ? &has_dtype : field == "shape" ? &has_shape : field == "data_offsets" ? &has_offsets : nullptr;
+      if (seen == nullptr) {  // serde ignores fields it does not know
+        PTREAD_CHECK(json.skip());
+        continue;
+      }
+      if (*seen) return corrupt(tensor_label(*e) + " has \"" + field + "\" twice");
+      *seen = true;
+      if (seen == &has_dtype) {
+        if (json.peek() != JsonType::string) return corrupt(tensor_label(*e) + ": \"dtype\" is " + json_type_name(json.peek()));
+        PTREAD_CHECK(json.string(&text));
+        e->dtype = safetensors_dtype_of(text);
+        if (e->dtype == nullptr) {
+          return make_error(ErrorCode::unknown_dtype, "safetensors: " + tensor_label(*e) + " has the dtype " + quote(text) +
+                                                          ", which the format does not define");
+        }
+      } else if (seen == &has_shape) {
+        PTREAD_CHECK(json.begin_array());
+        for (;;) {
+          PTREAD_TRY(bool item, json.next_item());
+          if (!item) break;
+          if (shape.size() >= opt_.limits.max_rank) {
+            return make_error(ErrorCode::limit_exceeded, "safetensors: " + tensor_label(*e) + " has over " +
+                                                             std::to_string(opt_.limits.max_rank) + " dimensions (Limits::max_rank)");
+          }
+          PTREAD_TRY(uint64_t d, json.unsigned_integer());
+          shape.push_back(d);
+        }
+      } else {
+        PTREAD_CHECK(json.begin_array());
+        uint64_t v[2];
+        size_t count = 0;
+        for (;;) {
+          PTREAD_TRY(bool item, json.next_item());
+          if (!item) break;
+          if (count == 2) return corrupt(tensor_label(*e) + ": \"data_offsets\" holds more than two numbers");
+          PTREAD_TRY(v[count], json.unsigned_integer());
+          ++count;
+        }
+        if (count != 2) return corrupt(tensor_label(*e) + ": \"data_offsets\" holds " + std::to_string(count) + " numbers, not two");
+        e->begin = v[0];
+        e->end = v[1];
+      }
+    }
+    if (!has_dtype || !has_shape || !has_offsets) {
+      return corrupt(tensor_label(*e) + " lacks \"" + (!has_dtype ? "dtype" : !has_shape ? "shape" : "data_offsets") + "\"");
+    }
+    // The element count and bits as the reference counts them (in 64 bits), before any
+    // dimension becomes an int64.
+    uint64_t numel = 1;
+    for (uint64_t d : shape) {
+      if (mul_overflow(numel, d, &numel)) return make_error(ErrorCode::shape_overflow, "safetensors: " + tensor_label(*e) + ": the shape's element count overflows 64 bits");
+    }
+    if (mul_overflow(numel, e->dtype->bits, &e->nbits)) {
+      return make_error(ErrorCode::shape_overflow, "safetensors: " + tensor_label(*e) + ": the shape's bit count overflows 64 bits");
+    }
+    e->rank = static_cast<uint32_t>(shape.size());
+    e->dims = new_dims(model_->graph, shape.size());
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] > static_cast<uint64_t>(INT64_MAX)) {
+        return make_error(ErrorCode::shape_overflow, "safetensors: " + tensor_label(*e) + ": dimension " + std::to_string(d) +
+                                                         " (" + std::to_string(shape[d]) + ") is over 2^63 - 1, more than torch's sizes hold");
+      }
+      e->dims[d] = static_cast<int64_t>(shape[d]);
+    }
+    return {};
+  }
+
+  // Sorted by offsets, the tensors tile the data exactly (Metadata::validate), and the data
+  // ends at the file's end.
+  Status check_offsets() {
+    std::vector<uint32_t> order(entries_.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<uint32_t>(k);
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return entries_[a].begin != entries_[b].begin ? entries_[a].begin < entries_[b].begin : entries_[a].end < entries_[b].end;
+    });
+    uint64_t at = 0;
+    for (uint32_t k : order) {
+      const Entry& e = entries_[k];
+      if (e.begin != at || e.end < e.begin) {
+        return corrupt(tensor_label(e) + " has data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                       "]; sorted by offsets, the tensors must follow each other from 0 without gap or overlap (here " +
+                       (e.end < e.begin ? "it ends before it begins" : "the one before ends at " + std::to_string(at)) + ")");
+      }
+      if (e.nbits % 8 != 0) {
+        return corrupt(tensor_label(e) + " of dtype " + e.dtype->name + " holds " + std::to_string(e.nbits) + " bits, not whole bytes");
+      }
+      if (e.end - e.begin != e.nbits / 8) {
+        return corrupt(tensor_label(e) + ": its shape and dtype " + e.dtype->name + " make " + std::to_string(e.nbits / 8) +
+                       " bytes, its data_offsets " + std::to_string(e.end - e.begin));
+      }
+      at = e.end;
+    }
+    data_start_ = 8 + header_bytes_;
+    if (at != src_->size() - data_start_) {
+      return corrupt("the tensors' data ends at byte " + std::to_string(data_start_ + at) + " of the file, which is " +
+                     std::to_string(src_->size()) + " bytes (the format requires they agree)");
+    }
+    return {};
+  }
+
+  Status make_tensors() {
+    Model& m = *model_;
+    Graph& g = m.graph;
+    // The data: the mapping itself, or (read mode) one buffer read from the file.
+    const uint8_t* data = nullptr;
+    const uint64_t data_bytes = src_->size() - data_start_;
+    if (src_->base() != nullptr && opt_.mode != LoadMode::read) {
+      data = src_->base() + data_start_;
+      m.storage_table.set_source(src_);
+    } else {
+      PTREAD_TRY(auto buf, allocate_aligned(static_cast<size_t>(data_bytes)));
+      PTREAD_CHECK(run_fill_jobs(*src_, {FillJob{data_start_, buf.get(), static_cast<size_t>(data_bytes)}}, opt_.threads));
+      data = buf.get();
+      m.storage_table.set_source(std::shared_ptr<const void>(std::move(buf)));
+    }
+    size_t item = 0;
+    for (const Entry& e : entries_) {
+      while (root_items_[item + 1] != kNoNode) item += 2;  // past "__metadata__"
+      root_items_[item + 1] = make_tensor(e, data);
+      item += 2;
+    }
+    m.root = g.add_container(ValueKind::dict, root_items_.data(), root_items_.size());
+    return {};
+  }
+
+  uint32_t make_tensor(const Entry& e, const uint8_t* data) {
+    Model& m = *model_;
+    Graph& g = m.graph;
+    if (!e.dtype->torch_has) {
+      m.unsupported.push_back(std::string("safetensors dtype ") + e.dtype->name + " (6-bit floats): torch has no such dtype");
+      return g.emit_int(ValueKind::unsupported, static_cast<uint32_t>(m.unsupported.size() - 1), 0);
+    }
+    if (e.dtype->dtype == DType::F4_E2M1FN_X2) {
+      // torch's float4_e2m1fn_x2 holds two values a byte: the last dimension halves.
+      if (e.rank == 0 || e.dims[e.rank - 1] % 2 != 0) {
+        m.unsupported.push_back("safetensors dtype F4 with an odd last dimension: torch's float4_e2m1fn_x2 packs two values a byte");
+        return g.emit_int(ValueKind::unsupported, static_cast<uint32_t>(m.unsupported.size() - 1), 0);
+      }
+      e.dims[e.rank - 1] /= 2;
+    }
+    static_cast<void>(contiguous_strides(e.dims, e.rank));  // (no overflow: numel * bits fit 64 bits)
+    TensorSpec t;
+    t.dims = e.dims;
+    t.rank = e.rank;
+    t.dtype = e.dtype->dtype;
+    t.storage = m.storage_table.add_view(data + e.begin, e.end - e.begin);
+    m.specs.push_back(t);
+    return g.emit_int(ValueKind::tensor, static_cast<uint32_t>(m.specs.size() - 1), 0);
+  }
+
+  std::shared_ptr<const Source> src_;
+  ReadOptions opt_;
+  std::shared_ptr<Model> model_;
+  Bytes header_buf_;
+  uint64_t header_bytes_ = 0, data_start_ = 0;
+  std::vector<Entry> entries_;
+  std::vector<uint32_t> root_items_;  // key, value, ... (a tensor's value: kNoNode until made)
+  StringIndex names_;
+};
+
+inline Result<std::shared_ptr<Model>> read_safetensors_checkpoint(std::shared_ptr<const Source> src, const ReadOptions& opt) {
+  return SafetensorsReader(std::move(src), opt).read();
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/containers/safetensors.hpp ----
 // ---- begin ptread/containers/tar.hpp ----
 // ptread — the tar format of torch 0.1.x (torch/serialization.py, legacy_load inside
 // _legacy_load; torch still reads it).
@@ -14200,9 +14932,10 @@ class Checkpoint {
     auto detected = detail::detect_format(head, n, src->size());
     if (!detected) return with_file(std::move(detected).error(), src->name());
     const detail::ReadOptions ro{options.mode, options.limits, options.threads};
-    auto model = *detected == detail::Detected::legacy ? detail::read_legacy_checkpoint(src, ro)
-                 : *detected == detail::Detected::tar  ? detail::read_tar_checkpoint(src, ro)
-                                                       : detail::read_zip_checkpoint(src, ro);
+    auto model = *detected == detail::Detected::legacy        ? detail::read_legacy_checkpoint(src, ro)
+                 : *detected == detail::Detected::tar         ? detail::read_tar_checkpoint(src, ro)
+                 : *detected == detail::Detected::safetensors ? detail::read_safetensors_checkpoint(src, ro)
+                                                              : detail::read_zip_checkpoint(src, ro);
     if (!model) return with_file(std::move(model).error(), src->name());
     Checkpoint ck;
     ck.model_ = std::move(*model);

@@ -7,6 +7,7 @@
 #include "../support/model_dump.hpp"
 
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <string>
 
@@ -183,7 +184,34 @@ inline void compare_overlap(const uint8_t* data, size_t size) {
   }
 }
 
-// A whole checkpoint from memory (detection; zip, legacy, tar, TorchScript): open, list,
+// A safetensors header: the input is the header's text. The JSON reader skips it as one
+// value (grammar only); then the file it heads (the input's length, the input, and 0 or 64
+// zero bytes of data) is opened in memory and read whole, and so is the input itself as a
+// file (seeds: real files, whose headers fit their data).
+inline int safetensors_header_one(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  ptread::detail::JsonReader json(text, "<fuzz>", ptread::ErrorCode::safetensors_corrupt);
+  if (json.skip().ok()) (void)json.finish();
+  auto read_whole = [](const uint8_t* p, size_t n) {
+    auto ck = ptread::Checkpoint::open_memory(p, n);
+    if (!ck) return;
+    for (const auto& nt : ck->tensors()) {
+      if (nt.tensor.numel() <= (1 << 12)) (void)nt.tensor.to_float32();
+    }
+    size_t budget = 20000;
+    walk(ck->root(), 0, &budget);
+  };
+  for (size_t tail : {size_t{0}, size_t{64}}) {
+    std::vector<uint8_t> file(8 + size + tail, 0);
+    for (size_t k = 0; k < 8; ++k) file[k] = static_cast<uint8_t>(static_cast<uint64_t>(size) >> (8 * k));
+    if (size) std::memcpy(file.data() + 8, data, size);
+    read_whole(file.data(), file.size());
+  }
+  read_whole(data, size);
+  return 0;
+}
+
+// A whole checkpoint from memory (detection; zip, legacy, tar, TorchScript, safetensors): open, list,
 // find, walk the object tree, materialize every tensor, dequantize, read sparse parts; zip
 // archives also through compare_overlap.
 inline int checkpoint_one(const uint8_t* data, size_t size) {

@@ -34,6 +34,7 @@ void replay(const std::string& path) {
   ptread_fuzz::zip_one(p, bytes.size());
   ptread_fuzz::pickle_one(p, bytes.size());
   ptread_fuzz::checkpoint_one(p, bytes.size());
+  ptread_fuzz::safetensors_header_one(p, bytes.size());
   auto ck = ptread::Checkpoint::open_memory(p, bytes.size());
   if (!ck) CHECK(std::string(ptread::error_code_name(ck.error().code())) != "unknown_error");
 }
@@ -52,4 +53,12 @@ TEST_CASE("fuzz findings and fixtures replay through the fuzz targets", "[fuzz-f
     }
   }
   CHECK(fixtures >= 30);
+  size_t safetensors = 0;
+  for (const auto& f : files_in(fixture_dir() + "/safetensors")) {
+    if (f.size() > 12 && f.compare(f.size() - 12, 12, ".safetensors") == 0) {
+      replay(f);
+      ++safetensors;
+    }
+  }
+  CHECK(safetensors >= 40);
 }

@@ -5,8 +5,9 @@
 //   "ustar" at byte 257          tar (torch 0.1.x)
 //   "PTMF" at byte 4             TorchScript mobile flatbuffer (.ptl)
 //   "PYTORCH1"                   the 1.0 preview archive format
-// and the things people mistake for checkpoints: Git LFS pointers, HTML pages, safetensors
-// files, gzip data, empty files.
+//   8-byte length, then '{'      safetensors (whitespace may come first) (containers/safetensors.hpp)
+// and the things people mistake for checkpoints: Git LFS pointers, HTML pages, gzip data,
+// empty files.
 #pragma once
 
 #include "../error.hpp"
@@ -19,7 +20,7 @@
 namespace ptread {
 namespace detail {
 
-enum class Detected { zip, legacy, tar };
+enum class Detected { zip, legacy, tar, safetensors };
 
 inline std::string hex_prefix(const uint8_t* p, size_t n) {
   std::string s;
@@ -40,6 +41,15 @@ inline Result<Detected> detect_format(const uint8_t* head, size_t n, uint64_t si
     return n >= l && std::memcmp(head, s, l) == 0;
   };
   if (starts("PK\x03\x04") || starts("PK\x05\x06")) return Detected::zip;
+  // safetensors: a header length, then the header's JSON object; before the pickles, as a
+  // length of 128 to 1535 starts like one (0x80, then a byte up to 5), and a legacy file's
+  // ninth byte is in its magic number. Its reader checks the length: one past the file is
+  // its error to name.
+  if (n >= 9) {
+    size_t j = 8;  // (serde_json takes whitespace before the object)
+    while (j < n && (head[j] == ' ' || head[j] == '\t' || head[j] == '\n' || head[j] == '\r')) ++j;
+    if (j < n && head[j] == '{') return Detected::safetensors;
+  }
   if (n >= 2 && head[0] == 0x80 && head[1] <= 5) {
     // A pickle: the legacy format starts with the pickled magic number.
     static const uint8_t magic[] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
@@ -66,15 +76,6 @@ inline Result<Detected> detect_format(const uint8_t* head, size_t n, uint64_t si
   if (starts("\x1f\x8b")) {
     return make_error(ErrorCode::unknown_format, "gzip-compressed data: decompress it first");
   }
-  if (n >= 9) {
-    uint64_t hlen = 0;
-    for (int k = 7; k >= 0; --k) hlen = (hlen << 8) | head[k];
-    if (hlen >= 2 && hlen <= size - 8 && head[8] == '{') {
-      return make_error(ErrorCode::safetensors_file,
-                        "a safetensors file (JSON header of " + std::to_string(hlen) +
-                            " bytes), not a PyTorch checkpoint: read it with a safetensors reader");
-    }
-  }
   size_t k = 0;
   if (n >= 3 && head[0] == 0xef && head[1] == 0xbb && head[2] == 0xbf) k = 3;  // UTF-8 BOM
   while (k < n && std::isspace(head[k])) ++k;
@@ -87,8 +88,13 @@ inline Result<Detected> detect_format(const uint8_t* head, size_t n, uint64_t si
                         "an HTML page, not a checkpoint (a download link that returned a web page?)");
     }
   }
+  if (size < 8) {
+    return make_error(ErrorCode::unknown_format, "the file is " + std::to_string(size) +
+                                                     " bytes long, too short for a checkpoint or safetensors file (" +
+                                                     hex_prefix(head, n) + ")");
+  }
   return make_error(ErrorCode::unknown_format,
-                    "not a PyTorch checkpoint: the file starts with " + hex_prefix(head, n));
+                    "not a PyTorch checkpoint or safetensors file: the file starts with " + hex_prefix(head, n));
 }
 
 }  // namespace detail

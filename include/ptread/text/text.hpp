@@ -67,6 +67,25 @@ inline size_t utf8_next(std::string_view s, size_t i, uint32_t* cp) {
   return len;
 }
 
+// Appends code point cp (at most U+10FFFF) as UTF-8.
+inline void append_utf8(std::string* out, uint32_t cp) {
+  if (cp < 0x80) {
+    out->push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out->push_back(static_cast<char>(0xc0 | (cp >> 6)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+  } else if (cp < 0x10000) {
+    out->push_back(static_cast<char>(0xe0 | (cp >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+  } else {
+    out->push_back(static_cast<char>(0xf0 | (cp >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3f)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+  }
+}
+
 inline bool is_surrogate(uint32_t cp) { return cp >= 0xd800 && cp <= 0xdfff; }
 
 // Whether s is UTF-8; encoded surrogates count as valid only when allowed (Python's

@@ -17,7 +17,7 @@
 
 namespace ptread {
 
-enum class Format { zip, legacy, tar, torchscript };
+enum class Format { zip, legacy, tar, torchscript, safetensors };
 
 inline const char* format_name(Format f) noexcept {
   switch (f) {
@@ -25,6 +25,7 @@ inline const char* format_name(Format f) noexcept {
     case Format::legacy: return "legacy";
     case Format::tar: return "tar";
     case Format::torchscript: return "torchscript";
+    case Format::safetensors: return "safetensors";
   }
   return "?";
 }
