@@ -15,6 +15,7 @@
 #include "containers/detect.hpp"
 #include "containers/legacy.hpp"
 #include "containers/safetensors.hpp"
+#include "containers/sharded.hpp"
 #include "containers/tar.hpp"
 #include "containers/zip_checkpoint.hpp"
 #include "value.hpp"
@@ -45,8 +46,13 @@ class Checkpoint {
     if (options.mode == LoadMode::memory) {
       return make_error(ErrorCode::invalid_argument, "LoadMode::memory is for open_memory(); open() maps or reads");
     }
-    PTREAD_TRY(auto src, detail::FileSource::open(path, options.mode == LoadMode::mmap));
-    auto r = from_source(src, options);
+    std::string file = path;
+    if (detail::path_kind(path) == detail::PathKind::directory) {
+      PTREAD_TRY(file, checkpoint_in_folder(path));
+    }
+    PTREAD_TRY(auto src, detail::FileSource::open(file, options.mode == LoadMode::mmap));
+    PTREAD_TRY(detail::Detected kind, detect(*src));
+    auto r = kind == detail::Detected::shard_index ? open_set(file, *src, options) : from_source(src, options);
     src->close_file();
     return r;
 #else
@@ -81,6 +87,9 @@ class Checkpoint {
   // 100,000 tensors is listed without 100,000 Tensor objects.
   size_t tensor_count() const noexcept { return model_->listed_count(); }
   TensorInfo tensor_info(size_t i) const { return model_->info(i); }  // i < tensor_count()
+  // Sharded sets: the shard files (as the index names them, in the order read); empty for
+  // single files. TensorInfo::shard says each tensor's.
+  const std::vector<std::string>& shards() const noexcept { return model_->shard_files; }
   // Quantized tensors (integer representation, scales, zero points; dequantize()).
   const std::vector<NamedQuantized>& quantized() const noexcept { return model_->named_quantized; }
   // Sparse tensors (layout, shape, index and value tensors).
@@ -110,17 +119,27 @@ class Checkpoint {
   Value constants() const { return Value(model_.get(), model_->constants_root); }
 
  private:
-  static Result<Checkpoint> from_source(const std::shared_ptr<detail::Source>& src, const Options& options) {
+  static Result<detail::Detected> detect(const detail::Source& src) {
     uint8_t head[512];
-    const size_t n = static_cast<size_t>(src->size() < sizeof head ? src->size() : sizeof head);
-    PTREAD_CHECK(src->read_at(0, head, n));
-    auto detected = detail::detect_format(head, n, src->size());
-    if (!detected) return with_file(std::move(detected).error(), src->name());
+    const size_t n = static_cast<size_t>(src.size() < sizeof head ? src.size() : sizeof head);
+    PTREAD_CHECK(src.read_at(0, head, n));
+    auto detected = detail::detect_format(head, n, src.size());
+    if (!detected) return with_file(std::move(detected).error(), src.name());
+    return *detected;
+  }
+
+  static Result<Checkpoint> from_source(const std::shared_ptr<detail::Source>& src, const Options& options) {
+    PTREAD_TRY(auto detected, detect(*src));
+    if (detected == detail::Detected::shard_index) {
+      return make_error(ErrorCode::invalid_argument, "'" + src->name() +
+                                                         "' is the JSON index of a sharded set (or other JSON): "
+                                                         "open a set by the path of its index or folder");
+    }
     const detail::ReadOptions ro{options.mode, options.limits, options.threads};
-    auto model = *detected == detail::Detected::legacy        ? detail::read_legacy_checkpoint(src, ro)
-                 : *detected == detail::Detected::tar         ? detail::read_tar_checkpoint(src, ro)
-                 : *detected == detail::Detected::safetensors ? detail::read_safetensors_checkpoint(src, ro)
-                                                              : detail::read_zip_checkpoint(src, ro);
+    auto model = detected == detail::Detected::legacy        ? detail::read_legacy_checkpoint(src, ro)
+                 : detected == detail::Detected::tar         ? detail::read_tar_checkpoint(src, ro)
+                 : detected == detail::Detected::safetensors ? detail::read_safetensors_checkpoint(src, ro)
+                                                             : detail::read_zip_checkpoint(src, ro);
     if (!model) return with_file(std::move(model).error(), src->name());
     Checkpoint ck;
     ck.model_ = std::move(*model);
@@ -128,6 +147,68 @@ class Checkpoint {
     ck.path_ = src->name();
     return ck;
   }
+
+#if PTREAD_POSIX || defined(_WIN32)
+  // The file a folder is opened by: a sharded set's index, else a single file, by the names
+  // transformers and diffusers give them (safetensors first, as they load).
+  static Result<std::string> checkpoint_in_folder(const std::string& dir) {
+    static const char* const names[] = {
+        "model.safetensors.index.json", "pytorch_model.bin.index.json",
+        "diffusion_pytorch_model.safetensors.index.json", "diffusion_pytorch_model.bin.index.json",
+        "model.safetensors", "pytorch_model.bin", "diffusion_pytorch_model.safetensors", "diffusion_pytorch_model.bin"};
+    const std::string base = dir.empty() || dir.back() == '/' || dir.back() == '\\' ? dir : dir + "/";
+    for (const char* n : names) {
+      if (detail::path_kind(base + n) == detail::PathKind::file) return base + n;
+    }
+    return make_error(ErrorCode::io_error, "the folder '" + dir +
+                                               "' holds no model.safetensors.index.json, pytorch_model.bin.index.json, "
+                                               "model.safetensors or pytorch_model.bin (nor their diffusion_pytorch_model "
+                                               "forms): open the checkpoint's file itself");
+  }
+
+  // A sharded set, by its index: every shard opened (as open() opens a file), checked
+  // against the index and merged (containers/sharded.hpp).
+  static Result<Checkpoint> open_set(const std::string& index_path, const detail::Source& index_src, const Options& options) {
+    if (index_src.size() > detail::kSafetensorsMaxHeader) {
+      return make_error(ErrorCode::limit_exceeded, "the sharded set index '" + index_path + "' is " +
+                                                       std::to_string(index_src.size()) + " bytes, over 100,000,000");
+    }
+    PTREAD_TRY(detail::Bytes text, index_src.bytes(0, index_src.size()));
+    PTREAD_TRY(auto index, detail::parse_shard_index(std::string_view(reinterpret_cast<const char*>(text.data), text.size),
+                                                     index_path, options.limits));
+    const size_t slash = index_path.find_last_of("/\\");
+    const std::string folder = slash == std::string::npos ? std::string() : index_path.substr(0, slash + 1);
+    std::vector<std::shared_ptr<detail::Model>> shards;
+    uint64_t source_bytes = 0;  // (the naming walk's budget: the set's bytes)
+    for (const std::string& f : index.files) {
+      auto shard = open_shard(folder + f, options, &source_bytes);
+      if (!shard) {
+        Error e = std::move(shard).error();
+        e.add_context("(shard '" + f + "' of the sharded set '" + index_path + "')");
+        return e;
+      }
+      shards.push_back(std::move(shard->model_));
+    }
+    detail::ShardMerger merger(index, index_path, options.limits);
+    PTREAD_TRY(auto model, merger.merge(shards, source_bytes));
+    Checkpoint ck;
+    ck.model_ = std::move(model);
+    ck.mode_ = options.mode;
+    ck.path_ = index_path;
+    return ck;
+  }
+  static Result<Checkpoint> open_shard(const std::string& path, const Options& options, uint64_t* bytes) {
+    PTREAD_TRY(auto src, detail::FileSource::open(path, options.mode == LoadMode::mmap));
+    PTREAD_TRY(detail::Detected kind, detect(*src));
+    if (kind == detail::Detected::shard_index) {
+      return make_error(ErrorCode::shard_index_corrupt, "a shard is JSON, not a checkpoint: sets do not nest");
+    }
+    *bytes += src->size();
+    auto r = from_source(src, options);
+    src->close_file();
+    return r;
+  }
+#endif
 
   static Error with_file(Error e, const std::string& name) {
     if (e.message().find(name) == std::string::npos) e.add_context("(file '" + name + "')");

@@ -43,6 +43,8 @@ enum class ErrorCode : int {
   legacy_corrupt = 206,               // legacy/tar: bad magic, version, key list or storage header
   zip_unsupported_feature = 207,      // an encrypted record, or an archive split across disks
   safetensors_corrupt = 208,          // a safetensors header that breaks the format (length, JSON, offsets)
+  shard_index_corrupt = 209,          // a sharded set's index JSON is malformed (no weight_map, bad names ...)
+  shard_mismatch = 210,               // a sharded set's shards disagree with its index
   // 3xx: pickle
   pickle_unknown_opcode = 300,      // a byte that is no pickle opcode
   pickle_unsupported_opcode = 301,  // a real opcode a checkpoint cannot use (EXT*, buffers; TorchScript: jit's subset)
@@ -87,6 +89,8 @@ inline const char* error_code_name(ErrorCode c) noexcept {
     case ErrorCode::legacy_corrupt: return "legacy_corrupt";
     case ErrorCode::zip_unsupported_feature: return "zip_unsupported_feature";
     case ErrorCode::safetensors_corrupt: return "safetensors_corrupt";
+    case ErrorCode::shard_index_corrupt: return "shard_index_corrupt";
+    case ErrorCode::shard_mismatch: return "shard_mismatch";
     case ErrorCode::pickle_unknown_opcode: return "pickle_unknown_opcode";
     case ErrorCode::pickle_unsupported_opcode: return "pickle_unsupported_opcode";
     case ErrorCode::pickle_truncated: return "pickle_truncated";

@@ -401,6 +401,23 @@ class FileSource final : public Source {
 };
 #endif
 
+// What a path names (Checkpoint::open takes a folder of a sharded set too).
+enum class PathKind { missing, file, directory };
+#if PTREAD_POSIX
+inline PathKind path_kind(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return PathKind::missing;
+  return S_ISDIR(st.st_mode) ? PathKind::directory : PathKind::file;
+}
+#elif defined(_WIN32)
+inline PathKind path_kind(const std::string& path) {
+  const std::wstring wide = win32_wide(path);
+  const unsigned long attributes = wide.empty() ? win32::kInvalidAttributes : ::GetFileAttributesW(wide.c_str());
+  if (attributes == win32::kInvalidAttributes) return PathKind::missing;
+  return (attributes & win32::kAttributeDirectory) != 0 ? PathKind::directory : PathKind::file;
+}
+#endif
+
 // Pieces of a mapped source read a window at a time through its file (copy_from_file), for
 // walks over many small pieces in order (a zip directory's entries, the local headers of
 // 100,000 small records): at(off, n) gives [off, off + n) from the window, reading the

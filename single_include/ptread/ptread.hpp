@@ -113,6 +113,8 @@ enum class ErrorCode : int {
   legacy_corrupt = 206,               // legacy/tar: bad magic, version, key list or storage header
   zip_unsupported_feature = 207,      // an encrypted record, or an archive split across disks
   safetensors_corrupt = 208,          // a safetensors header that breaks the format (length, JSON, offsets)
+  shard_index_corrupt = 209,          // a sharded set's index JSON is malformed (no weight_map, bad names ...)
+  shard_mismatch = 210,               // a sharded set's shards disagree with its index
   // 3xx: pickle
   pickle_unknown_opcode = 300,      // a byte that is no pickle opcode
   pickle_unsupported_opcode = 301,  // a real opcode a checkpoint cannot use (EXT*, buffers; TorchScript: jit's subset)
@@ -157,6 +159,8 @@ inline const char* error_code_name(ErrorCode c) noexcept {
     case ErrorCode::legacy_corrupt: return "legacy_corrupt";
     case ErrorCode::zip_unsupported_feature: return "zip_unsupported_feature";
     case ErrorCode::safetensors_corrupt: return "safetensors_corrupt";
+    case ErrorCode::shard_index_corrupt: return "shard_index_corrupt";
+    case ErrorCode::shard_mismatch: return "shard_mismatch";
     case ErrorCode::pickle_unknown_opcode: return "pickle_unknown_opcode";
     case ErrorCode::pickle_unsupported_opcode: return "pickle_unsupported_opcode";
     case ErrorCode::pickle_truncated: return "pickle_truncated";
@@ -1905,6 +1909,23 @@ class FileSource final : public Source {
   void* file_ = win32::invalid_handle();
   mutable std::mutex mutex_;  // one seek and read at a time
 };
+#endif
+
+// What a path names (Checkpoint::open takes a folder of a sharded set too).
+enum class PathKind { missing, file, directory };
+#if PTREAD_POSIX
+inline PathKind path_kind(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return PathKind::missing;
+  return S_ISDIR(st.st_mode) ? PathKind::directory : PathKind::file;
+}
+#elif defined(_WIN32)
+inline PathKind path_kind(const std::string& path) {
+  const std::wstring wide = win32_wide(path);
+  const unsigned long attributes = wide.empty() ? win32::kInvalidAttributes : ::GetFileAttributesW(wide.c_str());
+  if (attributes == win32::kInvalidAttributes) return PathKind::missing;
+  return (attributes & win32::kAttributeDirectory) != 0 ? PathKind::directory : PathKind::file;
+}
 #endif
 
 // Pieces of a mapped source read a window at a time through its file (copy_from_file), for
@@ -7938,7 +7959,7 @@ struct NamedSparse {
 
 namespace ptread {
 
-enum class Format { zip, legacy, tar, torchscript, safetensors };
+enum class Format { zip, legacy, tar, torchscript, safetensors, sharded };
 
 inline const char* format_name(Format f) noexcept {
   switch (f) {
@@ -7947,6 +7968,7 @@ inline const char* format_name(Format f) noexcept {
     case Format::tar: return "tar";
     case Format::torchscript: return "torchscript";
     case Format::safetensors: return "safetensors";
+    case Format::sharded: return "sharded";
   }
   return "?";
 }
@@ -7964,6 +7986,7 @@ struct TensorInfo {
   uint64_t nbytes = 0;          // numel * element size (Tensor::nbytes)
   bool requires_grad = false;
   bool conj = false, neg = false;
+  std::string_view shard;       // sharded sets: the shard's file, as the index names it; else empty
 };
 
 struct NamedTensor {
@@ -8279,6 +8302,10 @@ struct Model {
   std::vector<ModuleEntry> modules;     // in the order the naming walk meets them
   std::vector<ScriptClass> script_classes;  // TorchScript archives: from code/  // per named entry: its qspecs / sparse_specs index
   std::vector<Tensor> tensors;          // tensors listed under no name
+  // Sharded sets (containers/sharded.hpp): the shard files as the index names them, and
+  // per spec the shard it came from; empty for single files.
+  std::vector<std::string> shard_files;
+  std::vector<uint32_t> spec_shard;
   // Per spec, once named: its first position in the tensor list, or kUnnamed | its
   // position in `tensors`. (In the pool: the chunks the pickle's pool was done with,
   // BlockPool::give_chunks.)
@@ -8406,6 +8433,7 @@ inline TensorInfo Model::info(size_t k) const {
   t.requires_grad = s.requires_grad;
   t.conj = s.conj;
   t.neg = s.neg;
+  if (!spec_shard.empty()) t.shard = shard_files[spec_shard[e.spec]];
   return t;
 }
 
@@ -8665,7 +8693,7 @@ class Value {
 namespace ptread {
 namespace detail {
 
-enum class Detected { zip, legacy, tar, safetensors };
+enum class Detected { zip, legacy, tar, safetensors, shard_index };
 
 inline std::string hex_prefix(const uint8_t* p, size_t n) {
   std::string s;
@@ -8690,11 +8718,18 @@ inline Result<Detected> detect_format(const uint8_t* head, size_t n, uint64_t si
   // length of 128 to 1535 starts like one (0x80, then a byte up to 5), and a legacy file's
   // ninth byte is in its magic number. Its reader checks the length: one past the file is
   // its error to name.
-  if (n >= 9) {
-    size_t j = 8;  // (serde_json takes whitespace before the object)
+  auto json_object_at = [&](size_t j) {  // (serde_json and Python's json take whitespace first)
     while (j < n && (head[j] == ' ' || head[j] == '\t' || head[j] == '\n' || head[j] == '\r')) ++j;
-    if (j < n && head[j] == '{') return Detected::safetensors;
+    return j < n && head[j] == '{';
+  };
+  if (n >= 9 && json_object_at(8)) {
+    uint64_t hlen = 0;
+    for (int k = 7; k >= 0; --k) hlen = (hlen << 8) | head[k];
+    // (text that is JSON from byte 0 reads as a length far past the file)
+    if (head[0] != '{' || hlen <= size - 8) return Detected::safetensors;
   }
+  // A JSON object: the index of a sharded set (containers/sharded.hpp).
+  if (json_object_at(0)) return Detected::shard_index;
   if (n >= 2 && head[0] == 0x80 && head[1] <= 5) {
     // A pickle: the legacy format starts with the pickled magic number.
     static const uint8_t magic[] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
@@ -12815,6 +12850,13 @@ class JsonReader {
 namespace ptread {
 namespace detail {
 
+// A name for a message: JSON-quoted, at most 200 bytes of it.
+inline std::string quote_json(std::string_view s) {
+  std::string out;
+  append_json_string(out, s.substr(0, 200));
+  return out;
+}
+
 inline constexpr uint64_t kSafetensorsMaxHeader = 100000000;  // MAX_HEADER_SIZE of the reference
 
 // A safetensors dtype: ptread's dtype (when torch has one) and the bits of one element.
@@ -12874,12 +12916,7 @@ class SafetensorsReader {
   Error corrupt(const std::string& why) const {
     return make_error(ErrorCode::safetensors_corrupt, "safetensors: " + why);
   }
-  std::string tensor_label(const Entry& e) const { return "tensor " + quote(model_->graph.text(e.key)); }
-  static std::string quote(std::string_view s) {
-    std::string out;
-    append_json_string(out, s.substr(0, 200));
-    return out;
-  }
+  std::string tensor_label(const Entry& e) const { return "tensor " + quote_json(model_->graph.text(e.key)); }
 
   Result<std::string_view> read_header() {
     if (src_->size() < 8) {
@@ -12963,10 +13000,10 @@ class SafetensorsReader {
       items.push_back(g.add_text(ValueKind::string, key));
       const auto k = static_cast<uint32_t>(items.size() / 2);
       if (keys.insert(g.text(items.back()), k, key_at) != k) {
-        return corrupt("\"__metadata__\" holds the key " + quote(key) + " twice");
+        return corrupt("\"__metadata__\" holds the key " + quote_json(key) + " twice");
       }
       if (json.peek() != JsonType::string) {
-        return corrupt("\"__metadata__\" maps " + quote(key) + " to " + json_type_name(json.peek()) +
+        return corrupt("\"__metadata__\" maps " + quote_json(key) + " to " + json_type_name(json.peek()) +
                        ": its values must be strings");
       }
       PTREAD_CHECK(json.string(&value));
@@ -12999,7 +13036,7 @@ class SafetensorsReader {
         PTREAD_CHECK(json.string(&text));
         e->dtype = safetensors_dtype_of(text);
         if (e->dtype == nullptr) {
-          return make_error(ErrorCode::unknown_dtype, "safetensors: " + tensor_label(*e) + " has the dtype " + quote(text) +
+          return make_error(ErrorCode::unknown_dtype, "safetensors: " + tensor_label(*e) + " has the dtype " + quote_json(text) +
                                                           ", which the format does not define");
         }
       } else if (seen == &has_shape) {
@@ -13154,6 +13191,283 @@ inline Result<std::shared_ptr<Model>> read_safetensors_checkpoint(std::shared_pt
 }  // namespace detail
 }  // namespace ptread
 // ---- end ptread/containers/safetensors.hpp ----
+// ---- begin ptread/containers/sharded.hpp ----
+// ptread — sharded sets: one checkpoint saved as several files and an index, as Hugging Face
+// transformers writes them (save_pretrained with max_shard_size; huggingface_hub's
+// split_state_dict_into_shards):
+//
+//   model.safetensors.index.json  or  pytorch_model.bin.index.json:
+//     {"metadata": {"total_size": <bytes>, ...}, "weight_map": {"<tensor>": "<shard file>", ...}}
+//   model-00001-of-00003.safetensors ...  or  pytorch_model-00001-of-00003.bin ...
+//     (beside the index; .bin shards are torch.save files of any format, .safetensors shards
+//     safetensors files)
+//
+// The set reads as one checkpoint: the tensors of every shard (shards in file-name order,
+// each in its own order), each with its shard (TensorInfo::shard); root() a dict of them by
+// name. Every shard is opened when the set is (mapped: no tensor byte is read), and checked
+// against the weight_map: a tensor it lists missing from its shard, found in another shard
+// or in two, a tensor no line lists, a shard file missing: errors that name file and
+// tensor. metadata.total_size, where it is an integer, must be the bytes of the tensors
+// (each name counted: older transformers) or of their distinct storages (huggingface_hub).
+// Shard names are paths relative to the index's folder: absolute paths and ".." are refused.
+// Quantized and sparse tensors of .bin shards are listed by quantized() and sparse().
+
+// #include "../text/json.hpp": inlined above
+// #include "../torch/naming.hpp": inlined above
+// #include "../torch/python.hpp": inlined above
+// #include "safetensors.hpp": inlined above
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ptread {
+namespace detail {
+
+struct ShardIndex {
+  std::vector<std::string> files;  // distinct shard files, sorted
+  struct Line {
+    std::string name;
+    uint32_t file;  // into files
+  };
+  std::vector<Line> weight_map;    // in the index's order
+  bool has_total = false;
+  uint64_t total_size = 0;
+};
+
+inline Error index_corrupt(const std::string& where, const std::string& why) {
+  return make_error(ErrorCode::shard_index_corrupt, "sharded set index '" + where + "': " + why);
+}
+
+// A shard's name as the index gives it: a relative path without "..", NUL or backslash.
+inline bool shard_name_ok(std::string_view f) {
+  if (f.empty() || f[0] == '/' || f.find('\\') != std::string_view::npos || f.find('\0') != std::string_view::npos ||
+      (f.size() >= 2 && f[1] == ':')) {
+    return false;
+  }
+  size_t start = 0;
+  for (;;) {
+    const size_t end = std::min(f.find('/', start), f.size());
+    const std::string_view part = f.substr(start, end - start);
+    if (part == ".." || part.empty()) return false;
+    if (end == f.size()) return true;
+    start = end + 1;
+  }
+}
+
+inline Result<ShardIndex> parse_shard_index(std::string_view text, const std::string& where, const Limits& limits) {
+  if (!utf8_valid(text)) return index_corrupt(where, "not valid UTF-8");
+  JsonReader json(text, "sharded set index '" + where + "'", ErrorCode::shard_index_corrupt);
+  ShardIndex index;
+  PTREAD_CHECK(json.begin_object());
+  bool seen_map = false, seen_metadata = false;
+  std::string key, value;
+  std::vector<std::string> file_of;  // per line: its file, until files are sorted
+  StringIndex names, files;
+  std::vector<std::string> distinct;
+  for (;;) {
+    PTREAD_TRY(bool more, json.next_member(&key));
+    if (!more) break;
+    if (key == "metadata") {
+      if (seen_metadata) return index_corrupt(where, "\"metadata\" appears twice");
+      seen_metadata = true;
+      if (json.peek() != JsonType::object) {
+        PTREAD_CHECK(json.skip());  // (transformers reads no more of it than total_size)
+        continue;
+      }
+      PTREAD_CHECK(json.begin_object());
+      for (;;) {
+        PTREAD_TRY(bool m, json.next_member(&value));
+        if (!m) break;
+        if (value == "total_size" && json.peek() == JsonType::number) {
+          PTREAD_TRY(std::string_view t, json.number_text());
+          uint64_t v = 0;
+          bool integer = !t.empty() && t.find_first_not_of("0123456789") == std::string_view::npos && t.size() <= 19;
+          for (char c : t) v = v * 10 + static_cast<uint64_t>(c - '0');
+          index.has_total = integer;  // (a float or negative total says nothing checkable)
+          index.total_size = v;
+        } else {
+          PTREAD_CHECK(json.skip());
+        }
+      }
+      continue;
+    }
+    if (key != "weight_map") {
+      PTREAD_CHECK(json.skip());
+      continue;
+    }
+    if (seen_map) return index_corrupt(where, "\"weight_map\" appears twice");
+    seen_map = true;
+    if (json.peek() != JsonType::object) {
+      return index_corrupt(where, std::string("\"weight_map\" is ") + json_type_name(json.peek()) + ", not an object");
+    }
+    PTREAD_CHECK(json.begin_object());
+    for (;;) {
+      PTREAD_TRY(bool m, json.next_member(&key));
+      if (!m) break;
+      if (index.weight_map.size() >= limits.max_tensors) {
+        return make_error(ErrorCode::limit_exceeded, "sharded set index '" + where + "': over " +
+                                                         std::to_string(limits.max_tensors) + " tensors (Limits::max_tensors)");
+      }
+      if (json.peek() != JsonType::string) {
+        return index_corrupt(where, "the weight_map maps " + quote_json(key) + " to " + json_type_name(json.peek()) +
+                                        ", not a file name");
+      }
+      PTREAD_CHECK(json.string(&value));
+      const auto k = static_cast<uint32_t>(index.weight_map.size());
+      index.weight_map.push_back({key, 0});
+      if (names.insert(key, k, [&](uint32_t j) { return std::string_view(index.weight_map[j].name); }) != k) {
+        return index_corrupt(where, "the weight_map lists " + quote_json(key) + " twice");
+      }
+      if (!shard_name_ok(value)) {
+        return index_corrupt(where, "the weight_map puts " + quote_json(key) + " in " + quote_json(value) +
+                                        ": a shard must be a relative path inside the index's folder");
+      }
+      const auto f = static_cast<uint32_t>(distinct.size());
+      distinct.push_back(value);
+      const uint32_t at = files.insert(value, f, [&](uint32_t j) { return std::string_view(distinct[j]); });
+      if (at != f) distinct.pop_back();
+      index.weight_map.back().file = at;
+    }
+  }
+  PTREAD_CHECK(json.finish());
+  if (!seen_map) return index_corrupt(where, "no \"weight_map\"");
+  // Shards in file-name order (model-00001-of-00003 ... sort as numbered).
+  std::vector<uint32_t> order(distinct.size()), rank(distinct.size());
+  for (uint32_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return distinct[a] < distinct[b]; });
+  for (uint32_t k = 0; k < order.size(); ++k) {
+    rank[order[k]] = k;
+    index.files.push_back(std::move(distinct[order[k]]));
+  }
+  for (auto& line : index.weight_map) line.file = rank[line.file];
+  return index;
+}
+
+// Merges the shards' models, read already (shards[k]: index.files[k]), into one.
+class ShardMerger {
+ public:
+  ShardMerger(const ShardIndex& index, std::string where, const Limits& limits)
+      : index_(index), where_(std::move(where)), limits_(limits) {}
+
+  Result<std::shared_ptr<Model>> merge(const std::vector<std::shared_ptr<Model>>& shards, uint64_t source_bytes) {
+    out_ = std::make_shared<Model>();
+    out_->format = Format::sharded;
+    out_->shard_files = index_.files;
+    for (uint32_t k = 0; k < index_.weight_map.size(); ++k) {
+      names_.insert(index_.weight_map[k].name, k, [this](uint32_t j) { return std::string_view(index_.weight_map[j].name); });
+    }
+    found_.assign(index_.weight_map.size(), kNoNode);
+    for (uint32_t s = 0; s < shards.size(); ++s) PTREAD_CHECK(add_shard(*shards[s], s));
+    for (uint32_t k = 0; k < found_.size(); ++k) {
+      if (found_[k] == kNoNode) {
+        const auto& line = index_.weight_map[k];
+        return mismatch("the weight_map puts tensor " + quote_json(line.name) + " in shard '" + index_.files[line.file] +
+                        "', which does not hold it");
+      }
+    }
+    PTREAD_CHECK(check_total(shards));
+    Graph& g = out_->graph;
+    out_->root = g.add_container(ValueKind::dict, root_items_.data(), root_items_.size());
+    PTREAD_CHECK(name_tensors(*out_, limits_, source_bytes));
+    out_->named_quantized = std::move(quantized_);  // (made already: no node of ours names them)
+    out_->named_sparse = std::move(sparse_);
+    return out_;
+  }
+
+ private:
+  Error mismatch(const std::string& why) const {
+    return make_error(ErrorCode::shard_mismatch, "sharded set '" + where_ + "': " + why);
+  }
+
+  // A name shard s holds: listed by the weight_map, for shard s, and once.
+  Status claim(std::string_view name, uint32_t s) {
+    const uint32_t k = names_.find(name, [this](uint32_t j) { return std::string_view(index_.weight_map[j].name); });
+    const std::string& file = index_.files[s];
+    if (k == StringIndex::npos) {
+      return mismatch("shard '" + file + "' holds tensor " + quote_json(name) + ", which the weight_map does not list");
+    }
+    if (found_[k] != kNoNode) {
+      return mismatch("tensor " + quote_json(name) + " is in two shards, '" + index_.files[found_[k]] + "' and '" + file + "'");
+    }
+    const uint32_t want = index_.weight_map[k].file;
+    if (want != s) {
+      return mismatch("tensor " + quote_json(name) + " is in shard '" + file + "'; the weight_map puts it in '" +
+                      index_.files[want] + "'");
+    }
+    found_[k] = s;
+    return {};
+  }
+
+  Status add_shard(const Model& shard, uint32_t s) {
+    Graph& g = out_->graph;
+    std::vector<uint32_t> storage_of(shard.storage_table.size(), kNoNode);  // shard storage -> ours
+    std::vector<uint32_t> node_of(shard.specs.size(), kNoNode);            // shard spec -> our tensor node
+    for (size_t k = 0; k < shard.listed_count(); ++k) {
+      const auto& e = shard.listed[k];
+      PTREAD_CHECK(claim(e.name_view(), s));
+      if (node_of[e.spec] == kNoNode) {
+        const TensorSpec& from = shard.specs[e.spec];
+        TensorSpec t = from;
+        t.dims = new_dims(g, from.rank);
+        if (from.rank) std::memcpy(t.dims, from.dims, 2 * from.rank * sizeof(int64_t));
+        if (from.location != kNoNode) t.location = g.add_text(ValueKind::string, shard.graph.text(from.location));
+        if (storage_of[from.storage] == kNoNode) {
+          storage_of[from.storage] = out_->storage_table.add(shard.storage_table.shared(from.storage));
+        }
+        t.storage = storage_of[from.storage];
+        out_->specs.push_back(t);
+        out_->spec_shard.push_back(s);
+        node_of[e.spec] = g.emit_int(ValueKind::tensor, static_cast<uint32_t>(out_->specs.size() - 1), 0);
+      }
+      root_items_.push_back(g.add_text(ValueKind::string, e.name_view()));
+      root_items_.push_back(node_of[e.spec]);
+    }
+    for (const auto& u : shard.named_unsupported) {
+      PTREAD_CHECK(claim(u.name, s));
+      out_->unsupported.push_back(u.reason);
+      root_items_.push_back(g.add_text(ValueKind::string, u.name));
+      root_items_.push_back(g.emit_int(ValueKind::unsupported, static_cast<uint32_t>(out_->unsupported.size() - 1), 0));
+    }
+    for (const auto& q : shard.named_quantized) {
+      PTREAD_CHECK(claim(q.name, s));
+      quantized_.push_back(q);
+    }
+    for (const auto& sp : shard.named_sparse) {
+      PTREAD_CHECK(claim(sp.name, s));
+      sparse_.push_back(sp);
+    }
+    return {};
+  }
+
+  // metadata.total_size: the tensors' bytes, each name counted, or their distinct storages'.
+  Status check_total(const std::vector<std::shared_ptr<Model>>& shards) const {
+    if (!index_.has_total) return {};
+    uint64_t per_name = 0, per_storage = 0;
+    for (const auto& m : shards) {
+      for (size_t k = 0; k < m->listed_count(); ++k) per_name += m->info(k).nbytes;
+      for (size_t k = 0; k < m->storage_table.size(); ++k) per_storage += m->storage_table.nbytes(k);
+    }
+    if (index_.total_size == per_name || index_.total_size == per_storage) return {};
+    return mismatch("metadata.total_size is " + std::to_string(index_.total_size) + "; the shards' tensors hold " +
+                    std::to_string(per_name) + " bytes (" + std::to_string(per_storage) + " in distinct storages)");
+  }
+
+  const ShardIndex& index_;
+  std::string where_;
+  Limits limits_;
+  std::shared_ptr<Model> out_;
+  StringIndex names_;
+  std::vector<uint32_t> found_;       // per weight_map line: the shard that held it
+  std::vector<uint32_t> root_items_;
+  std::vector<NamedQuantized> quantized_;
+  std::vector<NamedSparse> sparse_;
+};
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/containers/sharded.hpp ----
 // ---- begin ptread/containers/tar.hpp ----
 // ptread — the tar format of torch 0.1.x (torch/serialization.py, legacy_load inside
 // _legacy_load; torch still reads it).
@@ -14860,8 +15174,13 @@ class Checkpoint {
     if (options.mode == LoadMode::memory) {
       return make_error(ErrorCode::invalid_argument, "LoadMode::memory is for open_memory(); open() maps or reads");
     }
-    PTREAD_TRY(auto src, detail::FileSource::open(path, options.mode == LoadMode::mmap));
-    auto r = from_source(src, options);
+    std::string file = path;
+    if (detail::path_kind(path) == detail::PathKind::directory) {
+      PTREAD_TRY(file, checkpoint_in_folder(path));
+    }
+    PTREAD_TRY(auto src, detail::FileSource::open(file, options.mode == LoadMode::mmap));
+    PTREAD_TRY(detail::Detected kind, detect(*src));
+    auto r = kind == detail::Detected::shard_index ? open_set(file, *src, options) : from_source(src, options);
     src->close_file();
     return r;
 #else
@@ -14896,6 +15215,9 @@ class Checkpoint {
   // 100,000 tensors is listed without 100,000 Tensor objects.
   size_t tensor_count() const noexcept { return model_->listed_count(); }
   TensorInfo tensor_info(size_t i) const { return model_->info(i); }  // i < tensor_count()
+  // Sharded sets: the shard files (as the index names them, in the order read); empty for
+  // single files. TensorInfo::shard says each tensor's.
+  const std::vector<std::string>& shards() const noexcept { return model_->shard_files; }
   // Quantized tensors (integer representation, scales, zero points; dequantize()).
   const std::vector<NamedQuantized>& quantized() const noexcept { return model_->named_quantized; }
   // Sparse tensors (layout, shape, index and value tensors).
@@ -14925,17 +15247,27 @@ class Checkpoint {
   Value constants() const { return Value(model_.get(), model_->constants_root); }
 
  private:
-  static Result<Checkpoint> from_source(const std::shared_ptr<detail::Source>& src, const Options& options) {
+  static Result<detail::Detected> detect(const detail::Source& src) {
     uint8_t head[512];
-    const size_t n = static_cast<size_t>(src->size() < sizeof head ? src->size() : sizeof head);
-    PTREAD_CHECK(src->read_at(0, head, n));
-    auto detected = detail::detect_format(head, n, src->size());
-    if (!detected) return with_file(std::move(detected).error(), src->name());
+    const size_t n = static_cast<size_t>(src.size() < sizeof head ? src.size() : sizeof head);
+    PTREAD_CHECK(src.read_at(0, head, n));
+    auto detected = detail::detect_format(head, n, src.size());
+    if (!detected) return with_file(std::move(detected).error(), src.name());
+    return *detected;
+  }
+
+  static Result<Checkpoint> from_source(const std::shared_ptr<detail::Source>& src, const Options& options) {
+    PTREAD_TRY(auto detected, detect(*src));
+    if (detected == detail::Detected::shard_index) {
+      return make_error(ErrorCode::invalid_argument, "'" + src->name() +
+                                                         "' is the JSON index of a sharded set (or other JSON): "
+                                                         "open a set by the path of its index or folder");
+    }
     const detail::ReadOptions ro{options.mode, options.limits, options.threads};
-    auto model = *detected == detail::Detected::legacy        ? detail::read_legacy_checkpoint(src, ro)
-                 : *detected == detail::Detected::tar         ? detail::read_tar_checkpoint(src, ro)
-                 : *detected == detail::Detected::safetensors ? detail::read_safetensors_checkpoint(src, ro)
-                                                              : detail::read_zip_checkpoint(src, ro);
+    auto model = detected == detail::Detected::legacy        ? detail::read_legacy_checkpoint(src, ro)
+                 : detected == detail::Detected::tar         ? detail::read_tar_checkpoint(src, ro)
+                 : detected == detail::Detected::safetensors ? detail::read_safetensors_checkpoint(src, ro)
+                                                             : detail::read_zip_checkpoint(src, ro);
     if (!model) return with_file(std::move(model).error(), src->name());
     Checkpoint ck;
     ck.model_ = std::move(*model);
@@ -14943,6 +15275,68 @@ class Checkpoint {
     ck.path_ = src->name();
     return ck;
   }
+
+#if PTREAD_POSIX || defined(_WIN32)
+  // The file a folder is opened by: a sharded set's index, else a single file, by the names
+  // transformers and diffusers give them (safetensors first, as they load).
+  static Result<std::string> checkpoint_in_folder(const std::string& dir) {
+    static const char* const names[] = {
+        "model.safetensors.index.json", "pytorch_model.bin.index.json",
+        "diffusion_pytorch_model.safetensors.index.json", "diffusion_pytorch_model.bin.index.json",
+        "model.safetensors", "pytorch_model.bin", "diffusion_pytorch_model.safetensors", "diffusion_pytorch_model.bin"};
+    const std::string base = dir.empty() || dir.back() == '/' || dir.back() == '\\' ? dir : dir + "/";
+    for (const char* n : names) {
+      if (detail::path_kind(base + n) == detail::PathKind::file) return base + n;
+    }
+    return make_error(ErrorCode::io_error, "the folder '" + dir +
+                                               "' holds no model.safetensors.index.json, pytorch_model.bin.index.json, "
+                                               "model.safetensors or pytorch_model.bin (nor their diffusion_pytorch_model "
+                                               "forms): open the checkpoint's file itself");
+  }
+
+  // A sharded set, by its index: every shard opened (as open() opens a file), checked
+  // against the index and merged (containers/sharded.hpp).
+  static Result<Checkpoint> open_set(const std::string& index_path, const detail::Source& index_src, const Options& options) {
+    if (index_src.size() > detail::kSafetensorsMaxHeader) {
+      return make_error(ErrorCode::limit_exceeded, "the sharded set index '" + index_path + "' is " +
+                                                       std::to_string(index_src.size()) + " bytes, over 100,000,000");
+    }
+    PTREAD_TRY(detail::Bytes text, index_src.bytes(0, index_src.size()));
+    PTREAD_TRY(auto index, detail::parse_shard_index(std::string_view(reinterpret_cast<const char*>(text.data), text.size),
+                                                     index_path, options.limits));
+    const size_t slash = index_path.find_last_of("/\\");
+    const std::string folder = slash == std::string::npos ? std::string() : index_path.substr(0, slash + 1);
+    std::vector<std::shared_ptr<detail::Model>> shards;
+    uint64_t source_bytes = 0;  // (the naming walk's budget: the set's bytes)
+    for (const std::string& f : index.files) {
+      auto shard = open_shard(folder + f, options, &source_bytes);
+      if (!shard) {
+        Error e = std::move(shard).error();
+        e.add_context("(shard '" + f + "' of the sharded set '" + index_path + "')");
+        return e;
+      }
+      shards.push_back(std::move(shard->model_));
+    }
+    detail::ShardMerger merger(index, index_path, options.limits);
+    PTREAD_TRY(auto model, merger.merge(shards, source_bytes));
+    Checkpoint ck;
+    ck.model_ = std::move(model);
+    ck.mode_ = options.mode;
+    ck.path_ = index_path;
+    return ck;
+  }
+  static Result<Checkpoint> open_shard(const std::string& path, const Options& options, uint64_t* bytes) {
+    PTREAD_TRY(auto src, detail::FileSource::open(path, options.mode == LoadMode::mmap));
+    PTREAD_TRY(detail::Detected kind, detect(*src));
+    if (kind == detail::Detected::shard_index) {
+      return make_error(ErrorCode::shard_index_corrupt, "a shard is JSON, not a checkpoint: sets do not nest");
+    }
+    *bytes += src->size();
+    auto r = from_source(src, options);
+    src->close_file();
+    return r;
+  }
+#endif
 
   static Error with_file(Error e, const std::string& name) {
     if (e.message().find(name) == std::string::npos) e.add_context("(file '" + name + "')");

@@ -185,13 +185,15 @@ inline void compare_overlap(const uint8_t* data, size_t size) {
 }
 
 // A safetensors header: the input is the header's text. The JSON reader skips it as one
-// value (grammar only); then the file it heads (the input's length, the input, and 0 or 64
+// value (grammar only), and reads it as a sharded set's index; then the file it heads (the input's length, the input, and 0 or 64
 // zero bytes of data) is opened in memory and read whole, and so is the input itself as a
 // file (seeds: real files, whose headers fit their data).
 inline int safetensors_header_one(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   ptread::detail::JsonReader json(text, "<fuzz>", ptread::ErrorCode::safetensors_corrupt);
   if (json.skip().ok()) (void)json.finish();
+  ptread::Limits limits;
+  (void)ptread::detail::parse_shard_index(text, "<fuzz>", limits);  // the same text as a sharded set's index
   auto read_whole = [](const uint8_t* p, size_t n) {
     auto ck = ptread::Checkpoint::open_memory(p, n);
     if (!ck) return;

@@ -32,6 +32,10 @@ inline std::string ls_json(const ptread::Checkpoint& ck) {
     append_json_string(out, t.device);
     out += ", \"nbytes\": ";
     append_u64(out, t.nbytes);
+    if (!t.shard.empty()) {  // sharded sets: the file it was read from
+      out += ", \"shard\": ";
+      append_json_string(out, t.shard);
+    }
     out += '}';
   }
   out += n == 0 ? "],\n" : "\n  ],\n";
@@ -312,7 +316,8 @@ struct LsWidths {
 // measured on threads of their own (ls_table), each keeping its own tails.
 class LsPart {
  public:
-  LsPart(const ptread::Checkpoint& ck, size_t begin, size_t end) : ck_(ck), begin_(begin), end_(end) {
+  LsPart(const ptread::Checkpoint& ck, size_t begin, size_t end)
+      : ck_(ck), begin_(begin), end_(end), shards_(ck.format() == ptread::Format::sharded) {
     for (int d = 0; d < ptread::kDTypeCount; ++d) dtype_len_[d] = std::strlen(ptread::dtype_name(static_cast<ptread::DType>(d)));
   }
   // First pass: the widths of these rows; *rows (the whole list's) gets each row's tail.
@@ -326,8 +331,8 @@ class LsPart {
       } else {
         w.name = std::max(w.name, columns(display(t.name)));
       }
-      bool fresh = false;
-      const uint32_t id = tails_.find(t, &fresh);
+      bool fresh = shards_;  // (a sharded set's rows end in their shard: no tail is shared)
+      const uint32_t id = shards_ ? RowTails::kNone : tails_.find(t, &fresh);
       rows[k] = id | (plain ? kPlain : 0);
       if (fresh) {  // (a tail seen before has its widths counted)
         w.dtype = std::max(w.dtype, dtype_len_[static_cast<size_t>(t.dtype)]);
@@ -360,7 +365,7 @@ class LsPart {
         continue;
       }
       const ptread::TensorInfo t = ck_.tensor_info(k);
-      out.reserve(t.device.size() + widths);
+      out.reserve(t.device.size() + widths + (shards_ ? 2 + 4 * t.shard.size() : 0));
       char* const tail_at = out.pos();
       const size_t dl = dtype_len_[static_cast<size_t>(t.dtype)];
       out.text(ptread::dtype_name(t.dtype), dl);
@@ -372,6 +377,14 @@ class LsPart {
       out.pad(device_cols(t.device), ws.device + 2);
       out.pad(decimal_len(t.nbytes), ws.bytes);
       out.number(t.nbytes);
+      if (shards_) {  // the last column: no padding after it
+        out.text("  ", 2);
+        if (plain_ascii(t.shard)) {
+          out.text(t.shard);
+        } else {
+          out.text(display(t.shard));
+        }
+      }
       out.text("\n", 1);
       if (tail != nullptr) tail->text.assign(tail_at, out.pos());
     }
@@ -394,6 +407,7 @@ class LsPart {
   RowTails tails_;
   std::string_view last_device_;
   size_t last_device_cols_ = 0;
+  bool shards_;  // a sharded set: each row ends in its shard (SHARD)
 };
 
 // Prints the table on stdout; returns the exit status. A list of 32,768 tensors or more is
@@ -450,6 +464,7 @@ inline int ls_table(const ptread::Checkpoint& ck) {
     out += '\n';
   };
   row("NAME", 4, "DTYPE", "SHAPE", "DEVICE", "BYTES");
+  if (ck.format() == ptread::Format::sharded) out.insert(out.size() - 1, "  SHARD");
   w.reserve(out.size());
   w.text(out);
   out.clear();
@@ -517,6 +532,7 @@ inline int ls_table(const ptread::Checkpoint& ck) {
   if (!ck.modules().empty()) out += ", " + std::to_string(ck.modules().size()) + " modules";
   out += ", format ";
   out += ck.format_name();
+  if (!ck.shards().empty()) out += " (" + std::to_string(ck.shards().size()) + (ck.shards().size() == 1 ? " shard)" : " shards)");
   out += '\n';
   w.reserve(out.size());
   w.text(out);

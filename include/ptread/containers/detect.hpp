@@ -20,7 +20,7 @@
 namespace ptread {
 namespace detail {
 
-enum class Detected { zip, legacy, tar, safetensors };
+enum class Detected { zip, legacy, tar, safetensors, shard_index };
 
 inline std::string hex_prefix(const uint8_t* p, size_t n) {
   std::string s;
@@ -45,11 +45,18 @@ inline Result<Detected> detect_format(const uint8_t* head, size_t n, uint64_t si
   // length of 128 to 1535 starts like one (0x80, then a byte up to 5), and a legacy file's
   // ninth byte is in its magic number. Its reader checks the length: one past the file is
   // its error to name.
-  if (n >= 9) {
-    size_t j = 8;  // (serde_json takes whitespace before the object)
+  auto json_object_at = [&](size_t j) {  // (serde_json and Python's json take whitespace first)
     while (j < n && (head[j] == ' ' || head[j] == '\t' || head[j] == '\n' || head[j] == '\r')) ++j;
-    if (j < n && head[j] == '{') return Detected::safetensors;
+    return j < n && head[j] == '{';
+  };
+  if (n >= 9 && json_object_at(8)) {
+    uint64_t hlen = 0;
+    for (int k = 7; k >= 0; --k) hlen = (hlen << 8) | head[k];
+    // (text that is JSON from byte 0 reads as a length far past the file)
+    if (head[0] != '{' || hlen <= size - 8) return Detected::safetensors;
   }
+  // A JSON object: the index of a sharded set (containers/sharded.hpp).
+  if (json_object_at(0)) return Detected::shard_index;
   if (n >= 2 && head[0] == 0x80 && head[1] <= 5) {
     // A pickle: the legacy format starts with the pickled magic number.
     static const uint8_t magic[] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};

@@ -37,6 +37,13 @@
 namespace ptread {
 namespace detail {
 
+// A name for a message: JSON-quoted, at most 200 bytes of it.
+inline std::string quote_json(std::string_view s) {
+  std::string out;
+  append_json_string(out, s.substr(0, 200));
+  return out;
+}
+
 inline constexpr uint64_t kSafetensorsMaxHeader = 100000000;  // MAX_HEADER_SIZE of the reference
 
 // A safetensors dtype: ptread's dtype (when torch has one) and the bits of one element.
@@ -96,12 +103,7 @@ class SafetensorsReader {
   Error corrupt(const std::string& why) const {
     return make_error(ErrorCode::safetensors_corrupt, "safetensors: " + why);
   }
-  std::string tensor_label(const Entry& e) const { return "tensor " + quote(model_->graph.text(e.key)); }
-  static std::string quote(std::string_view s) {
-    std::string out;
-    append_json_string(out, s.substr(0, 200));
-    return out;
-  }
+  std::string tensor_label(const Entry& e) const { return "tensor " + quote_json(model_->graph.text(e.key)); }
 
   Result<std::string_view> read_header() {
     if (src_->size() < 8) {
@@ -185,10 +187,10 @@ class SafetensorsReader {
       items.push_back(g.add_text(ValueKind::string, key));
       const auto k = static_cast<uint32_t>(items.size() / 2);
       if (keys.insert(g.text(items.back()), k, key_at) != k) {
-        return corrupt("\"__metadata__\" holds the key " + quote(key) + " twice");
+        return corrupt("\"__metadata__\" holds the key " + quote_json(key) + " twice");
       }
       if (json.peek() != JsonType::string) {
-        return corrupt("\"__metadata__\" maps " + quote(key) + " to " + json_type_name(json.peek()) +
+        return corrupt("\"__metadata__\" maps " + quote_json(key) + " to " + json_type_name(json.peek()) +
                        ": its values must be strings");
       }
       PTREAD_CHECK(json.string(&value));
@@ -221,7 +223,7 @@ class SafetensorsReader {
         PTREAD_CHECK(json.string(&text));
         e->dtype = safetensors_dtype_of(text);
         if (e->dtype == nullptr) {
-          return make_error(ErrorCode::unknown_dtype, "safetensors: " + tensor_label(*e) + " has the dtype " + quote(text) +
+          return make_error(ErrorCode::unknown_dtype, "safetensors: " + tensor_label(*e) + " has the dtype " + quote_json(text) +
                                                           ", which the format does not define");
         }
       } else if (seen == &has_shape) {

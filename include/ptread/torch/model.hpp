@@ -17,7 +17,7 @@
 
 namespace ptread {
 
-enum class Format { zip, legacy, tar, torchscript, safetensors };
+enum class Format { zip, legacy, tar, torchscript, safetensors, sharded };
 
 inline const char* format_name(Format f) noexcept {
   switch (f) {
@@ -26,6 +26,7 @@ inline const char* format_name(Format f) noexcept {
     case Format::tar: return "tar";
     case Format::torchscript: return "torchscript";
     case Format::safetensors: return "safetensors";
+    case Format::sharded: return "sharded";
   }
   return "?";
 }
@@ -43,6 +44,7 @@ struct TensorInfo {
   uint64_t nbytes = 0;          // numel * element size (Tensor::nbytes)
   bool requires_grad = false;
   bool conj = false, neg = false;
+  std::string_view shard;       // sharded sets: the shard's file, as the index names it; else empty
 };
 
 struct NamedTensor {
@@ -358,6 +360,10 @@ struct Model {
   std::vector<ModuleEntry> modules;     // in the order the naming walk meets them
   std::vector<ScriptClass> script_classes;  // TorchScript archives: from code/  // per named entry: its qspecs / sparse_specs index
   std::vector<Tensor> tensors;          // tensors listed under no name
+  // Sharded sets (containers/sharded.hpp): the shard files as the index names them, and
+  // per spec the shard it came from; empty for single files.
+  std::vector<std::string> shard_files;
+  std::vector<uint32_t> spec_shard;
   // Per spec, once named: its first position in the tensor list, or kUnnamed | its
   // position in `tensors`. (In the pool: the chunks the pickle's pool was done with,
   // BlockPool::give_chunks.)
@@ -485,6 +491,7 @@ inline TensorInfo Model::info(size_t k) const {
   t.requires_grad = s.requires_grad;
   t.conj = s.conj;
   t.neg = s.neg;
+  if (!spec_shard.empty()) t.shard = shard_files[spec_shard[e.spec]];
   return t;
 }
 
