@@ -25,6 +25,10 @@ for f in tests/data/adversarial/*.pt; do
   if [[ $(stat -c %s "$f") -lt 65536 ]]; then cp "$f" "$seeds/checkpoint/adv_$(basename "$f")"; fi
 done
 cp "$seeds"/checkpoint/* "$seeds/zip/"
+# bare pickles (pickle.dump, nested archives) and sharded sets' shards, as whole files
+for f in tests/fixtures/bare/*.pkl tests/fixtures/bare/*.pt tests/fixtures/sharded/*/*.bin; do
+  if [[ -f $f && $(stat -c %s "$f") -lt 65536 ]]; then cp "$f" "$seeds/checkpoint/bare_$(basename "$f")"; fi
+done
 # safetensors: the fixtures and the small real files whole (for both targets), and their
 # headers alone (for the header target).
 for f in tests/fixtures/safetensors/*.safetensors ../shared/corpus/safetensors/files/*.safetensors; do

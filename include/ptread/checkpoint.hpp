@@ -13,7 +13,9 @@
 #pragma once
 
 #include "containers/detect.hpp"
+#include "containers/bare_pickle.hpp"
 #include "containers/legacy.hpp"
+#include "containers/nested.hpp"
 #include "containers/safetensors.hpp"
 #include "containers/sharded.hpp"
 #include "containers/tar.hpp"
@@ -135,10 +137,15 @@ class Checkpoint {
                                                          "' is the JSON index of a sharded set (or other JSON): "
                                                          "open a set by the path of its index or folder");
     }
-    const detail::ReadOptions ro{options.mode, options.limits, options.threads};
+    detail::ReadOptions ro;
+    ro.mode = options.mode;
+    ro.limits = options.limits;
+    ro.threads = options.threads;
+    ro.nested_reader = detail::read_nested_archive;
     auto model = detected == detail::Detected::legacy        ? detail::read_legacy_checkpoint(src, ro)
                  : detected == detail::Detected::tar         ? detail::read_tar_checkpoint(src, ro)
                  : detected == detail::Detected::safetensors ? detail::read_safetensors_checkpoint(src, ro)
+                 : detected == detail::Detected::pickle      ? detail::read_bare_pickle(src, ro)
                                                              : detail::read_zip_checkpoint(src, ro);
     if (!model) return with_file(std::move(model).error(), src->name());
     Checkpoint ck;

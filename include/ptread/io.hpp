@@ -196,11 +196,16 @@ class Source : public std::enable_shared_from_this<Source> {
 
 class MemorySource final : public Source {
  public:
-  MemorySource(const void* data, size_t n, std::string name) {
+  // keep: what keeps the memory alive, if the source is to (a nested archive's bytes).
+  MemorySource(const void* data, size_t n, std::string name, std::shared_ptr<const void> keep = nullptr)
+      : keep_(std::move(keep)) {
     base_ = static_cast<const uint8_t*>(data);
     size_ = n;
     name_ = std::move(name);
   }
+
+ private:
+  std::shared_ptr<const void> keep_;
 };
 
 #if PTREAD_POSIX

@@ -17,6 +17,9 @@ struct Limits {
   size_t max_container_items = size_t{1} << 26;   // items in one list, tuple, set, or dict (its pairs)
   size_t max_nesting_depth = 4096;                // containers inside containers (walks)
   size_t max_pickle_bytes = size_t{1} << 32;      // size of data.pkl (4 GiB)
+  // Archives inside archives (torch.storage._load_from_bytes, as pickle.dump writes a
+  // storage): how deep they may nest
+  size_t max_archive_nesting = 4;
   // Tensors
   size_t max_rank = 64;                           // dimensions of one tensor
   size_t max_tensors = size_t{1} << 24;           // named entries listed (tied names count)

@@ -329,6 +329,9 @@ struct Limits {
   size_t max_container_items = size_t{1} << 26;   // items in one list, tuple, set, or dict (its pairs)
   size_t max_nesting_depth = 4096;                // containers inside containers (walks)
   size_t max_pickle_bytes = size_t{1} << 32;      // size of data.pkl (4 GiB)
+  // Archives inside archives (torch.storage._load_from_bytes, as pickle.dump writes a
+  // storage): how deep they may nest
+  size_t max_archive_nesting = 4;
   // Tensors
   size_t max_rank = 64;                           // dimensions of one tensor
   size_t max_tensors = size_t{1} << 24;           // named entries listed (tied names count)
@@ -1706,11 +1709,16 @@ class Source : public std::enable_shared_from_this<Source> {
 
 class MemorySource final : public Source {
  public:
-  MemorySource(const void* data, size_t n, std::string name) {
+  // keep: what keeps the memory alive, if the source is to (a nested archive's bytes).
+  MemorySource(const void* data, size_t n, std::string name, std::shared_ptr<const void> keep = nullptr)
+      : keep_(std::move(keep)) {
     base_ = static_cast<const uint8_t*>(data);
     size_ = n;
     name_ = std::move(name);
   }
+
+ private:
+  std::shared_ptr<const void> keep_;
 };
 
 #if PTREAD_POSIX
@@ -3673,6 +3681,7 @@ struct Graph {
   SegmentedVector<Node> nodes;
   Arena arena;
   std::vector<uint32_t> hashed;  // the dict, set and frozenset nodes, in the order made (DictKeys)
+  uintptr_t borrow_begin_ = 0, borrow_end_ = 0;  // borrow_bytes(); 0: none
 
   // pool: where its blocks come from (it must outlive the graph), or nullptr.
   explicit Graph(BlockPool* pool = nullptr) : nodes(pool), arena(pool) {
@@ -3742,8 +3751,25 @@ struct Graph {
   PTREAD_ALWAYS_INLINE std::string_view intern(std::string_view s) {
     return std::string_view(arena.copy(s.data(), s.size()), s.size());
   }
-  // A text node; copies s.
-  PTREAD_ALWAYS_INLINE uint32_t add_text(ValueKind kind, std::string_view s) { return add_interned_text(kind, intern(s)); }
+  // A text node; copies s (but bytes the graph borrows: borrow_bytes).
+  PTREAD_ALWAYS_INLINE uint32_t add_text(ValueKind kind, std::string_view s) {
+    if (PTREAD_UNLIKELY(borrow_end_ != 0) && kind == ValueKind::bytes && borrowed(s) && s.size() >= kBorrowMin) {
+      return add_interned_text(kind, s);
+    }
+    return add_interned_text(kind, intern(s));
+  }
+  // Bytes of kBorrowMin or more that lie in [begin, end) become views, not copies: a bare
+  // pickle's nested archives (torch.storage._load_from_bytes) are read where the mapped file
+  // holds them. The caller keeps that memory alive as long as the graph.
+  static constexpr size_t kBorrowMin = 4096;
+  void borrow_bytes(const char* begin, const char* end) noexcept {
+    borrow_begin_ = reinterpret_cast<uintptr_t>(begin);
+    borrow_end_ = reinterpret_cast<uintptr_t>(end);
+  }
+  bool borrowed(std::string_view s) const noexcept {
+    const auto p = reinterpret_cast<uintptr_t>(s.data());
+    return borrow_end_ != 0 && p >= borrow_begin_ && s.size() <= borrow_end_ - p && p <= borrow_end_;
+  }
   // A text node for a text the graph already holds (a view returned by text() or intern()).
   PTREAD_ALWAYS_INLINE uint32_t add_interned_text(ValueKind kind, std::string_view s) {
     if (PTREAD_LIKELY(s.size() < kLongText)) return emit_text(kind, static_cast<uint32_t>(s.size()), s.data());
@@ -7959,7 +7985,7 @@ struct NamedSparse {
 
 namespace ptread {
 
-enum class Format { zip, legacy, tar, torchscript, safetensors, sharded };
+enum class Format { zip, legacy, tar, torchscript, safetensors, sharded, pickle };
 
 inline const char* format_name(Format f) noexcept {
   switch (f) {
@@ -7969,6 +7995,7 @@ inline const char* format_name(Format f) noexcept {
     case Format::torchscript: return "torchscript";
     case Format::safetensors: return "safetensors";
     case Format::sharded: return "sharded";
+    case Format::pickle: return "pickle";
   }
   return "?";
 }
@@ -8013,6 +8040,16 @@ struct ModuleEntry {
 
 namespace detail {
 
+struct ReadOptions;
+struct Model;
+// Reads a nested archive (torch.storage._load_from_bytes(b): b read as torch.load reads a
+// file) into a model of its own. keep: what keeps b's memory alive, if it is not copied
+// (nullptr: b must be copied). The containers' reader (containers/nested.hpp) is handed
+// down in ReadOptions, so that torch's handlers, which the containers include, need not
+// include them.
+using NestedArchiveReader = Result<std::shared_ptr<Model>> (*)(std::string_view b, std::shared_ptr<const void> keep,
+                                                               const ReadOptions& outer);
+
 struct ReadOptions {
   LoadMode mode = LoadMode::mmap;
   Limits limits;
@@ -8021,6 +8058,12 @@ struct ReadOptions {
   // Zip archives in memory, threads >= 2: the directory walked beside data.pkl
   // (read_zip_overlapped; off only in tests that compare both).
   bool overlap = true;
+  // Nested archives: their reader (nullptr: _load_from_bytes is refused), how deep this
+  // archive is (0: the file), and what keeps the pickle's borrowed bytes alive
+  // (Graph::borrow_bytes; nullptr: they are not borrowed).
+  NestedArchiveReader nested_reader = nullptr;
+  unsigned nesting = 0;
+  std::shared_ptr<const void> pickle_keep;
 };
 
 // Read mode: a storage's buffer is allocated while the pickle is read and filled after it,
@@ -8693,7 +8736,7 @@ class Value {
 namespace ptread {
 namespace detail {
 
-enum class Detected { zip, legacy, tar, safetensors, shard_index };
+enum class Detected { zip, legacy, tar, safetensors, shard_index, pickle };
 
 inline std::string hex_prefix(const uint8_t* p, size_t n) {
   std::string s;
@@ -8736,8 +8779,10 @@ inline Result<Detected> detect_format(const uint8_t* head, size_t n, uint64_t si
     for (size_t k = 2; k + sizeof magic <= n && k < 24; ++k) {
       if (std::memcmp(head + k, magic, sizeof magic) == 0) return Detected::legacy;
     }
-    return make_error(ErrorCode::unknown_format,
-                      "a bare pickle without torch's magic number: not a torch.save file");
+    // Without it: a bare pickle (pickle.dump), protocols 2 to 5 (PROTO came with 2).
+    if (head[1] >= 2) return Detected::pickle;
+    return make_error(ErrorCode::unknown_format, "a pickle PROTO " + std::to_string(head[1]) +
+                                                     " opcode, which no pickler writes: not a checkpoint");
   }
   if (starts("L119547037146038801333356")) return Detected::legacy;  // protocol 0/1 magic
   if (n >= 262 && std::memcmp(head + 257, "ustar", 5) == 0) return Detected::tar;
@@ -8780,6 +8825,20 @@ inline Result<Detected> detect_format(const uint8_t* head, size_t n, uint64_t si
 }  // namespace detail
 }  // namespace ptread
 // ---- end ptread/containers/detect.hpp ----
+// ---- begin ptread/containers/bare_pickle.hpp ----
+// ptread — bare pickles: files written by Python's pickle.dump (protocols 2 to 5) of tensors,
+// state dicts or whole models, without torch.save's container. pickle.dump pickles each
+// storage as torch.storage._load_from_bytes(b), b a whole torch.save file of that storage
+// (torch/globals/load_from_bytes.hpp). torch.load refuses these files (no magic number);
+// pickle.load reads them, importing and running what they name; ptread reads them as
+// pickle.load would, with torch imported, and runs nothing.
+//
+// The file is one pickle (bytes after its STOP are not read, as pickle.load reads none). In
+// mmap and memory modes the pickle is the mapped file, and the nested archives are read where
+// it holds them (their bytes are borrowed by the graph, not copied; their storages are views
+// where aligned); read mode reads the file into one buffer first. A persistent id is refused
+// (TorchHooks::persistent_load): pickle.load has no persistent_load.
+
 // ---- begin ptread/containers/legacy.hpp ----
 // ptread — the legacy format: torch.save before 1.6, and _use_new_zipfile_serialization=False
 // ever since (torch/serialization.py, _legacy_save / _legacy_load).
@@ -10096,6 +10155,10 @@ class TorchContext {
 
   Model& model;
   const Limits& limits;
+  // torch.storage._load_from_bytes: the reader, the nesting and what keeps borrowed bytes
+  // (ReadOptions' fields of those names); its results by bytes node, read once.
+  const ReadOptions* nested = nullptr;
+  std::vector<std::pair<uint32_t, uint32_t>> nested_done;
   const bool legacy;  // a legacy file's pickle (its format is set before the hooks are made)
   TorchStorages storages;
   size_t merge_budget = size_t{1} << 22;  // items merged_state (build.hpp) may still append
@@ -11236,6 +11299,74 @@ inline Result<uint32_t> rebuild_from_type_v2_call(TorchContext& cx, Graph& g, co
 }  // namespace detail
 }  // namespace ptread
 // ---- end ptread/torch/globals/from_type.hpp ----
+// ---- begin ptread/torch/globals/load_from_bytes.hpp ----
+// ptread — torch.storage._load_from_bytes(b): a storage pickled by Python's pickle rather
+// than by torch.save. Mirrors torch/storage.py (1.13): TypedStorage.__reduce__ returns
+// (_load_from_bytes, (b,)), b a whole legacy torch.save file of the storage alone, and
+// _load_from_bytes(b) is torch.load(io.BytesIO(b)). pickle.dump of a tensor, a state dict or
+// a whole model writes one per storage; torch.save files hold them where an object pickled
+// by pickle sits inside one.
+//
+// b is read as torch.load reads a file (zip, legacy or tar; ReadOptions::nested_reader, from
+// containers/nested.hpp), without a copy where the graph borrowed it from a mapped file
+// (Graph::borrow_bytes), and nested at most Limits::max_archive_nesting deep. Its object
+// must be a storage (what TypedStorage.__reduce__ writes): it joins this model's storage
+// table; an archive holding anything else is an unsupported entry naming it. A bytes node
+// is read once however often the memo hands it to the call.
+
+// #include "../context.hpp": inlined above
+
+#include <string>
+
+namespace ptread {
+namespace detail {
+
+inline bool is_load_from_bytes(std::string_view mod, std::string_view name, bool /*py2*/) {
+  return mod == "torch.storage" && name == "_load_from_bytes";
+}
+
+inline Result<uint32_t> load_from_bytes_call(TorchContext& cx, Graph& g, const GlobalCall& c) {
+  if (c.a.size() != 1 || g.kind(c.a[0]) != ValueKind::bytes) {
+    return make_error(ErrorCode::bad_tensor_args, "torch.storage._load_from_bytes(b) called with " +
+                                                      std::to_string(c.a.size()) + " argument(s)" +
+                                                      (c.a.size() == 1 ? std::string(", a ") + value_kind_name(g.kind(c.a[0])) : "") +
+                                                      "; b must be the bytes of an archive");
+  }
+  const uint32_t b = c.a[0];
+  for (const auto& done : cx.nested_done) {
+    if (done.first == b) return done.second;
+  }
+  if (cx.nested == nullptr || cx.nested->nested_reader == nullptr) {
+    return make_error(ErrorCode::unsupported_format, "torch.storage._load_from_bytes: no reader of nested archives here");
+  }
+  const std::string_view bytes = g.text(b);
+  const std::shared_ptr<const void> keep = g.borrowed(bytes) ? cx.nested->pickle_keep : nullptr;
+  auto inner = cx.nested->nested_reader(bytes, keep, *cx.nested);
+  if (!inner) {
+    Error e = std::move(inner).error();
+    e.add_context("(the archive of " + std::to_string(bytes.size()) + " bytes torch.storage._load_from_bytes reads)");
+    return e;
+  }
+  const Model& m = **inner;
+  uint32_t node;
+  if (m.graph.kind(m.root) == ValueKind::storage) {
+    const Node& root = m.graph.nodes[m.root];
+    const auto dtype = static_cast<uint8_t>(root.i & 0xff);
+    const auto inner_location = static_cast<uint32_t>(static_cast<uint64_t>(root.i) >> 8);
+    const uint32_t location = g.add_text(ValueKind::string, m.graph.text(inner_location));
+    const uint32_t index = cx.model.storage_table.add(m.storage_table.shared(root.ref));
+    node = g.emit_int(ValueKind::storage, index, static_cast<int64_t>((uint64_t{location} << 8) | dtype));
+  } else {
+    node = cx.unsupported(g, std::string("a nested archive (torch.storage._load_from_bytes) holding a ") +
+                                 value_kind_name(m.graph.kind(m.root)) + ", not a storage");
+  }
+  cx.nested_done.emplace_back(b, node);
+  return node;
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/torch/globals/load_from_bytes.hpp ----
 // #include "globals/numpy.hpp": inlined above
 // ---- begin ptread/torch/globals/parameter.hpp ----
 // ptread — Parameters and Variables: torch/_utils.py's _rebuild_parameter and
@@ -12038,6 +12169,7 @@ inline constexpr TorchGlobal kTorchGlobals[] = {
     {"numpy.core.multiarray.scalar", is_numpy_scalar, GlobalKind::c_function, numpy_scalar_call},
     {"numpy.ndarray", is_numpy_ndarray, GlobalKind::plain_class, nullptr, nullptr, nullptr, numpy_array},
     {"copyreg._reconstructor", is_copyreg_reconstructor, GlobalKind::function, copyreg_reconstructor_call},
+    {"torch.storage._load_from_bytes", is_load_from_bytes, GlobalKind::function, load_from_bytes_call},
     {"torch.nn.parameter.Parameter", is_variable_class, GlobalKind::tensor_class, variable_call, nullptr, variable_class_build,
      variable_build},
 };
@@ -12188,6 +12320,9 @@ class TorchHooks : public PickleHooks {
     return cx_.storages.bind_placeholders(records, big_endian, std::forward<ByName>(by_name));
   }
   void expect_storages(size_t n) { cx_.storages.expect_storages(n); }
+  // Nested archives (torch.storage._load_from_bytes) are read by opt's reader; opt must
+  // outlive the hooks.
+  void set_nested(const ReadOptions& opt) noexcept { cx_.nested = &opt; }
   void set_chunk_reserve(ChunkReserve* r) noexcept { cx_.storages.set_chunk_reserve(r); }
   uint32_t storage_index(std::string_view key, bool int_key = false) const { return cx_.storages.storage_index(key, int_key); }
   DType storage_dtype(uint32_t index) const { return cx_.storages.storage_dtype(index); }
@@ -12195,7 +12330,12 @@ class TorchHooks : public PickleHooks {
   Status finish() { return cx_.storages.finish(); }
   const Error* refusal(Format f) const noexcept { return cx_.refusal(f); }
 
-  Result<uint32_t> persistent_load(Graph& g, uint32_t pid) override { return detail::persistent_load(cx_, g, pid); }
+  Result<uint32_t> persistent_load(Graph& g, uint32_t pid) override {
+    if (PTREAD_UNLIKELY(cx_.model.format == Format::pickle)) {
+      return make_error(ErrorCode::bad_tensor_args, "a persistent id in a bare pickle, for which pickle.load has no persistent_load");
+    }
+    return detail::persistent_load(cx_, g, pid);
+  }
   Result<uint32_t> call(Graph& g, uint32_t callable, uint32_t args) override { return cx_.call(g, callable, args); }
   Result<uint32_t> new_object(Graph& g, uint32_t cls, uint32_t args) override { return cx_.new_object(g, cls, args); }
   Status build(Graph& g, uint32_t obj, uint32_t state) override { return torch_build(cx_, g, obj, state); }
@@ -12369,6 +12509,7 @@ class LegacyReader {
       return std::make_shared<const Storage>(nullptr, static_cast<size_t>(nbytes), nullptr);
     };
     hooks_ = std::make_unique<TorchHooks>(*model_, std::move(placeholder), opt_.limits);
+    hooks_->set_nested(opt_);
     PickleVM vm(g, *hooks_, opt_.limits, src_->name());
     vm.set_tensor_runs(opt_.tensor_runs);
     size_t pos = 0;
@@ -12468,1006 +12609,72 @@ inline Result<std::shared_ptr<Model>> read_legacy_checkpoint(std::shared_ptr<con
 }  // namespace detail
 }  // namespace ptread
 // ---- end ptread/containers/legacy.hpp ----
-// ---- begin ptread/containers/safetensors.hpp ----
-// ptread — safetensors files (huggingface/safetensors, safetensors/src/tensor.rs).
-//
-//   bytes 0..8     N, the header's length: unsigned 64-bit little-endian
-//   bytes 8..8+N   the header: UTF-8 JSON, one object:
-//                    "__metadata__": null or {str: str}           (optional)
-//                    "<name>": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}
-//                  often padded with spaces so that the data starts on 8 bytes
-//   bytes 8+N..    the data: each tensor's elements, C order, little-endian, at
-//                  [begin, end) relative to byte 8+N
-//
-// Checked as the reference reader checks (read_metadata, Metadata::validate): N at most
-// 100,000,000 and inside the file; the header UTF-8 and JSON (text/json.hpp); the tensors,
-// sorted by offsets, cover the data exactly (each begins where the one before ends, the
-// first at 0, the last ends at the file's end); end - begin = the shape's element count x
-// the dtype's bits / 8, whole bytes. Stricter than the reference: no name twice, in any
-// object (serde keeps the last); a dimension must fit int64 (torch's sizes do).
-//
-// dtypes: all the format defines. F4 is torch's float4_e2m1fn_x2 with the last dimension
-// halved, as the safetensors torch binding makes it (an odd last dimension: an unsupported
-// entry, as there); F6_E2M3 and F6_E3M2 have no torch dtype: unsupported entries.
-//
-// The tensors are listed in the header's order, under their names as stored; root() is a
-// dict of the header: the names, and "__metadata__" (a dict of strings, or None) where the
-// header has it. mmap and memory modes: tensors are views of the file where the data suits
-// their dtype's alignment (copied where not); read mode reads the data in one buffer.
 
-// ---- begin ptread/text/json.hpp ----
-// ptread — a strict JSON reader (RFC 8259) for the headers of safetensors files and the index
-// files of sharded sets: a pull parser that walks the text once and keeps nothing but what
-// its caller takes, so a header of 100 MB costs its caller's tensors, not a document tree.
-//
-// Why ours and not a library: the core is one header with no dependency, and these files
-// need only objects, arrays, strings and unsigned integers. What it accepts is what
-// serde_json (the reference safetensors reader's parser) accepts, and no more:
-//   - whitespace is space, tab, CR, LF; nothing but whitespace after the value;
-//   - strings: no raw control character, the eight escapes and \uXXXX, surrogates only in
-//     pairs (Python's json takes a lone one; serde_json refuses it, and so do we);
-//   - numbers as the grammar says (no leading zero, no '+', no NaN); unsigned() takes an
-//     integer without fraction or exponent (serde_json's usize), "-0" included;
-//   - nesting at most 128 deep (serde_json's recursion limit).
-// The text must be valid UTF-8 (checked by the caller, as the reference checks it before
-// parsing). Duplicate keys are the caller's to refuse: it knows which object it is reading.
-// Every error says what was found and at which byte of the text.
-
-// #include "../error.hpp": inlined above
-// #include "text.hpp": inlined above
-
-#include <cstdint>
-#include <string>
-#include <string_view>
-#include <vector>
-
-namespace ptread {
-namespace detail {
-
-enum class JsonType : uint8_t { null, boolean, number, string, array, object, end };
-
-inline const char* json_type_name(JsonType t) noexcept {
-  switch (t) {
-    case JsonType::null: return "null";
-    case JsonType::boolean: return "a boolean";
-    case JsonType::number: return "a number";
-    case JsonType::string: return "a string";
-    case JsonType::array: return "an array";
-    case JsonType::object: return "an object";
-    case JsonType::end: return "the end of the text";
-  }
-  return "?";
-}
-
-class JsonReader {
- public:
-  static constexpr size_t kMaxDepth = 128;
-
-  // what: how errors name the text ("the safetensors header of 'x'"); code: their code.
-  JsonReader(std::string_view text, std::string what, ErrorCode code)
-      : s_(text), what_(std::move(what)), code_(code) {}
-
-  size_t pos() const noexcept { return i_; }
-
-  // The type of the next value (after whitespace); JsonType::end when none is left, or
-  // the next byte starts no value (the read that follows names it).
-  JsonType peek() {
-    skip_ws();
-    if (i_ >= s_.size()) return JsonType::end;
-    switch (s_[i_]) {
-      case '{': return JsonType::object;
-      case '[': return JsonType::array;
-      case '"': return JsonType::string;
-      case 't': case 'f': return JsonType::boolean;
-      case 'n': return JsonType::null;
-      default: return (s_[i_] == '-' || (s_[i_] >= '0' && s_[i_] <= '9')) ? JsonType::number : JsonType::end;
-    }
-  }
-
-  Status begin_object() { return open(JsonType::object); }
-  Status begin_array() { return open(JsonType::array); }
-
-  // The next member of the object being read: true with its key read (and the ':'), then
-  // the caller reads or skips its value; false at the object's end (consumed).
-  Result<bool> next_member(std::string* key) {
-    PTREAD_TRY(bool more, next('}'));
-    if (!more) return false;
-    if (peek() != JsonType::string) return found("a string key");
-    PTREAD_CHECK(string(key));
-    skip_ws();
-    if (i_ >= s_.size() || s_[i_] != ':') return found("':' after a key");
-    ++i_;
-    return true;
-  }
-  // The next item of the array being read: true when one follows; false at its end.
-  Result<bool> next_item() { return next(']'); }
-
-  Status string(std::string* out) {
-    skip_ws();
-    if (i_ >= s_.size() || s_[i_] != '"') return found("a string");
-    ++i_;
-    out->clear();
-    for (;;) {
-      const size_t start = i_;
-      while (i_ < s_.size() && s_[i_] != '"' && s_[i_] != '\\' && static_cast<unsigned char>(s_[i_]) >= 0x20) ++i_;
-      out->append(s_.data() + start, i_ - start);
-      if (i_ >= s_.size()) return fail("a string runs to the end of the text");
-      const char c = s_[i_];
-      if (c == '"') {
-        ++i_;
-        return {};
-      }
-      if (c != '\\') return fail("a control character (0x" + hex2(c) + ") inside a string");
-      PTREAD_CHECK(escape(out));
-    }
-  }
-
-  // A non-negative integer that fits 64 bits, without fraction or exponent.
-  Result<uint64_t> unsigned_integer() {
-    skip_ws();
-    const size_t start = i_;
-    PTREAD_CHECK(number());
-    std::string_view t = s_.substr(start, i_ - start);
-    if (t.find_first_of(".eE") != std::string_view::npos) {
-      i_ = start;
-      return found_text("an unsigned integer", t);
-    }
-    if (t == "-0") return uint64_t{0};
-    if (t[0] == '-') {
-      i_ = start;
-      return found_text("an unsigned integer", t);
-    }
-    uint64_t v = 0;
-    for (char c : t) {
-      const uint64_t d = static_cast<uint64_t>(c - '0');
-      if (v > (UINT64_MAX - d) / 10) {
-        i_ = start;
-        return found_text("an unsigned integer of at most 64 bits", t);
-      }
-      v = v * 10 + d;
-    }
-    return v;
-  }
-
-  // A number's text, as written (checked by the grammar).
-  Result<std::string_view> number_text() {
-    skip_ws();
-    const size_t start = i_;
-    PTREAD_CHECK(number());
-    return s_.substr(start, i_ - start);
-  }
-
-  Result<bool> boolean() {
-    skip_ws();
-    if (i_ < s_.size() && s_[i_] == 't') {
-      PTREAD_CHECK(literal("true"));
-      return true;
-    }
-    PTREAD_CHECK(literal("false"));
-    return false;
-  }
-
-  // null, consumed.
-  Status null() {
-    skip_ws();
-    return literal("null");
-  }
-
-  // Any value, checked and dropped.
-  Status skip() { return skip_value(); }
-
-  // Nothing but whitespace is left.
-  Status finish() {
-    skip_ws();
-    if (i_ != s_.size()) return fail("text after the end of the JSON value (byte 0x" + hex2(s_[i_]) + ")");
-    return {};
-  }
-
-  Error fail(const std::string& why) const {
-    return make_error(code_,
-                      what_ + ": invalid JSON: " + why + " at byte " + std::to_string(i_));
-  }
-
- private:
-  static std::string hex2(char c) {
-    static const char* const digits = "0123456789abcdef";
-    const auto u = static_cast<unsigned char>(c);
-    return std::string{digits[u >> 4], digits[u & 15]};
-  }
-
-  Error found(const char* wanted) {
-    const JsonType t = peek();
-    if (t == JsonType::end && i_ < s_.size()) return fail(std::string("expected ") + wanted + ", found byte 0x" + hex2(s_[i_]));
-    return fail(std::string("expected ") + wanted + ", found " + json_type_name(t));
-  }
-  Error found_text(const char* wanted, std::string_view t) {
-    return fail(std::string("expected ") + wanted + ", found " + std::string(t.substr(0, 40)));
-  }
-
-  void skip_ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
-  }
-
-  Status open(JsonType t) {
-    if (peek() != t) return found(json_type_name(t));
-    if (first_.size() >= kMaxDepth) return fail("nesting deeper than " + std::to_string(kMaxDepth) + " levels");
-    ++i_;
-    first_.push_back(1);
-    return {};
-  }
-
-  Result<bool> next(char close) {
-    skip_ws();
-    if (i_ >= s_.size()) return fail(std::string("the text ends inside ") + (close == '}' ? "an object" : "an array"));
-    if (s_[i_] == close) {
-      ++i_;
-      first_.pop_back();
-      return false;
-    }
-    if (!first_.back()) {
-      if (s_[i_] != ',') return fail(std::string("expected ',' or '") + close + "', found byte 0x" + hex2(s_[i_]));
-      ++i_;
-      skip_ws();
-      if (i_ < s_.size() && s_[i_] == close) return fail(std::string("a ',' before '") + close + "'");
-    }
-    first_.back() = 0;
-    return true;
-  }
-
-  Status literal(const char* word) {
-    const std::string_view w(word);
-    if (s_.substr(i_, w.size()) != w) return fail(std::string("expected ") + word);
-    i_ += w.size();
-    return {};
-  }
-
-  Status number() {
-    const size_t start = i_;
-    if (i_ < s_.size() && s_[i_] == '-') ++i_;
-    if (i_ >= s_.size() || s_[i_] < '0' || s_[i_] > '9') {
-      i_ = start;
-      return found("a number");
-    }
-    if (s_[i_] == '0') {
-      ++i_;
-      if (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') return fail("a number with a leading zero");
-    } else {
-      digits();
-    }
-    if (i_ < s_.size() && s_[i_] == '.') {
-      ++i_;
-      if (!digits()) return fail("no digit after a decimal point");
-    }
-    if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
-      ++i_;
-      if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-')) ++i_;
-      if (!digits()) return fail("no digit in an exponent");
-    }
-    return {};
-  }
-  bool digits() {
-    const size_t start = i_;
-    while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
-    return i_ > start;
-  }
-
-  Result<uint32_t> hex4() {
-    if (s_.size() - i_ < 4) return fail("a \\u escape cut short");
-    uint32_t v = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char c = s_[i_ + static_cast<size_t>(k)];
-      const uint32_t d = (c >= '0' && c <= '9')   ? static_cast<uint32_t>(c - '0')
-                         : (c >= 'a' && c <= 'f') ? static_cast<uint32_t>(c - 'a' + 10)
-                         : (c >= 'A' && c <= 'F') ? static_cast<uint32_t>(c - 'A' + 10)
-                                                  : 16u;
-      if (d == 16) return fail("a \\u escape with a non-hex digit");
-      v = v * 16 + d;
-    }
-    i_ += 4;
-    return v;
-  }
-
-  // At a backslash inside a string: appends what the escape stands for.
-  Status escape(std::string* out) {
-    ++i_;
-    if (i_ >= s_.size()) return fail("a string runs to the end of the text");
-    const char c = s_[i_++];
-    switch (c) {
-      case '"': out->push_back('"'); return {};
-      case '\\': out->push_back('\\'); return {};
-      case '/': out->push_back('/'); return {};
-      case 'b': out->push_back('\b'); return {};
-      case 'f': out->push_back('\f'); return {};
-      case 'n': out->push_back('\n'); return {};
-      case 'r': out->push_back('\r'); return {};
-      case 't': out->push_back('\t'); return {};
-      case 'u': break;
-      default: --i_; return fail("an unknown escape \\" + std::string(1, c));
-    }
-    PTREAD_TRY(uint32_t cp, hex4());
-    if (cp >= 0xdc00 && cp <= 0xdfff) return fail("a lone trailing surrogate \\u" + hex_cp(cp));
-    if (cp >= 0xd800 && cp <= 0xdbff) {
-      if (s_.substr(i_, 2) != "\\u") return fail("a lone leading surrogate \\u" + hex_cp(cp));
-      i_ += 2;
-      PTREAD_TRY(uint32_t lo, hex4());
-      if (lo < 0xdc00 || lo > 0xdfff) return fail("a leading surrogate \\u" + hex_cp(cp) + " not followed by a trailing one");
-      cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-    }
-    append_utf8(out, cp);
-    return {};
-  }
-  static std::string hex_cp(uint32_t cp) {
-    char b[8];
-    std::snprintf(b, sizeof b, "%04x", static_cast<unsigned>(cp));
-    return b;
-  }
-  Status skip_value() {
-    switch (peek()) {
-      case JsonType::object: {
-        PTREAD_CHECK(begin_object());
-        for (;;) {
-          PTREAD_TRY(bool more, next_member(&scratch_));
-          if (!more) return {};
-          PTREAD_CHECK(skip_value());
-        }
-      }
-      case JsonType::array: {
-        PTREAD_CHECK(begin_array());
-        for (;;) {
-          PTREAD_TRY(bool more, next_item());
-          if (!more) return {};
-          PTREAD_CHECK(skip_value());
-        }
-      }
-      case JsonType::string: return string(&scratch_);
-      case JsonType::number: return number();
-      case JsonType::null: return literal("null");
-      case JsonType::boolean: return s_[i_] == 't' ? literal("true") : literal("false");
-      case JsonType::end: break;
-    }
-    return found("a value");
-  }
-
-  std::string_view s_;
-  std::string what_;
-  ErrorCode code_;
-  size_t i_ = 0;
-  std::vector<uint8_t> first_;  // per open container: no item read yet
-  std::string scratch_;
-};
-
-}  // namespace detail
-}  // namespace ptread
-// ---- end ptread/text/json.hpp ----
-// #include "../torch/naming.hpp": inlined above
-// #include "../torch/python.hpp": inlined above
-
-#include <algorithm>
 #include <memory>
-#include <string>
-#include <vector>
 
 namespace ptread {
 namespace detail {
 
-// A name for a message: JSON-quoted, at most 200 bytes of it.
-inline std::string quote_json(std::string_view s) {
-  std::string out;
-  append_json_string(out, s.substr(0, 200));
-  return out;
-}
-
-inline constexpr uint64_t kSafetensorsMaxHeader = 100000000;  // MAX_HEADER_SIZE of the reference
-
-// A safetensors dtype: ptread's dtype (when torch has one) and the bits of one element.
-struct SafetensorsDType {
-  const char* name;
-  DType dtype;
-  unsigned bits;
-  bool torch_has;  // false: no torch dtype (F6_*); listed as unsupported
-};
-
-inline const SafetensorsDType* safetensors_dtype_of(std::string_view name) noexcept {
-  static const SafetensorsDType table[] = {
-      {"BOOL", DType::BOOL, 8, true},         {"U8", DType::U8, 8, true},
-      {"I8", DType::I8, 8, true},             {"I16", DType::I16, 16, true},
-      {"U16", DType::U16, 16, true},          {"I32", DType::I32, 32, true},
-      {"U32", DType::U32, 32, true},          {"I64", DType::I64, 64, true},
-      {"U64", DType::U64, 64, true},          {"F16", DType::F16, 16, true},
-      {"BF16", DType::BF16, 16, true},        {"F32", DType::F32, 32, true},
-      {"F64", DType::F64, 64, true},          {"C64", DType::C64, 64, true},
-      {"F8_E4M3", DType::F8_E4M3, 8, true},   {"F8_E5M2", DType::F8_E5M2, 8, true},
-      {"F8_E4M3FNUZ", DType::F8_E4M3FNUZ, 8, true}, {"F8_E5M2FNUZ", DType::F8_E5M2FNUZ, 8, true},
-      {"F8_E8M0", DType::F8_E8M0, 8, true},   {"F4", DType::F4_E2M1FN_X2, 4, true},
-      {"F6_E2M3", DType::U8, 6, false},       {"F6_E3M2", DType::U8, 6, false},
-  };
-  for (const auto& d : table) {
-    if (name == d.name) return &d;
-  }
-  return nullptr;
-}
-
-class SafetensorsReader {
+class BarePickleReader {
  public:
-  SafetensorsReader(std::shared_ptr<const Source> src, const ReadOptions& opt) : src_(std::move(src)), opt_(opt) {}
+  BarePickleReader(std::shared_ptr<const Source> src, const ReadOptions& opt) : src_(std::move(src)), opt_(opt) {}
 
   Result<std::shared_ptr<Model>> read() {
     model_ = std::make_shared<Model>();
-    model_->format = Format::safetensors;
-    PTREAD_TRY(std::string_view header, read_header());
-    PTREAD_CHECK(parse(header));
-    PTREAD_CHECK(check_offsets());
-    PTREAD_CHECK(make_tensors());
+    model_->format = Format::pickle;
+    const uint8_t* p = src_->base();
+    if (p != nullptr && opt_.mode != LoadMode::read) {
+      opt_.pickle_keep = src_;
+    } else {
+      PTREAD_TRY(auto buf, allocate_aligned(static_cast<size_t>(src_->size())));
+      PTREAD_CHECK(run_fill_jobs(*src_, {FillJob{0, buf.get(), static_cast<size_t>(src_->size())}}, opt_.threads));
+      p = buf.get();
+      opt_.pickle_keep = std::shared_ptr<const void>(std::move(buf));
+    }
+    const size_t n = static_cast<size_t>(src_->size());
+    model_->storage_table.set_source(opt_.pickle_keep);  // (the graph's borrowed bytes live in it)
+    Graph& g = model_->graph;
+    g.borrow_bytes(reinterpret_cast<const char*>(p), reinterpret_cast<const char*>(p) + n);
+    StorageLoader none;  // (a persistent id is refused before it names a storage: TorchHooks)
+    TorchHooks hooks(*model_, std::move(none), opt_.limits);
+    hooks.set_nested(opt_);
+    PickleVM vm(g, hooks, opt_.limits, src_->name());
+    vm.set_tensor_runs(opt_.tensor_runs);
+    size_t used = 0;
+    auto root = vm.run(p, n, &used);
+    PTREAD_CHECK(legacy_frames_read_flat(vm, p, n, 0, src_->name(), [] { return std::string("the bare pickle"); }));
+    if (!root) return std::move(root).error();
+    model_->root = *root;
+    PTREAD_CHECK(hooks.finish());
     PTREAD_CHECK(realign_storages(*model_));
     PTREAD_CHECK(name_tensors(*model_, opt_.limits, src_->size()));
     return model_;
   }
 
  private:
-  struct Entry {
-    uint32_t key = 0;         // the name's text node
-    const SafetensorsDType* dtype = nullptr;
-    int64_t* dims = nullptr;  // rank sizes, then rank strides (graph arena)
-    uint32_t rank = 0;
-    uint64_t begin = 0, end = 0;
-    uint64_t nbits = 0;
-  };
-
-  Error corrupt(const std::string& why) const {
-    return make_error(ErrorCode::safetensors_corrupt, "safetensors: " + why);
-  }
-  std::string tensor_label(const Entry& e) const { return "tensor " + quote_json(model_->graph.text(e.key)); }
-
-  Result<std::string_view> read_header() {
-    if (src_->size() < 8) {
-      return corrupt("the file is " + std::to_string(src_->size()) + " bytes, too short for the 8-byte header length");
-    }
-    uint8_t head[8];
-    PTREAD_CHECK(src_->read_at(0, head, 8));
-    uint64_t n = 0;
-    for (int k = 7; k >= 0; --k) n = (n << 8) | head[k];
-    if (n > kSafetensorsMaxHeader) {
-      return corrupt("the header length " + std::to_string(n) + " is over 100,000,000 bytes (the reference reader's bound)");
-    }
-    if (n > src_->size() - 8) {
-      return corrupt("the header length " + std::to_string(n) + " runs past the end of the file (" +
-                     std::to_string(src_->size()) + " bytes)");
-    }
-    header_bytes_ = n;
-    PTREAD_TRY(header_buf_, src_->bytes(8, n));
-    const std::string_view text(reinterpret_cast<const char*>(header_buf_.data), header_buf_.size);
-    if (!utf8_valid(text)) return corrupt("the header is not valid UTF-8");
-    return text;
-  }
-
-  // The header's object: entries_ in header order, root_items_ the root dict's items.
-  Status parse(std::string_view text) {
-    Graph& g = model_->graph;
-    JsonReader json(text, "safetensors header of '" + src_->name() + "'", ErrorCode::safetensors_corrupt);
-    PTREAD_CHECK(json.begin_object());
-    std::string key;
-    bool seen_metadata = false;
-    for (;;) {
-      PTREAD_TRY(bool more, json.next_member(&key));
-      if (!more) break;
-      if (key == "__metadata__") {
-        if (seen_metadata) return corrupt("\"__metadata__\" appears twice in the header");
-        seen_metadata = true;
-        root_items_.push_back(g.add_text(ValueKind::string, key));
-        PTREAD_TRY(uint32_t md, parse_metadata(json));
-        root_items_.push_back(md);
-        continue;
-      }
-      if (entries_.size() >= opt_.limits.max_tensors) {
-        return make_error(ErrorCode::limit_exceeded, "safetensors: the header lists over " +
-                                                         std::to_string(opt_.limits.max_tensors) +
-                                                         " tensors (Limits::max_tensors)");
-      }
-      entries_.emplace_back();
-      Entry& e = entries_.back();
-      e.key = g.add_text(ValueKind::string, key);
-      const auto k = static_cast<uint32_t>(entries_.size() - 1);
-      if (names_.insert(g.text(e.key), k, [this](uint32_t j) { return model_->graph.text(entries_[j].key); }) != k) return corrupt("the header names " + tensor_label(e) + " twice");
-      PTREAD_CHECK(parse_tensor(json, &e));
-      root_items_.push_back(e.key);
-      root_items_.push_back(kNoNode);  // the tensor's node, once made
-    }
-    return json.finish();
-  }
-
-  Result<uint32_t> parse_metadata(JsonReader& json) {
-    Graph& g = model_->graph;
-    if (json.peek() == JsonType::null) {
-      PTREAD_CHECK(json.null());
-      return kNoneNode;
-    }
-    if (json.peek() != JsonType::object) {
-      return corrupt(std::string("\"__metadata__\" is ") + json_type_name(json.peek()) + ", not an object of strings");
-    }
-    PTREAD_CHECK(json.begin_object());
-    std::vector<uint32_t> items;
-    StringIndex keys;
-    auto key_at = [&](uint32_t k) { return g.text(items[2 * k]); };
-    std::string key, value;
-    for (;;) {
-      PTREAD_TRY(bool more, json.next_member(&key));
-      if (!more) break;
-      if (items.size() / 2 >= opt_.limits.max_container_items) {
-        return make_error(ErrorCode::limit_exceeded, "safetensors: \"__metadata__\" holds over " +
-                                                         std::to_string(opt_.limits.max_container_items) +
-                                                         " entries (Limits::max_container_items)");
-      }
-      items.push_back(g.add_text(ValueKind::string, key));
-      const auto k = static_cast<uint32_t>(items.size() / 2);
-      if (keys.insert(g.text(items.back()), k, key_at) != k) {
-        return corrupt("\"__metadata__\" holds the key " + quote_json(key) + " twice");
-      }
-      if (json.peek() != JsonType::string) {
-        return corrupt("\"__metadata__\" maps " + quote_json(key) + " to " + json_type_name(json.peek()) +
-                       ": its values must be strings");
-      }
-      PTREAD_CHECK(json.string(&value));
-      items.push_back(g.add_text(ValueKind::string, value));
-    }
-    return g.add_container(ValueKind::dict, items.data(), items.size());
-  }
-
-  Status parse_tensor(JsonReader& json, Entry* e) {
-    if (json.peek() != JsonType::object) {
-      return corrupt(tensor_label(*e) + " is " + json_type_name(json.peek()) +
-                     ", not an object of dtype, shape and data_offsets");
-    }
-    PTREAD_CHECK(json.begin_object());
-    bool has_dtype = false, has_shape = false, has_offsets = false;
-    std::string field, text;
-    std::vector<uint64_t> shape;
-    for (;;) {
-      PTREAD_TRY(bool more, json.next_member(&field));
-      if (!more) break;
-      bool* seen = field == "dtype" ? &has_dtype : field == "shape" ? &has_shape : field == "data_offsets" ? &has_offsets : nullptr;
-      if (seen == nullptr) {  // serde ignores fields it does not know
-        PTREAD_CHECK(json.skip());
-        continue;
-      }
-      if (*seen) return corrupt(tensor_label(*e) + " has \"" + field + "\" twice");
-      *seen = true;
-      if (seen == &has_dtype) {
-        if (json.peek() != JsonType::string) return corrupt(tensor_label(*e) + ": \"dtype\" is " + json_type_name(json.peek()));
-        PTREAD_CHECK(json.string(&text));
-        e->dtype = safetensors_dtype_of(text);
-        if (e->dtype == nullptr) {
-          return make_error(ErrorCode::unknown_dtype, "safetensors: " + tensor_label(*e) + " has the dtype " + quote_json(text) +
-                                                          ", which the format does not define");
-        }
-      } else if (seen == &has_shape) {
-        PTREAD_CHECK(json.begin_array());
-        for (;;) {
-          PTREAD_TRY(bool item, json.next_item());
-          if (!item) break;
-          if (shape.size() >= opt_.limits.max_rank) {
-            return make_error(ErrorCode::limit_exceeded, "safetensors: " + tensor_label(*e) + " has over " +
-                                                             std::to_string(opt_.limits.max_rank) + " dimensions (Limits::max_rank)");
-          }
-          PTREAD_TRY(uint64_t d, json.unsigned_integer());
-          shape.push_back(d);
-        }
-      } else {
-        PTREAD_CHECK(json.begin_array());
-        uint64_t v[2];
-        size_t count = 0;
-        for (;;) {
-          PTREAD_TRY(bool item, json.next_item());
-          if (!item) break;
-          if (count == 2) return corrupt(tensor_label(*e) + ": \"data_offsets\" holds more than two numbers");
-          PTREAD_TRY(v[count], json.unsigned_integer());
-          ++count;
-        }
-        if (count != 2) return corrupt(tensor_label(*e) + ": \"data_offsets\" holds " + std::to_string(count) + " numbers, not two");
-        e->begin = v[0];
-        e->end = v[1];
-      }
-    }
-    if (!has_dtype || !has_shape || !has_offsets) {
-      return corrupt(tensor_label(*e) + " lacks \"" + (!has_dtype ? "dtype" : !has_shape ? "shape" : "data_offsets") + "\"");
-    }
-    // The element count and bits as the reference counts them (in 64 bits), before any
-    // dimension becomes an int64.
-    uint64_t numel = 1;
-    for (uint64_t d : shape) {
-      if (mul_overflow(numel, d, &numel)) return make_error(ErrorCode::shape_overflow, "safetensors: " + tensor_label(*e) + ": the shape's element count overflows 64 bits");
-    }
-    if (mul_overflow(numel, e->dtype->bits, &e->nbits)) {
-      return make_error(ErrorCode::shape_overflow, "safetensors: " + tensor_label(*e) + ": the shape's bit count overflows 64 bits");
-    }
-    e->rank = static_cast<uint32_t>(shape.size());
-    e->dims = new_dims(model_->graph, shape.size());
-    for (size_t d = 0; d < shape.size(); ++d) {
-      if (shape[d] > static_cast<uint64_t>(INT64_MAX)) {
-        return make_error(ErrorCode::shape_overflow, "safetensors: " + tensor_label(*e) + ": dimension " + std::to_string(d) +
-                                                         " (" + std::to_string(shape[d]) + ") is over 2^63 - 1, more than torch's sizes hold");
-      }
-      e->dims[d] = static_cast<int64_t>(shape[d]);
-    }
-    return {};
-  }
-
-  // Sorted by offsets, the tensors tile the data exactly (Metadata::validate), and the data
-  // ends at the file's end.
-  Status check_offsets() {
-    std::vector<uint32_t> order(entries_.size());
-    for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<uint32_t>(k);
-    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-      return entries_[a].begin != entries_[b].begin ? entries_[a].begin < entries_[b].begin : entries_[a].end < entries_[b].end;
-    });
-    uint64_t at = 0;
-    for (uint32_t k : order) {
-      const Entry& e = entries_[k];
-      if (e.begin != at || e.end < e.begin) {
-        return corrupt(tensor_label(e) + " has data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
-                       "]; sorted by offsets, the tensors must follow each other from 0 without gap or overlap (here " +
-                       (e.end < e.begin ? "it ends before it begins" : "the one before ends at " + std::to_string(at)) + ")");
-      }
-      if (e.nbits % 8 != 0) {
-        return corrupt(tensor_label(e) + " of dtype " + e.dtype->name + " holds " + std::to_string(e.nbits) + " bits, not whole bytes");
-      }
-      if (e.end - e.begin != e.nbits / 8) {
-        return corrupt(tensor_label(e) + ": its shape and dtype " + e.dtype->name + " make " + std::to_string(e.nbits / 8) +
-                       " bytes, its data_offsets " + std::to_string(e.end - e.begin));
-      }
-      at = e.end;
-    }
-    data_start_ = 8 + header_bytes_;
-    if (at != src_->size() - data_start_) {
-      return corrupt("the tensors' data ends at byte " + std::to_string(data_start_ + at) + " of the file, which is " +
-                     std::to_string(src_->size()) + " bytes (the format requires they agree)");
-    }
-    return {};
-  }
-
-  Status make_tensors() {
-    Model& m = *model_;
-    Graph& g = m.graph;
-    // The data: the mapping itself, or (read mode) one buffer read from the file.
-    const uint8_t* data = nullptr;
-    const uint64_t data_bytes = src_->size() - data_start_;
-    if (src_->base() != nullptr && opt_.mode != LoadMode::read) {
-      data = src_->base() + data_start_;
-      m.storage_table.set_source(src_);
-    } else {
-      PTREAD_TRY(auto buf, allocate_aligned(static_cast<size_t>(data_bytes)));
-      PTREAD_CHECK(run_fill_jobs(*src_, {FillJob{data_start_, buf.get(), static_cast<size_t>(data_bytes)}}, opt_.threads));
-      data = buf.get();
-      m.storage_table.set_source(std::shared_ptr<const void>(std::move(buf)));
-    }
-    size_t item = 0;
-    for (const Entry& e : entries_) {
-      while (root_items_[item + 1] != kNoNode) item += 2;  // past "__metadata__"
-      root_items_[item + 1] = make_tensor(e, data);
-      item += 2;
-    }
-    m.root = g.add_container(ValueKind::dict, root_items_.data(), root_items_.size());
-    return {};
-  }
-
-  uint32_t make_tensor(const Entry& e, const uint8_t* data) {
-    Model& m = *model_;
-    Graph& g = m.graph;
-    if (!e.dtype->torch_has) {
-      m.unsupported.push_back(std::string("safetensors dtype ") + e.dtype->name + " (6-bit floats): torch has no such dtype");
-      return g.emit_int(ValueKind::unsupported, static_cast<uint32_t>(m.unsupported.size() - 1), 0);
-    }
-    if (e.dtype->dtype == DType::F4_E2M1FN_X2) {
-      // torch's float4_e2m1fn_x2 holds two values a byte: the last dimension halves.
-      if (e.rank == 0 || e.dims[e.rank - 1] % 2 != 0) {
-        m.unsupported.push_back("safetensors dtype F4 with an odd last dimension: torch's float4_e2m1fn_x2 packs two values a byte");
-        return g.emit_int(ValueKind::unsupported, static_cast<uint32_t>(m.unsupported.size() - 1), 0);
-      }
-      e.dims[e.rank - 1] /= 2;
-    }
-    static_cast<void>(contiguous_strides(e.dims, e.rank));  // (no overflow: numel * bits fit 64 bits)
-    TensorSpec t;
-    t.dims = e.dims;
-    t.rank = e.rank;
-    t.dtype = e.dtype->dtype;
-    t.storage = m.storage_table.add_view(data + e.begin, e.end - e.begin);
-    m.specs.push_back(t);
-    return g.emit_int(ValueKind::tensor, static_cast<uint32_t>(m.specs.size() - 1), 0);
-  }
-
   std::shared_ptr<const Source> src_;
   ReadOptions opt_;
   std::shared_ptr<Model> model_;
-  Bytes header_buf_;
-  uint64_t header_bytes_ = 0, data_start_ = 0;
-  std::vector<Entry> entries_;
-  std::vector<uint32_t> root_items_;  // key, value, ... (a tensor's value: kNoNode until made)
-  StringIndex names_;
 };
 
-inline Result<std::shared_ptr<Model>> read_safetensors_checkpoint(std::shared_ptr<const Source> src, const ReadOptions& opt) {
-  return SafetensorsReader(std::move(src), opt).read();
+inline Result<std::shared_ptr<Model>> read_bare_pickle(std::shared_ptr<const Source> src, const ReadOptions& opt) {
+  return BarePickleReader(std::move(src), opt).read();
 }
 
 }  // namespace detail
 }  // namespace ptread
-// ---- end ptread/containers/safetensors.hpp ----
-// ---- begin ptread/containers/sharded.hpp ----
-// ptread — sharded sets: one checkpoint saved as several files and an index, as Hugging Face
-// transformers writes them (save_pretrained with max_shard_size; huggingface_hub's
-// split_state_dict_into_shards):
-//
-//   model.safetensors.index.json  or  pytorch_model.bin.index.json:
-//     {"metadata": {"total_size": <bytes>, ...}, "weight_map": {"<tensor>": "<shard file>", ...}}
-//   model-00001-of-00003.safetensors ...  or  pytorch_model-00001-of-00003.bin ...
-//     (beside the index; .bin shards are torch.save files of any format, .safetensors shards
-//     safetensors files)
-//
-// The set reads as one checkpoint: the tensors of every shard (shards in file-name order,
-// each in its own order), each with its shard (TensorInfo::shard); root() a dict of them by
-// name. Every shard is opened when the set is (mapped: no tensor byte is read), and checked
-// against the weight_map: a tensor it lists missing from its shard, found in another shard
-// or in two, a tensor no line lists, a shard file missing: errors that name file and
-// tensor. metadata.total_size, where it is an integer, must be the bytes of the tensors
-// (each name counted: older transformers) or of their distinct storages (huggingface_hub).
-// Shard names are paths relative to the index's folder: absolute paths and ".." are refused.
-// Quantized and sparse tensors of .bin shards are listed by quantized() and sparse().
+// ---- end ptread/containers/bare_pickle.hpp ----
+// #include "containers/legacy.hpp": inlined above
+// ---- begin ptread/containers/nested.hpp ----
+// ptread — nested archives: the bytes torch.storage._load_from_bytes(b) reads
+// (torch/globals/load_from_bytes.hpp) read as torch.load reads a file: zip, legacy or tar,
+// detected by content; anything else (a bare pickle, safetensors) is refused, as torch.load
+// refuses it. Each is a model of its own, read in memory mode over b (its storages views of
+// b where aligned: b is the mapped file itself when the graph borrowed it, else a copy made
+// here), at most Limits::max_archive_nesting deep.
 
-// #include "../text/json.hpp": inlined above
-// #include "../torch/naming.hpp": inlined above
-// #include "../torch/python.hpp": inlined above
-// #include "safetensors.hpp": inlined above
-
-#include <algorithm>
-#include <memory>
-#include <string>
-#include <vector>
-
-namespace ptread {
-namespace detail {
-
-struct ShardIndex {
-  std::vector<std::string> files;  // distinct shard files, sorted
-  struct Line {
-    std::string name;
-    uint32_t file;  // into files
-  };
-  std::vector<Line> weight_map;    // in the index's order
-  bool has_total = false;
-  uint64_t total_size = 0;
-};
-
-inline Error index_corrupt(const std::string& where, const std::string& why) {
-  return make_error(ErrorCode::shard_index_corrupt, "sharded set index '" + where + "': " + why);
-}
-
-// A shard's name as the index gives it: a relative path without "..", NUL or backslash.
-inline bool shard_name_ok(std::string_view f) {
-  if (f.empty() || f[0] == '/' || f.find('\\') != std::string_view::npos || f.find('\0') != std::string_view::npos ||
-      (f.size() >= 2 && f[1] == ':')) {
-    return false;
-  }
-  size_t start = 0;
-  for (;;) {
-    const size_t end = std::min(f.find('/', start), f.size());
-    const std::string_view part = f.substr(start, end - start);
-    if (part == ".." || part.empty()) return false;
-    if (end == f.size()) return true;
-    start = end + 1;
-  }
-}
-
-inline Result<ShardIndex> parse_shard_index(std::string_view text, const std::string& where, const Limits& limits) {
-  if (!utf8_valid(text)) return index_corrupt(where, "not valid UTF-8");
-  JsonReader json(text, "sharded set index '" + where + "'", ErrorCode::shard_index_corrupt);
-  ShardIndex index;
-  PTREAD_CHECK(json.begin_object());
-  bool seen_map = false, seen_metadata = false;
-  std::string key, value;
-  std::vector<std::string> file_of;  // per line: its file, until files are sorted
-  StringIndex names, files;
-  std::vector<std::string> distinct;
-  for (;;) {
-    PTREAD_TRY(bool more, json.next_member(&key));
-    if (!more) break;
-    if (key == "metadata") {
-      if (seen_metadata) return index_corrupt(where, "\"metadata\" appears twice");
-      seen_metadata = true;
-      if (json.peek() != JsonType::object) {
-        PTREAD_CHECK(json.skip());  // (transformers reads no more of it than total_size)
-        continue;
-      }
-      PTREAD_CHECK(json.begin_object());
-      for (;;) {
-        PTREAD_TRY(bool m, json.next_member(&value));
-        if (!m) break;
-        if (value == "total_size" && json.peek() == JsonType::number) {
-          PTREAD_TRY(std::string_view t, json.number_text());
-          uint64_t v = 0;
-          bool integer = !t.empty() && t.find_first_not_of("0123456789") == std::string_view::npos && t.size() <= 19;
-          for (char c : t) v = v * 10 + static_cast<uint64_t>(c - '0');
-          index.has_total = integer;  // (a float or negative total says nothing checkable)
-          index.total_size = v;
-        } else {
-          PTREAD_CHECK(json.skip());
-        }
-      }
-      continue;
-    }
-    if (key != "weight_map") {
-      PTREAD_CHECK(json.skip());
-      continue;
-    }
-    if (seen_map) return index_corrupt(where, "\"weight_map\" appears twice");
-    seen_map = true;
-    if (json.peek() != JsonType::object) {
-      return index_corrupt(where, std::string("\"weight_map\" is ") + json_type_name(json.peek()) + ", not an object");
-    }
-    PTREAD_CHECK(json.begin_object());
-    for (;;) {
-      PTREAD_TRY(bool m, json.next_member(&key));
-      if (!m) break;
-      if (index.weight_map.size() >= limits.max_tensors) {
-        return make_error(ErrorCode::limit_exceeded, "sharded set index '" + where + "': over " +
-                                                         std::to_string(limits.max_tensors) + " tensors (Limits::max_tensors)");
-      }
-      if (json.peek() != JsonType::string) {
-        return index_corrupt(where, "the weight_map maps " + quote_json(key) + " to " + json_type_name(json.peek()) +
-                                        ", not a file name");
-      }
-      PTREAD_CHECK(json.string(&value));
-      const auto k = static_cast<uint32_t>(index.weight_map.size());
-      index.weight_map.push_back({key, 0});
-      if (names.insert(key, k, [&](uint32_t j) { return std::string_view(index.weight_map[j].name); }) != k) {
-        return index_corrupt(where, "the weight_map lists " + quote_json(key) + " twice");
-      }
-      if (!shard_name_ok(value)) {
-        return index_corrupt(where, "the weight_map puts " + quote_json(key) + " in " + quote_json(value) +
-                                        ": a shard must be a relative path inside the index's folder");
-      }
-      const auto f = static_cast<uint32_t>(distinct.size());
-      distinct.push_back(value);
-      const uint32_t at = files.insert(value, f, [&](uint32_t j) { return std::string_view(distinct[j]); });
-      if (at != f) distinct.pop_back();
-      index.weight_map.back().file = at;
-    }
-  }
-  PTREAD_CHECK(json.finish());
-  if (!seen_map) return index_corrupt(where, "no \"weight_map\"");
-  // Shards in file-name order (model-00001-of-00003 ... sort as numbered).
-  std::vector<uint32_t> order(distinct.size()), rank(distinct.size());
-  for (uint32_t k = 0; k < order.size(); ++k) order[k] = k;
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return distinct[a] < distinct[b]; });
-  for (uint32_t k = 0; k < order.size(); ++k) {
-    rank[order[k]] = k;
-    index.files.push_back(std::move(distinct[order[k]]));
-  }
-  for (auto& line : index.weight_map) line.file = rank[line.file];
-  return index;
-}
-
-// Merges the shards' models, read already (shards[k]: index.files[k]), into one.
-class ShardMerger {
- public:
-  ShardMerger(const ShardIndex& index, std::string where, const Limits& limits)
-      : index_(index), where_(std::move(where)), limits_(limits) {}
-
-  Result<std::shared_ptr<Model>> merge(const std::vector<std::shared_ptr<Model>>& shards, uint64_t source_bytes) {
-    out_ = std::make_shared<Model>();
-    out_->format = Format::sharded;
-    out_->shard_files = index_.files;
-    for (uint32_t k = 0; k < index_.weight_map.size(); ++k) {
-      names_.insert(index_.weight_map[k].name, k, [this](uint32_t j) { return std::string_view(index_.weight_map[j].name); });
-    }
-    found_.assign(index_.weight_map.size(), kNoNode);
-    for (uint32_t s = 0; s < shards.size(); ++s) PTREAD_CHECK(add_shard(*shards[s], s));
-    for (uint32_t k = 0; k < found_.size(); ++k) {
-      if (found_[k] == kNoNode) {
-        const auto& line = index_.weight_map[k];
-        return mismatch("the weight_map puts tensor " + quote_json(line.name) + " in shard '" + index_.files[line.file] +
-                        "', which does not hold it");
-      }
-    }
-    PTREAD_CHECK(check_total(shards));
-    Graph& g = out_->graph;
-    out_->root = g.add_container(ValueKind::dict, root_items_.data(), root_items_.size());
-    PTREAD_CHECK(name_tensors(*out_, limits_, source_bytes));
-    out_->named_quantized = std::move(quantized_);  // (made already: no node of ours names them)
-    out_->named_sparse = std::move(sparse_);
-    return out_;
-  }
-
- private:
-  Error mismatch(const std::string& why) const {
-    return make_error(ErrorCode::shard_mismatch, "sharded set '" + where_ + "': " + why);
-  }
-
-  // A name shard s holds: listed by the weight_map, for shard s, and once.
-  Status claim(std::string_view name, uint32_t s) {
-    const uint32_t k = names_.find(name, [this](uint32_t j) { return std::string_view(index_.weight_map[j].name); });
-    const std::string& file = index_.files[s];
-    if (k == StringIndex::npos) {
-      return mismatch("shard '" + file + "' holds tensor " + quote_json(name) + ", which the weight_map does not list");
-    }
-    if (found_[k] != kNoNode) {
-      return mismatch("tensor " + quote_json(name) + " is in two shards, '" + index_.files[found_[k]] + "' and '" + file + "'");
-    }
-    const uint32_t want = index_.weight_map[k].file;
-    if (want != s) {
-      return mismatch("tensor " + quote_json(name) + " is in shard '" + file + "'; the weight_map puts it in '" +
-                      index_.files[want] + "'");
-    }
-    found_[k] = s;
-    return {};
-  }
-
-  Status add_shard(const Model& shard, uint32_t s) {
-    Graph& g = out_->graph;
-    std::vector<uint32_t> storage_of(shard.storage_table.size(), kNoNode);  // shard storage -> ours
-    std::vector<uint32_t> node_of(shard.specs.size(), kNoNode);            // shard spec -> our tensor node
-    for (size_t k = 0; k < shard.listed_count(); ++k) {
-      const auto& e = shard.listed[k];
-      PTREAD_CHECK(claim(e.name_view(), s));
-      if (node_of[e.spec] == kNoNode) {
-        const TensorSpec& from = shard.specs[e.spec];
-        TensorSpec t = from;
-        t.dims = new_dims(g, from.rank);
-        if (from.rank) std::memcpy(t.dims, from.dims, 2 * from.rank * sizeof(int64_t));
-        if (from.location != kNoNode) t.location = g.add_text(ValueKind::string, shard.graph.text(from.location));
-        if (storage_of[from.storage] == kNoNode) {
-          storage_of[from.storage] = out_->storage_table.add(shard.storage_table.shared(from.storage));
-        }
-        t.storage = storage_of[from.storage];
-        out_->specs.push_back(t);
-        out_->spec_shard.push_back(s);
-        node_of[e.spec] = g.emit_int(ValueKind::tensor, static_cast<uint32_t>(out_->specs.size() - 1), 0);
-      }
-      root_items_.push_back(g.add_text(ValueKind::string, e.name_view()));
-      root_items_.push_back(node_of[e.spec]);
-    }
-    for (const auto& u : shard.named_unsupported) {
-      PTREAD_CHECK(claim(u.name, s));
-      out_->unsupported.push_back(u.reason);
-      root_items_.push_back(g.add_text(ValueKind::string, u.name));
-      root_items_.push_back(g.emit_int(ValueKind::unsupported, static_cast<uint32_t>(out_->unsupported.size() - 1), 0));
-    }
-    for (const auto& q : shard.named_quantized) {
-      PTREAD_CHECK(claim(q.name, s));
-      quantized_.push_back(q);
-    }
-    for (const auto& sp : shard.named_sparse) {
-      PTREAD_CHECK(claim(sp.name, s));
-      sparse_.push_back(sp);
-    }
-    return {};
-  }
-
-  // metadata.total_size: the tensors' bytes, each name counted, or their distinct storages'.
-  Status check_total(const std::vector<std::shared_ptr<Model>>& shards) const {
-    if (!index_.has_total) return {};
-    uint64_t per_name = 0, per_storage = 0;
-    for (const auto& m : shards) {
-      for (size_t k = 0; k < m->listed_count(); ++k) per_name += m->info(k).nbytes;
-      for (size_t k = 0; k < m->storage_table.size(); ++k) per_storage += m->storage_table.nbytes(k);
-    }
-    if (index_.total_size == per_name || index_.total_size == per_storage) return {};
-    return mismatch("metadata.total_size is " + std::to_string(index_.total_size) + "; the shards' tensors hold " +
-                    std::to_string(per_name) + " bytes (" + std::to_string(per_storage) + " in distinct storages)");
-  }
-
-  const ShardIndex& index_;
-  std::string where_;
-  Limits limits_;
-  std::shared_ptr<Model> out_;
-  StringIndex names_;
-  std::vector<uint32_t> found_;       // per weight_map line: the shard that held it
-  std::vector<uint32_t> root_items_;
-  std::vector<NamedQuantized> quantized_;
-  std::vector<NamedSparse> sparse_;
-};
-
-}  // namespace detail
-}  // namespace ptread
-// ---- end ptread/containers/sharded.hpp ----
+// #include "detect.hpp": inlined above
+// #include "legacy.hpp": inlined above
 // ---- begin ptread/containers/tar.hpp ----
 // ptread — the tar format of torch 0.1.x (torch/serialization.py, legacy_load inside
 // _legacy_load; torch still reads it).
@@ -13641,6 +12848,7 @@ class TarReader {
       return make_error(ErrorCode::bad_tensor_args, "a storage persistent id ('" + std::string(key) + "') in a tar-format pickle");
     };
     hooks_ = std::make_unique<TarHooks>(*model_, std::move(none), opt_.limits);
+    hooks_->set_nested(opt_);
     vm_ = std::make_unique<PickleVM>(model_->graph, *hooks_, opt_.limits, src_->name());
     if (mem[0].found) {
       uint64_t pos = mem[0].offset;
@@ -14930,6 +14138,7 @@ inline Status read_data_pkl(const std::shared_ptr<const Source>& src, const Read
   ZipStorages storages(zip, w, plan.prefix, views, copy_storages, m.big_endian, fill);
   // Usually one tensor per storage record: room for that many.
   TorchHooks hooks(m, storages.loader(), opt.limits);
+  hooks.set_nested(opt);
   hooks.expect_storages(w.data_records);
   m.storage_table.set_source(src);
   if (!copy_storages) hooks.set_stored_records(&w.data_by_number, m.big_endian);  // views without the loader
@@ -15019,6 +14228,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
   if (big) reserve.map(static_cast<size_t>(std::min<uint64_t>(pickle_size / (kHugePage / 4) + kAhead, 512)));
   reserve.expect(static_cast<size_t>(pickle_size));
   TorchHooks hooks(m, std::move(none), opt.limits);  // (after the reserve: destroyed before it)
+  hooks.set_nested(opt);
   hooks.set_chunk_reserve(&reserve);
   hooks.expect_storages(static_cast<size_t>(zip.record_count()));  // (before the filling thread starts)
   m.storage_table.set_source(src);
@@ -15146,6 +14356,1049 @@ inline Result<std::shared_ptr<Model>> read_zip_checkpoint(std::shared_ptr<const 
 }  // namespace detail
 }  // namespace ptread
 // ---- end ptread/containers/zip_checkpoint.hpp ----
+
+#include <cstring>
+#include <memory>
+#include <string>
+
+namespace ptread {
+namespace detail {
+
+inline Result<std::shared_ptr<Model>> read_nested_archive(std::string_view b, std::shared_ptr<const void> keep,
+                                                          const ReadOptions& outer) {
+  if (outer.nesting + 1 > outer.limits.max_archive_nesting) {
+    return make_error(ErrorCode::limit_exceeded, "archives nested over " + std::to_string(outer.limits.max_archive_nesting) +
+                                                     " deep (torch.storage._load_from_bytes; Limits::max_archive_nesting)");
+  }
+  const auto* data = reinterpret_cast<const uint8_t*>(b.data());
+  if (!keep) {  // (bytes the graph holds: the archive's storages get a buffer of their own)
+    PTREAD_TRY(auto buf, allocate_aligned(b.size()));
+    if (!b.empty()) std::memcpy(buf.get(), b.data(), b.size());
+    data = buf.get();
+    keep = std::shared_ptr<const void>(std::move(buf));
+  }
+  auto src = std::make_shared<MemorySource>(data, b.size(), "<nested archive>", std::move(keep));
+  ReadOptions ro;
+  ro.mode = LoadMode::memory;
+  ro.limits = outer.limits;
+  ro.nested_reader = outer.nested_reader;
+  ro.nesting = outer.nesting + 1;
+  auto detected = detect_format(data, std::min<size_t>(b.size(), 512), b.size());
+  if (!detected) return std::move(detected).error();
+  switch (*detected) {
+    case Detected::legacy: return read_legacy_checkpoint(src, ro);
+    case Detected::zip: return read_zip_checkpoint(src, ro);
+    case Detected::tar: return read_tar_checkpoint(src, ro);
+    default: break;
+  }
+  return make_error(ErrorCode::unknown_format, "a nested archive that is no torch.save file (zip, legacy or tar)");
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/containers/nested.hpp ----
+// ---- begin ptread/containers/safetensors.hpp ----
+// ptread — safetensors files (huggingface/safetensors, safetensors/src/tensor.rs).
+//
+//   bytes 0..8     N, the header's length: unsigned 64-bit little-endian
+//   bytes 8..8+N   the header: UTF-8 JSON, one object:
+//                    "__metadata__": null or {str: str}           (optional)
+//                    "<name>": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}
+//                  often padded with spaces so that the data starts on 8 bytes
+//   bytes 8+N..    the data: each tensor's elements, C order, little-endian, at
+//                  [begin, end) relative to byte 8+N
+//
+// Checked as the reference reader checks (read_metadata, Metadata::validate): N at most
+// 100,000,000 and inside the file; the header UTF-8 and JSON (text/json.hpp); the tensors,
+// sorted by offsets, cover the data exactly (each begins where the one before ends, the
+// first at 0, the last ends at the file's end); end - begin = the shape's element count x
+// the dtype's bits / 8, whole bytes. Stricter than the reference: no name twice, in any
+// object (serde keeps the last); a dimension must fit int64 (torch's sizes do).
+//
+// dtypes: all the format defines. F4 is torch's float4_e2m1fn_x2 with the last dimension
+// halved, as the safetensors torch binding makes it (an odd last dimension: an unsupported
+// entry, as there); F6_E2M3 and F6_E3M2 have no torch dtype: unsupported entries.
+//
+// The tensors are listed in the header's order, under their names as stored; root() is a
+// dict of the header: the names, and "__metadata__" (a dict of strings, or None) where the
+// header has it. mmap and memory modes: tensors are views of the file where the data suits
+// their dtype's alignment (copied where not); read mode reads the data in one buffer.
+
+// ---- begin ptread/text/json.hpp ----
+// ptread — a strict JSON reader (RFC 8259) for the headers of safetensors files and the index
+// files of sharded sets: a pull parser that walks the text once and keeps nothing but what
+// its caller takes, so a header of 100 MB costs its caller's tensors, not a document tree.
+//
+// Why ours and not a library: the core is one header with no dependency, and these files
+// need only objects, arrays, strings and unsigned integers. What it accepts is what
+// serde_json (the reference safetensors reader's parser) accepts, and no more:
+//   - whitespace is space, tab, CR, LF; nothing but whitespace after the value;
+//   - strings: no raw control character, the eight escapes and \uXXXX, surrogates only in
+//     pairs (Python's json takes a lone one; serde_json refuses it, and so do we);
+//   - numbers as the grammar says (no leading zero, no '+', no NaN); unsigned() takes an
+//     integer without fraction or exponent (serde_json's usize), "-0" included;
+//   - nesting at most 128 deep (serde_json's recursion limit).
+// The text must be valid UTF-8 (checked by the caller, as the reference checks it before
+// parsing). Duplicate keys are the caller's to refuse: it knows which object it is reading.
+// Every error says what was found and at which byte of the text.
+
+// #include "../error.hpp": inlined above
+// #include "text.hpp": inlined above
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ptread {
+namespace detail {
+
+enum class JsonType : uint8_t { null, boolean, number, string, array, object, end };
+
+inline const char* json_type_name(JsonType t) noexcept {
+  switch (t) {
+    case JsonType::null: return "null";
+    case JsonType::boolean: return "a boolean";
+    case JsonType::number: return "a number";
+    case JsonType::string: return "a string";
+    case JsonType::array: return "an array";
+    case JsonType::object: return "an object";
+    case JsonType::end: return "the end of the text";
+  }
+  return "?";
+}
+
+class JsonReader {
+ public:
+  static constexpr size_t kMaxDepth = 128;
+
+  // what: how errors name the text ("the safetensors header of 'x'"); code: their code.
+  JsonReader(std::string_view text, std::string what, ErrorCode code)
+      : s_(text), what_(std::move(what)), code_(code) {}
+
+  size_t pos() const noexcept { return i_; }
+
+  // The type of the next value (after whitespace); JsonType::end when none is left, or
+  // the next byte starts no value (the read that follows names it).
+  JsonType peek() {
+    skip_ws();
+    if (i_ >= s_.size()) return JsonType::end;
+    switch (s_[i_]) {
+      case '{': return JsonType::object;
+      case '[': return JsonType::array;
+      case '"': return JsonType::string;
+      case 't': case 'f': return JsonType::boolean;
+      case 'n': return JsonType::null;
+      default: return (s_[i_] == '-' || (s_[i_] >= '0' && s_[i_] <= '9')) ? JsonType::number : JsonType::end;
+    }
+  }
+
+  Status begin_object() { return open(JsonType::object); }
+  Status begin_array() { return open(JsonType::array); }
+
+  // The next member of the object being read: true with its key read (and the ':'), then
+  // the caller reads or skips its value; false at the object's end (consumed).
+  Result<bool> next_member(std::string* key) {
+    PTREAD_TRY(bool more, next('}'));
+    if (!more) return false;
+    if (peek() != JsonType::string) return found("a string key");
+    PTREAD_CHECK(string(key));
+    skip_ws();
+    if (i_ >= s_.size() || s_[i_] != ':') return found("':' after a key");
+    ++i_;
+    return true;
+  }
+  // The next item of the array being read: true when one follows; false at its end.
+  Result<bool> next_item() { return next(']'); }
+
+  Status string(std::string* out) {
+    skip_ws();
+    if (i_ >= s_.size() || s_[i_] != '"') return found("a string");
+    ++i_;
+    out->clear();
+    for (;;) {
+      const size_t start = i_;
+      while (i_ < s_.size() && s_[i_] != '"' && s_[i_] != '\\' && static_cast<unsigned char>(s_[i_]) >= 0x20) ++i_;
+      out->append(s_.data() + start, i_ - start);
+      if (i_ >= s_.size()) return fail("a string runs to the end of the text");
+      const char c = s_[i_];
+      if (c == '"') {
+        ++i_;
+        return {};
+      }
+      if (c != '\\') return fail("a control character (0x" + hex2(c) + ") inside a string");
+      PTREAD_CHECK(escape(out));
+    }
+  }
+
+  // A non-negative integer that fits 64 bits, without fraction or exponent.
+  Result<uint64_t> unsigned_integer() {
+    skip_ws();
+    const size_t start = i_;
+    PTREAD_CHECK(number());
+    std::string_view t = s_.substr(start, i_ - start);
+    if (t.find_first_of(".eE") != std::string_view::npos) {
+      i_ = start;
+      return found_text("an unsigned integer", t);
+    }
+    if (t == "-0") return uint64_t{0};
+    if (t[0] == '-') {
+      i_ = start;
+      return found_text("an unsigned integer", t);
+    }
+    uint64_t v = 0;
+    for (char c : t) {
+      const uint64_t d = static_cast<uint64_t>(c - '0');
+      if (v > (UINT64_MAX - d) / 10) {
+        i_ = start;
+        return found_text("an unsigned integer of at most 64 bits", t);
+      }
+      v = v * 10 + d;
+    }
+    return v;
+  }
+
+  // A number's text, as written (checked by the grammar).
+  Result<std::string_view> number_text() {
+    skip_ws();
+    const size_t start = i_;
+    PTREAD_CHECK(number());
+    return s_.substr(start, i_ - start);
+  }
+
+  Result<bool> boolean() {
+    skip_ws();
+    if (i_ < s_.size() && s_[i_] == 't') {
+      PTREAD_CHECK(literal("true"));
+      return true;
+    }
+    PTREAD_CHECK(literal("false"));
+    return false;
+  }
+
+  // null, consumed.
+  Status null() {
+    skip_ws();
+    return literal("null");
+  }
+
+  // Any value, checked and dropped.
+  Status skip() { return skip_value(); }
+
+  // Nothing but whitespace is left.
+  Status finish() {
+    skip_ws();
+    if (i_ != s_.size()) return fail("text after the end of the JSON value (byte 0x" + hex2(s_[i_]) + ")");
+    return {};
+  }
+
+  Error fail(const std::string& why) const {
+    return make_error(code_,
+                      what_ + ": invalid JSON: " + why + " at byte " + std::to_string(i_));
+  }
+
+ private:
+  static std::string hex2(char c) {
+    static const char* const digits = "0123456789abcdef";
+    const auto u = static_cast<unsigned char>(c);
+    return std::string{digits[u >> 4], digits[u & 15]};
+  }
+
+  Error found(const char* wanted) {
+    const JsonType t = peek();
+    if (t == JsonType::end && i_ < s_.size()) return fail(std::string("expected ") + wanted + ", found byte 0x" + hex2(s_[i_]));
+    return fail(std::string("expected ") + wanted + ", found " + json_type_name(t));
+  }
+  Error found_text(const char* wanted, std::string_view t) {
+    return fail(std::string("expected ") + wanted + ", found " + std::string(t.substr(0, 40)));
+  }
+
+  void skip_ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
+  }
+
+  Status open(JsonType t) {
+    if (peek() != t) return found(json_type_name(t));
+    if (first_.size() >= kMaxDepth) return fail("nesting deeper than " + std::to_string(kMaxDepth) + " levels");
+    ++i_;
+    first_.push_back(1);
+    return {};
+  }
+
+  Result<bool> next(char close) {
+    skip_ws();
+    if (i_ >= s_.size()) return fail(std::string("the text ends inside ") + (close == '}' ? "an object" : "an array"));
+    if (s_[i_] == close) {
+      ++i_;
+      first_.pop_back();
+      return false;
+    }
+    if (!first_.back()) {
+      if (s_[i_] != ',') return fail(std::string("expected ',' or '") + close + "', found byte 0x" + hex2(s_[i_]));
+      ++i_;
+      skip_ws();
+      if (i_ < s_.size() && s_[i_] == close) return fail(std::string("a ',' before '") + close + "'");
+    }
+    first_.back() = 0;
+    return true;
+  }
+
+  Status literal(const char* word) {
+    const std::string_view w(word);
+    if (s_.substr(i_, w.size()) != w) return fail(std::string("expected ") + word);
+    i_ += w.size();
+    return {};
+  }
+
+  Status number() {
+    const size_t start = i_;
+    if (i_ < s_.size() && s_[i_] == '-') ++i_;
+    if (i_ >= s_.size() || s_[i_] < '0' || s_[i_] > '9') {
+      i_ = start;
+      return found("a number");
+    }
+    if (s_[i_] == '0') {
+      ++i_;
+      if (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') return fail("a number with a leading zero");
+    } else {
+      digits();
+    }
+    if (i_ < s_.size() && s_[i_] == '.') {
+      ++i_;
+      if (!digits()) return fail("no digit after a decimal point");
+    }
+    if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
+      ++i_;
+      if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-')) ++i_;
+      if (!digits()) return fail("no digit in an exponent");
+    }
+    return {};
+  }
+  bool digits() {
+    const size_t start = i_;
+    while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
+    return i_ > start;
+  }
+
+  Result<uint32_t> hex4() {
+    if (s_.size() - i_ < 4) return fail("a \\u escape cut short");
+    uint32_t v = 0;
+    for (int k = 0; k < 4; ++k) {
+      const char c = s_[i_ + static_cast<size_t>(k)];
+      const uint32_t d = (c >= '0' && c <= '9')   ? static_cast<uint32_t>(c - '0')
+                         : (c >= 'a' && c <= 'f') ? static_cast<uint32_t>(c - 'a' + 10)
+                         : (c >= 'A' && c <= 'F') ? static_cast<uint32_t>(c - 'A' + 10)
+                                                  : 16u;
+      if (d == 16) return fail("a \\u escape with a non-hex digit");
+      v = v * 16 + d;
+    }
+    i_ += 4;
+    return v;
+  }
+
+  // At a backslash inside a string: appends what the escape stands for.
+  Status escape(std::string* out) {
+    ++i_;
+    if (i_ >= s_.size()) return fail("a string runs to the end of the text");
+    const char c = s_[i_++];
+    switch (c) {
+      case '"': out->push_back('"'); return {};
+      case '\\': out->push_back('\\'); return {};
+      case '/': out->push_back('/'); return {};
+      case 'b': out->push_back('\b'); return {};
+      case 'f': out->push_back('\f'); return {};
+      case 'n': out->push_back('\n'); return {};
+      case 'r': out->push_back('\r'); return {};
+      case 't': out->push_back('\t'); return {};
+      case 'u': break;
+      default: --i_; return fail("an unknown escape \\" + std::string(1, c));
+    }
+    PTREAD_TRY(uint32_t cp, hex4());
+    if (cp >= 0xdc00 && cp <= 0xdfff) return fail("a lone trailing surrogate \\u" + hex_cp(cp));
+    if (cp >= 0xd800 && cp <= 0xdbff) {
+      if (s_.substr(i_, 2) != "\\u") return fail("a lone leading surrogate \\u" + hex_cp(cp));
+      i_ += 2;
+      PTREAD_TRY(uint32_t lo, hex4());
+      if (lo < 0xdc00 || lo > 0xdfff) return fail("a leading surrogate \\u" + hex_cp(cp) + " not followed by a trailing one");
+      cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+    }
+    append_utf8(out, cp);
+    return {};
+  }
+  static std::string hex_cp(uint32_t cp) {
+    char b[8];
+    std::snprintf(b, sizeof b, "%04x", static_cast<unsigned>(cp));
+    return b;
+  }
+  Status skip_value() {
+    switch (peek()) {
+      case JsonType::object: {
+        PTREAD_CHECK(begin_object());
+        for (;;) {
+          PTREAD_TRY(bool more, next_member(&scratch_));
+          if (!more) return {};
+          PTREAD_CHECK(skip_value());
+        }
+      }
+      case JsonType::array: {
+        PTREAD_CHECK(begin_array());
+        for (;;) {
+          PTREAD_TRY(bool more, next_item());
+          if (!more) return {};
+          PTREAD_CHECK(skip_value());
+        }
+      }
+      case JsonType::string: return string(&scratch_);
+      case JsonType::number: return number();
+      case JsonType::null: return literal("null");
+      case JsonType::boolean: return s_[i_] == 't' ? literal("true") : literal("false");
+      case JsonType::end: break;
+    }
+    return found("a value");
+  }
+
+  std::string_view s_;
+  std::string what_;
+  ErrorCode code_;
+  size_t i_ = 0;
+  std::vector<uint8_t> first_;  // per open container: no item read yet
+  std::string scratch_;
+};
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/text/json.hpp ----
+// #include "../torch/naming.hpp": inlined above
+// #include "../torch/python.hpp": inlined above
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ptread {
+namespace detail {
+
+// A name for a message: JSON-quoted, at most 200 bytes of it.
+inline std::string quote_json(std::string_view s) {
+  std::string out;
+  append_json_string(out, s.substr(0, 200));
+  return out;
+}
+
+inline constexpr uint64_t kSafetensorsMaxHeader = 100000000;  // MAX_HEADER_SIZE of the reference
+
+// A safetensors dtype: ptread's dtype (when torch has one) and the bits of one element.
+struct SafetensorsDType {
+  const char* name;
+  DType dtype;
+  unsigned bits;
+  bool torch_has;  // false: no torch dtype (F6_*); listed as unsupported
+};
+
+inline const SafetensorsDType* safetensors_dtype_of(std::string_view name) noexcept {
+  static const SafetensorsDType table[] = {
+      {"BOOL", DType::BOOL, 8, true},         {"U8", DType::U8, 8, true},
+      {"I8", DType::I8, 8, true},             {"I16", DType::I16, 16, true},
+      {"U16", DType::U16, 16, true},          {"I32", DType::I32, 32, true},
+      {"U32", DType::U32, 32, true},          {"I64", DType::I64, 64, true},
+      {"U64", DType::U64, 64, true},          {"F16", DType::F16, 16, true},
+      {"BF16", DType::BF16, 16, true},        {"F32", DType::F32, 32, true},
+      {"F64", DType::F64, 64, true},          {"C64", DType::C64, 64, true},
+      {"F8_E4M3", DType::F8_E4M3, 8, true},   {"F8_E5M2", DType::F8_E5M2, 8, true},
+      {"F8_E4M3FNUZ", DType::F8_E4M3FNUZ, 8, true}, {"F8_E5M2FNUZ", DType::F8_E5M2FNUZ, 8, true},
+      {"F8_E8M0", DType::F8_E8M0, 8, true},   {"F4", DType::F4_E2M1FN_X2, 4, true},
+      {"F6_E2M3", DType::U8, 6, false},       {"F6_E3M2", DType::U8, 6, false},
+  };
+  for (const auto& d : table) {
+    if (name == d.name) return &d;
+  }
+  return nullptr;
+}
+
+class SafetensorsReader {
+ public:
+  SafetensorsReader(std::shared_ptr<const Source> src, const ReadOptions& opt) : src_(std::move(src)), opt_(opt) {}
+
+  Result<std::shared_ptr<Model>> read() {
+    model_ = std::make_shared<Model>();
+    model_->format = Format::safetensors;
+    PTREAD_TRY(std::string_view header, read_header());
+    PTREAD_CHECK(parse(header));
+    PTREAD_CHECK(check_offsets());
+    PTREAD_CHECK(make_tensors());
+    PTREAD_CHECK(realign_storages(*model_));
+    PTREAD_CHECK(name_tensors(*model_, opt_.limits, src_->size()));
+    return model_;
+  }
+
+ private:
+  struct Entry {
+    uint32_t key = 0;         // the name's text node
+    const SafetensorsDType* dtype = nullptr;
+    int64_t* dims = nullptr;  // rank sizes, then rank strides (graph arena)
+    uint32_t rank = 0;
+    uint64_t begin = 0, end = 0;
+    uint64_t nbits = 0;
+  };
+
+  Error corrupt(const std::string& why) const {
+    return make_error(ErrorCode::safetensors_corrupt, "safetensors: " + why);
+  }
+  std::string tensor_label(const Entry& e) const { return "tensor " + quote_json(model_->graph.text(e.key)); }
+
+  Result<std::string_view> read_header() {
+    if (src_->size() < 8) {
+      return corrupt("the file is " + std::to_string(src_->size()) + " bytes, too short for the 8-byte header length");
+    }
+    uint8_t head[8];
+    PTREAD_CHECK(src_->read_at(0, head, 8));
+    uint64_t n = 0;
+    for (int k = 7; k >= 0; --k) n = (n << 8) | head[k];
+    if (n > kSafetensorsMaxHeader) {
+      return corrupt("the header length " + std::to_string(n) + " is over 100,000,000 bytes (the reference reader's bound)");
+    }
+    if (n > src_->size() - 8) {
+      return corrupt("the header length " + std::to_string(n) + " runs past the end of the file (" +
+                     std::to_string(src_->size()) + " bytes)");
+    }
+    header_bytes_ = n;
+    PTREAD_TRY(header_buf_, src_->bytes(8, n));
+    const std::string_view text(reinterpret_cast<const char*>(header_buf_.data), header_buf_.size);
+    if (!utf8_valid(text)) return corrupt("the header is not valid UTF-8");
+    return text;
+  }
+
+  // The header's object: entries_ in header order, root_items_ the root dict's items.
+  Status parse(std::string_view text) {
+    Graph& g = model_->graph;
+    JsonReader json(text, "safetensors header of '" + src_->name() + "'", ErrorCode::safetensors_corrupt);
+    PTREAD_CHECK(json.begin_object());
+    std::string key;
+    bool seen_metadata = false;
+    for (;;) {
+      PTREAD_TRY(bool more, json.next_member(&key));
+      if (!more) break;
+      if (key == "__metadata__") {
+        if (seen_metadata) return corrupt("\"__metadata__\" appears twice in the header");
+        seen_metadata = true;
+        root_items_.push_back(g.add_text(ValueKind::string, key));
+        PTREAD_TRY(uint32_t md, parse_metadata(json));
+        root_items_.push_back(md);
+        continue;
+      }
+      if (entries_.size() >= opt_.limits.max_tensors) {
+        return make_error(ErrorCode::limit_exceeded, "safetensors: the header lists over " +
+                                                         std::to_string(opt_.limits.max_tensors) +
+                                                         " tensors (Limits::max_tensors)");
+      }
+      entries_.emplace_back();
+      Entry& e = entries_.back();
+      e.key = g.add_text(ValueKind::string, key);
+      const auto k = static_cast<uint32_t>(entries_.size() - 1);
+      if (names_.insert(g.text(e.key), k, [this](uint32_t j) { return model_->graph.text(entries_[j].key); }) != k) return corrupt("the header names " + tensor_label(e) + " twice");
+      PTREAD_CHECK(parse_tensor(json, &e));
+      root_items_.push_back(e.key);
+      root_items_.push_back(kNoNode);  // the tensor's node, once made
+    }
+    return json.finish();
+  }
+
+  Result<uint32_t> parse_metadata(JsonReader& json) {
+    Graph& g = model_->graph;
+    if (json.peek() == JsonType::null) {
+      PTREAD_CHECK(json.null());
+      return kNoneNode;
+    }
+    if (json.peek() != JsonType::object) {
+      return corrupt(std::string("\"__metadata__\" is ") + json_type_name(json.peek()) + ", not an object of strings");
+    }
+    PTREAD_CHECK(json.begin_object());
+    std::vector<uint32_t> items;
+    StringIndex keys;
+    auto key_at = [&](uint32_t k) { return g.text(items[2 * k]); };
+    std::string key, value;
+    for (;;) {
+      PTREAD_TRY(bool more, json.next_member(&key));
+      if (!more) break;
+      if (items.size() / 2 >= opt_.limits.max_container_items) {
+        return make_error(ErrorCode::limit_exceeded, "safetensors: \"__metadata__\" holds over " +
+                                                         std::to_string(opt_.limits.max_container_items) +
+                                                         " entries (Limits::max_container_items)");
+      }
+      items.push_back(g.add_text(ValueKind::string, key));
+      const auto k = static_cast<uint32_t>(items.size() / 2);
+      if (keys.insert(g.text(items.back()), k, key_at) != k) {
+        return corrupt("\"__metadata__\" holds the key " + quote_json(key) + " twice");
+      }
+      if (json.peek() != JsonType::string) {
+        return corrupt("\"__metadata__\" maps " + quote_json(key) + " to " + json_type_name(json.peek()) +
+                       ": its values must be strings");
+      }
+      PTREAD_CHECK(json.string(&value));
+      items.push_back(g.add_text(ValueKind::string, value));
+    }
+    return g.add_container(ValueKind::dict, items.data(), items.size());
+  }
+
+  Status parse_tensor(JsonReader& json, Entry* e) {
+    if (json.peek() != JsonType::object) {
+      return corrupt(tensor_label(*e) + " is " + json_type_name(json.peek()) +
+                     ", not an object of dtype, shape and data_offsets");
+    }
+    PTREAD_CHECK(json.begin_object());
+    bool has_dtype = false, has_shape = false, has_offsets = false;
+    std::string field, text;
+    std::vector<uint64_t> shape;
+    for (;;) {
+      PTREAD_TRY(bool more, json.next_member(&field));
+      if (!more) break;
+      bool* seen = field == "dtype" ? &has_dtype : field == "shape" ? &has_shape : field == "data_offsets" ? &has_offsets : nullptr;
+      if (seen == nullptr) {  // serde ignores fields it does not know
+        PTREAD_CHECK(json.skip());
+        continue;
+      }
+      if (*seen) return corrupt(tensor_label(*e) + " has \"" + field + "\" twice");
+      *seen = true;
+      if (seen == &has_dtype) {
+        if (json.peek() != JsonType::string) return corrupt(tensor_label(*e) + ": \"dtype\" is " + json_type_name(json.peek()));
+        PTREAD_CHECK(json.string(&text));
+        e->dtype = safetensors_dtype_of(text);
+        if (e->dtype == nullptr) {
+          return make_error(ErrorCode::unknown_dtype, "safetensors: " + tensor_label(*e) + " has the dtype " + quote_json(text) +
+                                                          ", which the format does not define");
+        }
+      } else if (seen == &has_shape) {
+        PTREAD_CHECK(json.begin_array());
+        for (;;) {
+          PTREAD_TRY(bool item, json.next_item());
+          if (!item) break;
+          if (shape.size() >= opt_.limits.max_rank) {
+            return make_error(ErrorCode::limit_exceeded, "safetensors: " + tensor_label(*e) + " has over " +
+                                                             std::to_string(opt_.limits.max_rank) + " dimensions (Limits::max_rank)");
+          }
+          PTREAD_TRY(uint64_t d, json.unsigned_integer());
+          shape.push_back(d);
+        }
+      } else {
+        PTREAD_CHECK(json.begin_array());
+        uint64_t v[2];
+        size_t count = 0;
+        for (;;) {
+          PTREAD_TRY(bool item, json.next_item());
+          if (!item) break;
+          if (count == 2) return corrupt(tensor_label(*e) + ": \"data_offsets\" holds more than two numbers");
+          PTREAD_TRY(v[count], json.unsigned_integer());
+          ++count;
+        }
+        if (count != 2) return corrupt(tensor_label(*e) + ": \"data_offsets\" holds " + std::to_string(count) + " numbers, not two");
+        e->begin = v[0];
+        e->end = v[1];
+      }
+    }
+    if (!has_dtype || !has_shape || !has_offsets) {
+      return corrupt(tensor_label(*e) + " lacks \"" + (!has_dtype ? "dtype" : !has_shape ? "shape" : "data_offsets") + "\"");
+    }
+    // The element count and bits as the reference counts them (in 64 bits), before any
+    // dimension becomes an int64.
+    uint64_t numel = 1;
+    for (uint64_t d : shape) {
+      if (mul_overflow(numel, d, &numel)) return make_error(ErrorCode::shape_overflow, "safetensors: " + tensor_label(*e) + ": the shape's element count overflows 64 bits");
+    }
+    if (mul_overflow(numel, e->dtype->bits, &e->nbits)) {
+      return make_error(ErrorCode::shape_overflow, "safetensors: " + tensor_label(*e) + ": the shape's bit count overflows 64 bits");
+    }
+    e->rank = static_cast<uint32_t>(shape.size());
+    e->dims = new_dims(model_->graph, shape.size());
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] > static_cast<uint64_t>(INT64_MAX)) {
+        return make_error(ErrorCode::shape_overflow, "safetensors: " + tensor_label(*e) + ": dimension " + std::to_string(d) +
+                                                         " (" + std::to_string(shape[d]) + ") is over 2^63 - 1, more than torch's sizes hold");
+      }
+      e->dims[d] = static_cast<int64_t>(shape[d]);
+    }
+    return {};
+  }
+
+  // Sorted by offsets, the tensors tile the data exactly (Metadata::validate), and the data
+  // ends at the file's end.
+  Status check_offsets() {
+    std::vector<uint32_t> order(entries_.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = static_cast<uint32_t>(k);
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return entries_[a].begin != entries_[b].begin ? entries_[a].begin < entries_[b].begin : entries_[a].end < entries_[b].end;
+    });
+    uint64_t at = 0;
+    for (uint32_t k : order) {
+      const Entry& e = entries_[k];
+      if (e.begin != at || e.end < e.begin) {
+        return corrupt(tensor_label(e) + " has data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                       "]; sorted by offsets, the tensors must follow each other from 0 without gap or overlap (here " +
+                       (e.end < e.begin ? "it ends before it begins" : "the one before ends at " + std::to_string(at)) + ")");
+      }
+      if (e.nbits % 8 != 0) {
+        return corrupt(tensor_label(e) + " of dtype " + e.dtype->name + " holds " + std::to_string(e.nbits) + " bits, not whole bytes");
+      }
+      if (e.end - e.begin != e.nbits / 8) {
+        return corrupt(tensor_label(e) + ": its shape and dtype " + e.dtype->name + " make " + std::to_string(e.nbits / 8) +
+                       " bytes, its data_offsets " + std::to_string(e.end - e.begin));
+      }
+      at = e.end;
+    }
+    data_start_ = 8 + header_bytes_;
+    if (at != src_->size() - data_start_) {
+      return corrupt("the tensors' data ends at byte " + std::to_string(data_start_ + at) + " of the file, which is " +
+                     std::to_string(src_->size()) + " bytes (the format requires they agree)");
+    }
+    return {};
+  }
+
+  Status make_tensors() {
+    Model& m = *model_;
+    Graph& g = m.graph;
+    // The data: the mapping itself, or (read mode) one buffer read from the file.
+    const uint8_t* data = nullptr;
+    const uint64_t data_bytes = src_->size() - data_start_;
+    if (src_->base() != nullptr && opt_.mode != LoadMode::read) {
+      data = src_->base() + data_start_;
+      m.storage_table.set_source(src_);
+    } else {
+      PTREAD_TRY(auto buf, allocate_aligned(static_cast<size_t>(data_bytes)));
+      PTREAD_CHECK(run_fill_jobs(*src_, {FillJob{data_start_, buf.get(), static_cast<size_t>(data_bytes)}}, opt_.threads));
+      data = buf.get();
+      m.storage_table.set_source(std::shared_ptr<const void>(std::move(buf)));
+    }
+    size_t item = 0;
+    for (const Entry& e : entries_) {
+      while (root_items_[item + 1] != kNoNode) item += 2;  // past "__metadata__"
+      root_items_[item + 1] = make_tensor(e, data);
+      item += 2;
+    }
+    m.root = g.add_container(ValueKind::dict, root_items_.data(), root_items_.size());
+    return {};
+  }
+
+  uint32_t make_tensor(const Entry& e, const uint8_t* data) {
+    Model& m = *model_;
+    Graph& g = m.graph;
+    if (!e.dtype->torch_has) {
+      m.unsupported.push_back(std::string("safetensors dtype ") + e.dtype->name + " (6-bit floats): torch has no such dtype");
+      return g.emit_int(ValueKind::unsupported, static_cast<uint32_t>(m.unsupported.size() - 1), 0);
+    }
+    if (e.dtype->dtype == DType::F4_E2M1FN_X2) {
+      // torch's float4_e2m1fn_x2 holds two values a byte: the last dimension halves.
+      if (e.rank == 0 || e.dims[e.rank - 1] % 2 != 0) {
+        m.unsupported.push_back("safetensors dtype F4 with an odd last dimension: torch's float4_e2m1fn_x2 packs two values a byte");
+        return g.emit_int(ValueKind::unsupported, static_cast<uint32_t>(m.unsupported.size() - 1), 0);
+      }
+      e.dims[e.rank - 1] /= 2;
+    }
+    static_cast<void>(contiguous_strides(e.dims, e.rank));  // (no overflow: numel * bits fit 64 bits)
+    TensorSpec t;
+    t.dims = e.dims;
+    t.rank = e.rank;
+    t.dtype = e.dtype->dtype;
+    t.storage = m.storage_table.add_view(data + e.begin, e.end - e.begin);
+    m.specs.push_back(t);
+    return g.emit_int(ValueKind::tensor, static_cast<uint32_t>(m.specs.size() - 1), 0);
+  }
+
+  std::shared_ptr<const Source> src_;
+  ReadOptions opt_;
+  std::shared_ptr<Model> model_;
+  Bytes header_buf_;
+  uint64_t header_bytes_ = 0, data_start_ = 0;
+  std::vector<Entry> entries_;
+  std::vector<uint32_t> root_items_;  // key, value, ... (a tensor's value: kNoNode until made)
+  StringIndex names_;
+};
+
+inline Result<std::shared_ptr<Model>> read_safetensors_checkpoint(std::shared_ptr<const Source> src, const ReadOptions& opt) {
+  return SafetensorsReader(std::move(src), opt).read();
+}
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/containers/safetensors.hpp ----
+// ---- begin ptread/containers/sharded.hpp ----
+// ptread — sharded sets: one checkpoint saved as several files and an index, as Hugging Face
+// transformers writes them (save_pretrained with max_shard_size; huggingface_hub's
+// split_state_dict_into_shards):
+//
+//   model.safetensors.index.json  or  pytorch_model.bin.index.json:
+//     {"metadata": {"total_size": <bytes>, ...}, "weight_map": {"<tensor>": "<shard file>", ...}}
+//   model-00001-of-00003.safetensors ...  or  pytorch_model-00001-of-00003.bin ...
+//     (beside the index; .bin shards are torch.save files of any format, .safetensors shards
+//     safetensors files)
+//
+// The set reads as one checkpoint: the tensors of every shard (shards in file-name order,
+// each in its own order), each with its shard (TensorInfo::shard); root() a dict of them by
+// name. Every shard is opened when the set is (mapped: no tensor byte is read), and checked
+// against the weight_map: a tensor it lists missing from its shard, found in another shard
+// or in two, a tensor no line lists, a shard file missing: errors that name file and
+// tensor. metadata.total_size, where it is an integer, must be the bytes of the tensors
+// (each name counted: older transformers) or of their distinct storages (huggingface_hub).
+// Shard names are paths relative to the index's folder: absolute paths and ".." are refused.
+// Quantized and sparse tensors of .bin shards are listed by quantized() and sparse().
+
+// #include "../text/json.hpp": inlined above
+// #include "../torch/naming.hpp": inlined above
+// #include "../torch/python.hpp": inlined above
+// #include "safetensors.hpp": inlined above
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ptread {
+namespace detail {
+
+struct ShardIndex {
+  std::vector<std::string> files;  // distinct shard files, sorted
+  struct Line {
+    std::string name;
+    uint32_t file;  // into files
+  };
+  std::vector<Line> weight_map;    // in the index's order
+  bool has_total = false;
+  uint64_t total_size = 0;
+};
+
+inline Error index_corrupt(const std::string& where, const std::string& why) {
+  return make_error(ErrorCode::shard_index_corrupt, "sharded set index '" + where + "': " + why);
+}
+
+// A shard's name as the index gives it: a relative path without "..", NUL or backslash.
+inline bool shard_name_ok(std::string_view f) {
+  if (f.empty() || f[0] == '/' || f.find('\\') != std::string_view::npos || f.find('\0') != std::string_view::npos ||
+      (f.size() >= 2 && f[1] == ':')) {
+    return false;
+  }
+  size_t start = 0;
+  for (;;) {
+    const size_t end = std::min(f.find('/', start), f.size());
+    const std::string_view part = f.substr(start, end - start);
+    if (part == ".." || part.empty()) return false;
+    if (end == f.size()) return true;
+    start = end + 1;
+  }
+}
+
+inline Result<ShardIndex> parse_shard_index(std::string_view text, const std::string& where, const Limits& limits) {
+  if (!utf8_valid(text)) return index_corrupt(where, "not valid UTF-8");
+  JsonReader json(text, "sharded set index '" + where + "'", ErrorCode::shard_index_corrupt);
+  ShardIndex index;
+  PTREAD_CHECK(json.begin_object());
+  bool seen_map = false, seen_metadata = false;
+  std::string key, value;
+  std::vector<std::string> file_of;  // per line: its file, until files are sorted
+  StringIndex names, files;
+  std::vector<std::string> distinct;
+  for (;;) {
+    PTREAD_TRY(bool more, json.next_member(&key));
+    if (!more) break;
+    if (key == "metadata") {
+      if (seen_metadata) return index_corrupt(where, "\"metadata\" appears twice");
+      seen_metadata = true;
+      if (json.peek() != JsonType::object) {
+        PTREAD_CHECK(json.skip());  // (transformers reads no more of it than total_size)
+        continue;
+      }
+      PTREAD_CHECK(json.begin_object());
+      for (;;) {
+        PTREAD_TRY(bool m, json.next_member(&value));
+        if (!m) break;
+        if (value == "total_size" && json.peek() == JsonType::number) {
+          PTREAD_TRY(std::string_view t, json.number_text());
+          uint64_t v = 0;
+          bool integer = !t.empty() && t.find_first_not_of("0123456789") == std::string_view::npos && t.size() <= 19;
+          for (char c : t) v = v * 10 + static_cast<uint64_t>(c - '0');
+          index.has_total = integer;  // (a float or negative total says nothing checkable)
+          index.total_size = v;
+        } else {
+          PTREAD_CHECK(json.skip());
+        }
+      }
+      continue;
+    }
+    if (key != "weight_map") {
+      PTREAD_CHECK(json.skip());
+      continue;
+    }
+    if (seen_map) return index_corrupt(where, "\"weight_map\" appears twice");
+    seen_map = true;
+    if (json.peek() != JsonType::object) {
+      return index_corrupt(where, std::string("\"weight_map\" is ") + json_type_name(json.peek()) + ", not an object");
+    }
+    PTREAD_CHECK(json.begin_object());
+    for (;;) {
+      PTREAD_TRY(bool m, json.next_member(&key));
+      if (!m) break;
+      if (index.weight_map.size() >= limits.max_tensors) {
+        return make_error(ErrorCode::limit_exceeded, "sharded set index '" + where + "': over " +
+                                                         std::to_string(limits.max_tensors) + " tensors (Limits::max_tensors)");
+      }
+      if (json.peek() != JsonType::string) {
+        return index_corrupt(where, "the weight_map maps " + quote_json(key) + " to " + json_type_name(json.peek()) +
+                                        ", not a file name");
+      }
+      PTREAD_CHECK(json.string(&value));
+      const auto k = static_cast<uint32_t>(index.weight_map.size());
+      index.weight_map.push_back({key, 0});
+      if (names.insert(key, k, [&](uint32_t j) { return std::string_view(index.weight_map[j].name); }) != k) {
+        return index_corrupt(where, "the weight_map lists " + quote_json(key) + " twice");
+      }
+      if (!shard_name_ok(value)) {
+        return index_corrupt(where, "the weight_map puts " + quote_json(key) + " in " + quote_json(value) +
+                                        ": a shard must be a relative path inside the index's folder");
+      }
+      const auto f = static_cast<uint32_t>(distinct.size());
+      distinct.push_back(value);
+      const uint32_t at = files.insert(value, f, [&](uint32_t j) { return std::string_view(distinct[j]); });
+      if (at != f) distinct.pop_back();
+      index.weight_map.back().file = at;
+    }
+  }
+  PTREAD_CHECK(json.finish());
+  if (!seen_map) return index_corrupt(where, "no \"weight_map\"");
+  // Shards in file-name order (model-00001-of-00003 ... sort as numbered).
+  std::vector<uint32_t> order(distinct.size()), rank(distinct.size());
+  for (uint32_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return distinct[a] < distinct[b]; });
+  for (uint32_t k = 0; k < order.size(); ++k) {
+    rank[order[k]] = k;
+    index.files.push_back(std::move(distinct[order[k]]));
+  }
+  for (auto& line : index.weight_map) line.file = rank[line.file];
+  return index;
+}
+
+// Merges the shards' models, read already (shards[k]: index.files[k]), into one.
+class ShardMerger {
+ public:
+  ShardMerger(const ShardIndex& index, std::string where, const Limits& limits)
+      : index_(index), where_(std::move(where)), limits_(limits) {}
+
+  Result<std::shared_ptr<Model>> merge(const std::vector<std::shared_ptr<Model>>& shards, uint64_t source_bytes) {
+    out_ = std::make_shared<Model>();
+    out_->format = Format::sharded;
+    out_->shard_files = index_.files;
+    for (uint32_t k = 0; k < index_.weight_map.size(); ++k) {
+      names_.insert(index_.weight_map[k].name, k, [this](uint32_t j) { return std::string_view(index_.weight_map[j].name); });
+    }
+    found_.assign(index_.weight_map.size(), kNoNode);
+    for (uint32_t s = 0; s < shards.size(); ++s) PTREAD_CHECK(add_shard(*shards[s], s));
+    for (uint32_t k = 0; k < found_.size(); ++k) {
+      if (found_[k] == kNoNode) {
+        const auto& line = index_.weight_map[k];
+        return mismatch("the weight_map puts tensor " + quote_json(line.name) + " in shard '" + index_.files[line.file] +
+                        "', which does not hold it");
+      }
+    }
+    PTREAD_CHECK(check_total(shards));
+    Graph& g = out_->graph;
+    out_->root = g.add_container(ValueKind::dict, root_items_.data(), root_items_.size());
+    PTREAD_CHECK(name_tensors(*out_, limits_, source_bytes));
+    out_->named_quantized = std::move(quantized_);  // (made already: no node of ours names them)
+    out_->named_sparse = std::move(sparse_);
+    return out_;
+  }
+
+ private:
+  Error mismatch(const std::string& why) const {
+    return make_error(ErrorCode::shard_mismatch, "sharded set '" + where_ + "': " + why);
+  }
+
+  // A name shard s holds: listed by the weight_map, for shard s, and once.
+  Status claim(std::string_view name, uint32_t s) {
+    const uint32_t k = names_.find(name, [this](uint32_t j) { return std::string_view(index_.weight_map[j].name); });
+    const std::string& file = index_.files[s];
+    if (k == StringIndex::npos) {
+      return mismatch("shard '" + file + "' holds tensor " + quote_json(name) + ", which the weight_map does not list");
+    }
+    if (found_[k] != kNoNode) {
+      return mismatch("tensor " + quote_json(name) + " is in two shards, '" + index_.files[found_[k]] + "' and '" + file + "'");
+    }
+    const uint32_t want = index_.weight_map[k].file;
+    if (want != s) {
+      return mismatch("tensor " + quote_json(name) + " is in shard '" + file + "'; the weight_map puts it in '" +
+                      index_.files[want] + "'");
+    }
+    found_[k] = s;
+    return {};
+  }
+
+  Status add_shard(const Model& shard, uint32_t s) {
+    Graph& g = out_->graph;
+    std::vector<uint32_t> storage_of(shard.storage_table.size(), kNoNode);  // shard storage -> ours
+    std::vector<uint32_t> node_of(shard.specs.size(), kNoNode);            // shard spec -> our tensor node
+    for (size_t k = 0; k < shard.listed_count(); ++k) {
+      const auto& e = shard.listed[k];
+      PTREAD_CHECK(claim(e.name_view(), s));
+      if (node_of[e.spec] == kNoNode) {
+        const TensorSpec& from = shard.specs[e.spec];
+        TensorSpec t = from;
+        t.dims = new_dims(g, from.rank);
+        if (from.rank) std::memcpy(t.dims, from.dims, 2 * from.rank * sizeof(int64_t));
+        if (from.location != kNoNode) t.location = g.add_text(ValueKind::string, shard.graph.text(from.location));
+        if (storage_of[from.storage] == kNoNode) {
+          storage_of[from.storage] = out_->storage_table.add(shard.storage_table.shared(from.storage));
+        }
+        t.storage = storage_of[from.storage];
+        out_->specs.push_back(t);
+        out_->spec_shard.push_back(s);
+        node_of[e.spec] = g.emit_int(ValueKind::tensor, static_cast<uint32_t>(out_->specs.size() - 1), 0);
+      }
+      root_items_.push_back(g.add_text(ValueKind::string, e.name_view()));
+      root_items_.push_back(node_of[e.spec]);
+    }
+    for (const auto& u : shard.named_unsupported) {
+      PTREAD_CHECK(claim(u.name, s));
+      out_->unsupported.push_back(u.reason);
+      root_items_.push_back(g.add_text(ValueKind::string, u.name));
+      root_items_.push_back(g.emit_int(ValueKind::unsupported, static_cast<uint32_t>(out_->unsupported.size() - 1), 0));
+    }
+    for (const auto& q : shard.named_quantized) {
+      PTREAD_CHECK(claim(q.name, s));
+      quantized_.push_back(q);
+    }
+    for (const auto& sp : shard.named_sparse) {
+      PTREAD_CHECK(claim(sp.name, s));
+      sparse_.push_back(sp);
+    }
+    return {};
+  }
+
+  // metadata.total_size: the tensors' bytes, each name counted, or their distinct storages'.
+  Status check_total(const std::vector<std::shared_ptr<Model>>& shards) const {
+    if (!index_.has_total) return {};
+    uint64_t per_name = 0, per_storage = 0;
+    for (const auto& m : shards) {
+      for (size_t k = 0; k < m->listed_count(); ++k) per_name += m->info(k).nbytes;
+      for (size_t k = 0; k < m->storage_table.size(); ++k) per_storage += m->storage_table.nbytes(k);
+    }
+    if (index_.total_size == per_name || index_.total_size == per_storage) return {};
+    return mismatch("metadata.total_size is " + std::to_string(index_.total_size) + "; the shards' tensors hold " +
+                    std::to_string(per_name) + " bytes (" + std::to_string(per_storage) + " in distinct storages)");
+  }
+
+  const ShardIndex& index_;
+  std::string where_;
+  Limits limits_;
+  std::shared_ptr<Model> out_;
+  StringIndex names_;
+  std::vector<uint32_t> found_;       // per weight_map line: the shard that held it
+  std::vector<uint32_t> root_items_;
+  std::vector<NamedQuantized> quantized_;
+  std::vector<NamedSparse> sparse_;
+};
+
+}  // namespace detail
+}  // namespace ptread
+// ---- end ptread/containers/sharded.hpp ----
+// #include "containers/tar.hpp": inlined above
+// #include "containers/zip_checkpoint.hpp": inlined above
 // #include "value.hpp": inlined above
 
 #include <string>
@@ -15263,10 +15516,15 @@ class Checkpoint {
                                                          "' is the JSON index of a sharded set (or other JSON): "
                                                          "open a set by the path of its index or folder");
     }
-    const detail::ReadOptions ro{options.mode, options.limits, options.threads};
+    detail::ReadOptions ro;
+    ro.mode = options.mode;
+    ro.limits = options.limits;
+    ro.threads = options.threads;
+    ro.nested_reader = detail::read_nested_archive;
     auto model = detected == detail::Detected::legacy        ? detail::read_legacy_checkpoint(src, ro)
                  : detected == detail::Detected::tar         ? detail::read_tar_checkpoint(src, ro)
                  : detected == detail::Detected::safetensors ? detail::read_safetensors_checkpoint(src, ro)
+                 : detected == detail::Detected::pickle      ? detail::read_bare_pickle(src, ro)
                                                              : detail::read_zip_checkpoint(src, ro);
     if (!model) return with_file(std::move(model).error(), src->name());
     Checkpoint ck;

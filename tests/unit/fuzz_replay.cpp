@@ -61,4 +61,12 @@ TEST_CASE("fuzz findings and fixtures replay through the fuzz targets", "[fuzz-f
     }
   }
   CHECK(safetensors >= 40);
+  size_t bare = 0;
+  for (const auto& f : files_in(fixture_dir() + "/bare")) {
+    if (f.size() > 4 && (f.compare(f.size() - 4, 4, ".pkl") == 0 || f.compare(f.size() - 3, 3, ".pt") == 0)) {
+      replay(f);
+      ++bare;
+    }
+  }
+  CHECK(bare >= 12);
 }

@@ -20,7 +20,7 @@
 namespace ptread {
 namespace detail {
 
-enum class Detected { zip, legacy, tar, safetensors, shard_index };
+enum class Detected { zip, legacy, tar, safetensors, shard_index, pickle };
 
 inline std::string hex_prefix(const uint8_t* p, size_t n) {
   std::string s;
@@ -63,8 +63,10 @@ inline Result<Detected> detect_format(const uint8_t* head, size_t n, uint64_t si
     for (size_t k = 2; k + sizeof magic <= n && k < 24; ++k) {
       if (std::memcmp(head + k, magic, sizeof magic) == 0) return Detected::legacy;
     }
-    return make_error(ErrorCode::unknown_format,
-                      "a bare pickle without torch's magic number: not a torch.save file");
+    // Without it: a bare pickle (pickle.dump), protocols 2 to 5 (PROTO came with 2).
+    if (head[1] >= 2) return Detected::pickle;
+    return make_error(ErrorCode::unknown_format, "a pickle PROTO " + std::to_string(head[1]) +
+                                                     " opcode, which no pickler writes: not a checkpoint");
   }
   if (starts("L119547037146038801333356")) return Detected::legacy;  // protocol 0/1 magic
   if (n >= 262 && std::memcmp(head + 257, "ustar", 5) == 0) return Detected::tar;

@@ -136,6 +136,7 @@ class LegacyReader {
       return std::make_shared<const Storage>(nullptr, static_cast<size_t>(nbytes), nullptr);
     };
     hooks_ = std::make_unique<TorchHooks>(*model_, std::move(placeholder), opt_.limits);
+    hooks_->set_nested(opt_);
     PickleVM vm(g, *hooks_, opt_.limits, src_->name());
     vm.set_tensor_runs(opt_.tensor_runs);
     size_t pos = 0;

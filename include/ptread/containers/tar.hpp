@@ -171,6 +171,7 @@ class TarReader {
       return make_error(ErrorCode::bad_tensor_args, "a storage persistent id ('" + std::string(key) + "') in a tar-format pickle");
     };
     hooks_ = std::make_unique<TarHooks>(*model_, std::move(none), opt_.limits);
+    hooks_->set_nested(opt_);
     vm_ = std::make_unique<PickleVM>(model_->graph, *hooks_, opt_.limits, src_->name());
     if (mem[0].found) {
       uint64_t pos = mem[0].offset;

@@ -511,6 +511,7 @@ inline Status read_data_pkl(const std::shared_ptr<const Source>& src, const Read
   ZipStorages storages(zip, w, plan.prefix, views, copy_storages, m.big_endian, fill);
   // Usually one tensor per storage record: room for that many.
   TorchHooks hooks(m, storages.loader(), opt.limits);
+  hooks.set_nested(opt);
   hooks.expect_storages(w.data_records);
   m.storage_table.set_source(src);
   if (!copy_storages) hooks.set_stored_records(&w.data_by_number, m.big_endian);  // views without the loader
@@ -600,6 +601,7 @@ inline Result<bool> read_zip_overlapped(const std::shared_ptr<const Source>& src
   if (big) reserve.map(static_cast<size_t>(std::min<uint64_t>(pickle_size / (kHugePage / 4) + kAhead, 512)));
   reserve.expect(static_cast<size_t>(pickle_size));
   TorchHooks hooks(m, std::move(none), opt.limits);  // (after the reserve: destroyed before it)
+  hooks.set_nested(opt);
   hooks.set_chunk_reserve(&reserve);
   hooks.expect_storages(static_cast<size_t>(zip.record_count()));  // (before the filling thread starts)
   m.storage_table.set_source(src);

@@ -141,6 +141,7 @@ struct Graph {
   SegmentedVector<Node> nodes;
   Arena arena;
   std::vector<uint32_t> hashed;  // the dict, set and frozenset nodes, in the order made (DictKeys)
+  uintptr_t borrow_begin_ = 0, borrow_end_ = 0;  // borrow_bytes(); 0: none
 
   // pool: where its blocks come from (it must outlive the graph), or nullptr.
   explicit Graph(BlockPool* pool = nullptr) : nodes(pool), arena(pool) {
@@ -210,8 +211,25 @@ struct Graph {
   PTREAD_ALWAYS_INLINE std::string_view intern(std::string_view s) {
     return std::string_view(arena.copy(s.data(), s.size()), s.size());
   }
-  // A text node; copies s.
-  PTREAD_ALWAYS_INLINE uint32_t add_text(ValueKind kind, std::string_view s) { return add_interned_text(kind, intern(s)); }
+  // A text node; copies s (but bytes the graph borrows: borrow_bytes).
+  PTREAD_ALWAYS_INLINE uint32_t add_text(ValueKind kind, std::string_view s) {
+    if (PTREAD_UNLIKELY(borrow_end_ != 0) && kind == ValueKind::bytes && borrowed(s) && s.size() >= kBorrowMin) {
+      return add_interned_text(kind, s);
+    }
+    return add_interned_text(kind, intern(s));
+  }
+  // Bytes of kBorrowMin or more that lie in [begin, end) become views, not copies: a bare
+  // pickle's nested archives (torch.storage._load_from_bytes) are read where the mapped file
+  // holds them. The caller keeps that memory alive as long as the graph.
+  static constexpr size_t kBorrowMin = 4096;
+  void borrow_bytes(const char* begin, const char* end) noexcept {
+    borrow_begin_ = reinterpret_cast<uintptr_t>(begin);
+    borrow_end_ = reinterpret_cast<uintptr_t>(end);
+  }
+  bool borrowed(std::string_view s) const noexcept {
+    const auto p = reinterpret_cast<uintptr_t>(s.data());
+    return borrow_end_ != 0 && p >= borrow_begin_ && s.size() <= borrow_end_ - p && p <= borrow_end_;
+  }
   // A text node for a text the graph already holds (a view returned by text() or intern()).
   PTREAD_ALWAYS_INLINE uint32_t add_interned_text(ValueKind kind, std::string_view s) {
     if (PTREAD_LIKELY(s.size() < kLongText)) return emit_text(kind, static_cast<uint32_t>(s.size()), s.data());

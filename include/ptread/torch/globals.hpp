@@ -14,6 +14,7 @@
 #include "globals/collections.hpp"
 #include "globals/copyreg.hpp"
 #include "globals/from_type.hpp"
+#include "globals/load_from_bytes.hpp"
 #include "globals/numpy.hpp"
 #include "globals/parameter.hpp"
 #include "globals/quantized.hpp"
@@ -58,6 +59,7 @@ inline constexpr TorchGlobal kTorchGlobals[] = {
     {"numpy.core.multiarray.scalar", is_numpy_scalar, GlobalKind::c_function, numpy_scalar_call},
     {"numpy.ndarray", is_numpy_ndarray, GlobalKind::plain_class, nullptr, nullptr, nullptr, numpy_array},
     {"copyreg._reconstructor", is_copyreg_reconstructor, GlobalKind::function, copyreg_reconstructor_call},
+    {"torch.storage._load_from_bytes", is_load_from_bytes, GlobalKind::function, load_from_bytes_call},
     {"torch.nn.parameter.Parameter", is_variable_class, GlobalKind::tensor_class, variable_call, nullptr, variable_class_build,
      variable_build},
 };

@@ -53,6 +53,9 @@ class TorchHooks : public PickleHooks {
     return cx_.storages.bind_placeholders(records, big_endian, std::forward<ByName>(by_name));
   }
   void expect_storages(size_t n) { cx_.storages.expect_storages(n); }
+  // Nested archives (torch.storage._load_from_bytes) are read by opt's reader; opt must
+  // outlive the hooks.
+  void set_nested(const ReadOptions& opt) noexcept { cx_.nested = &opt; }
   void set_chunk_reserve(ChunkReserve* r) noexcept { cx_.storages.set_chunk_reserve(r); }
   uint32_t storage_index(std::string_view key, bool int_key = false) const { return cx_.storages.storage_index(key, int_key); }
   DType storage_dtype(uint32_t index) const { return cx_.storages.storage_dtype(index); }
@@ -60,7 +63,12 @@ class TorchHooks : public PickleHooks {
   Status finish() { return cx_.storages.finish(); }
   const Error* refusal(Format f) const noexcept { return cx_.refusal(f); }
 
-  Result<uint32_t> persistent_load(Graph& g, uint32_t pid) override { return detail::persistent_load(cx_, g, pid); }
+  Result<uint32_t> persistent_load(Graph& g, uint32_t pid) override {
+    if (PTREAD_UNLIKELY(cx_.model.format == Format::pickle)) {
+      return make_error(ErrorCode::bad_tensor_args, "a persistent id in a bare pickle, for which pickle.load has no persistent_load");
+    }
+    return detail::persistent_load(cx_, g, pid);
+  }
   Result<uint32_t> call(Graph& g, uint32_t callable, uint32_t args) override { return cx_.call(g, callable, args); }
   Result<uint32_t> new_object(Graph& g, uint32_t cls, uint32_t args) override { return cx_.new_object(g, cls, args); }
   Status build(Graph& g, uint32_t obj, uint32_t state) override { return torch_build(cx_, g, obj, state); }

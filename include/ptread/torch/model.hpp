@@ -17,7 +17,7 @@
 
 namespace ptread {
 
-enum class Format { zip, legacy, tar, torchscript, safetensors, sharded };
+enum class Format { zip, legacy, tar, torchscript, safetensors, sharded, pickle };
 
 inline const char* format_name(Format f) noexcept {
   switch (f) {
@@ -27,6 +27,7 @@ inline const char* format_name(Format f) noexcept {
     case Format::torchscript: return "torchscript";
     case Format::safetensors: return "safetensors";
     case Format::sharded: return "sharded";
+    case Format::pickle: return "pickle";
   }
   return "?";
 }
@@ -71,6 +72,16 @@ struct ModuleEntry {
 
 namespace detail {
 
+struct ReadOptions;
+struct Model;
+// Reads a nested archive (torch.storage._load_from_bytes(b): b read as torch.load reads a
+// file) into a model of its own. keep: what keeps b's memory alive, if it is not copied
+// (nullptr: b must be copied). The containers' reader (containers/nested.hpp) is handed
+// down in ReadOptions, so that torch's handlers, which the containers include, need not
+// include them.
+using NestedArchiveReader = Result<std::shared_ptr<Model>> (*)(std::string_view b, std::shared_ptr<const void> keep,
+                                                               const ReadOptions& outer);
+
 struct ReadOptions {
   LoadMode mode = LoadMode::mmap;
   Limits limits;
@@ -79,6 +90,12 @@ struct ReadOptions {
   // Zip archives in memory, threads >= 2: the directory walked beside data.pkl
   // (read_zip_overlapped; off only in tests that compare both).
   bool overlap = true;
+  // Nested archives: their reader (nullptr: _load_from_bytes is refused), how deep this
+  // archive is (0: the file), and what keeps the pickle's borrowed bytes alive
+  // (Graph::borrow_bytes; nullptr: they are not borrowed).
+  NestedArchiveReader nested_reader = nullptr;
+  unsigned nesting = 0;
+  std::shared_ptr<const void> pickle_keep;
 };
 
 // Read mode: a storage's buffer is allocated while the pickle is read and filled after it,
