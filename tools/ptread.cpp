@@ -50,5 +50,5 @@ int main(int argc, char** argv) {
   }
   if (args.command == "audit") return audit(*ck, args.json);
   if (args.command == "convert") return convert(*ck, args);
-  return export_safetensors(*ck, args.files[1]);
+  return export_safetensors(*ck, args);
 }

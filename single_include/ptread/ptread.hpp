@@ -8814,8 +8814,8 @@ inline Result<Detected> detect_format(const uint8_t* head, size_t n, uint64_t si
     }
   }
   if (size < 8) {
-    return make_error(ErrorCode::unknown_format, "the file is " + std::to_string(size) +
-                                                     " bytes long, too short for a checkpoint or safetensors file (" +
+    return make_error(ErrorCode::unknown_format, "not a PyTorch checkpoint or safetensors file: the file is " +
+                                                     std::to_string(size) + " bytes long, too short for one (" +
                                                      hex_prefix(head, n) + ")");
   }
   return make_error(ErrorCode::unknown_format,

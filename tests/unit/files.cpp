@@ -128,15 +128,18 @@ TEST_CASE("storages are filled in pieces by several threads, and a failed piece 
 }
 
 TEST_CASE("a path that is not a regular file is refused at once, a named pipe too", "[files]") {
+  // A folder is opened by the checkpoint it holds (a sharded set's index, or a single
+  // model.safetensors or pytorch_model.bin): an empty one holds none.
+  const std::string folder = temp_dir() + "/ptread_files_test_" + std::to_string(test_pid()) + "_empty";
+  REQUIRE(make_dir(folder));
   for (ptread::LoadMode mode : {ptread::LoadMode::mmap, ptread::LoadMode::read}) {
     ptread::Options o;
     o.mode = mode;
     INFO(ptread::load_mode_name(mode));
-    const std::string folder = temp_dir();
     auto dir = ptread::Checkpoint::open(folder, o);
     REQUIRE_FALSE(dir.ok());
     CHECK(dir.error().code() == ptread::ErrorCode::io_error);
-    CHECK(dir.error().str().find("'" + folder + "' is not a regular file") != std::string::npos);
+    CHECK(dir.error().str().find("the folder '" + folder + "' holds no model.safetensors.index.json") != std::string::npos);
 
 #if defined(_WIN32)
     // A device (NUL, the null device) opens as a file but is none.
@@ -175,6 +178,7 @@ TEST_CASE("a path that is not a regular file is refused at once, a named pipe to
     CHECK(ck.error().str().find("is not a regular file") != std::string::npos);
 #endif
   }
+  remove_path(folder);
 }
 
 TEST_CASE("paths are UTF-8: a name beyond ASCII is written, replaced and read", "[files]") {

@@ -379,5 +379,51 @@ else:
         if dt != t.dtype or list(got.shape) != list(t.shape) or raw_bytes(got) != raw_bytes(t):
             fail("safetensors", name, "differs from torch.load of the source")
 
+# ---- sharded sets: convert/export --max-shard-size, in transformers' layout ----
+# convert: every shard read by torch.load(weights_only=True), together the source, every name
+# in the index once, in the shard it names; tied tensors in one shard, still tied.
+src = path("sharded_src.pt")
+emb = randn(16, 8)
+sd = collections.OrderedDict([("emb.weight", emb), ("a.weight", randn(8, 8)), ("a.bias", randn(8).half()),
+                              ("b.weight", randn(32, 8)), ("b.ids", torch.arange(5)), ("head.weight", emb)])
+torch.save(sd, src)
+for tool, stem, ext, size in (("convert", "pytorch_model", ".bin", "600B"), ("export", "model", ".safetensors", "1KB")):
+    out = path(f"sharded_{tool}")
+    shutil.rmtree(out, ignore_errors=True)
+    r = run(tool, src, out, "--max-shard-size", size)
+    if r.returncode != 0:
+        fail(tool, "--max-shard-size exit", r.returncode, r.stderr.decode()[:300])
+        continue
+    checked += 1
+    index = json.load(open(os.path.join(out, f"{stem}{ext}.index.json")))
+    shards = sorted(set(index["weight_map"].values()))
+    if len(shards) < 3 or shards[0] != f"{stem}-00001-of-{len(shards):05d}{ext}":
+        fail(tool, "shard names", shards)
+    got = {}
+    for shard in shards:
+        f = os.path.join(out, shard)
+        if ext == ".bin":
+            part = torch.load(f, weights_only=True)
+        else:
+            data = open(f, "rb").read()
+            n = struct.unpack("<Q", data[:8])[0]
+            header = json.loads(data[8:8 + n])
+            header.pop("__metadata__", None)
+            part = {k: torch.frombuffer(bytearray(data[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]]),
+                                        dtype=ST_DTYPES[e["dtype"]]).reshape(e["shape"]) for k, e in header.items()}
+        if os.path.getsize(f) > 4096 and len(part) > 1:
+            fail(tool, shard, "is over the shard size with more than one tensor")
+        for k, v in part.items():
+            if index["weight_map"].get(k) != shard or k in got:
+                fail(tool, k, "in", shard, "but the index says", index["weight_map"].get(k))
+            got[k] = v
+    if sorted(got) != sorted(sd) or index["metadata"]["total_size"] != sum(t.numel() * t.element_size() for t in sd.values()):
+        fail(tool, "names or total_size", sorted(got), index["metadata"])
+    for k, t in sd.items():
+        if k in got and (got[k].dtype != t.dtype or raw_bytes(got[k]) != raw_bytes(t)):
+            fail(tool, k, "differs from the source")
+    if ext == ".bin" and index["weight_map"]["emb.weight"] != index["weight_map"]["head.weight"]:
+        fail(tool, "tied tensors split across shards")
+
 print(f"writers: {checked} files read back by torch {torch.__version__}, {len(failures)} failures")
 sys.exit(1 if failures else 0)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "output.hpp"
+#include "shards.hpp"
 
 #include <optional>
 #include <string>
@@ -31,6 +32,9 @@ constexpr char kUsage[] =
     "                               integer, bool and complex tensors stay as they are\n"
     "  --prefix P                   (convert) only the tensors named P or P.*\n"
     "  --strip-prefix P             (convert) remove a leading 'P.' from the names\n"
+    "  --max-shard-size SIZE        (export, convert) write a sharded set into the folder\n"
+    "                               OUT: shards of at most SIZE (5GB, 500MB, 2GiB) and\n"
+    "                               transformers' index JSON; FILE may be a set's folder\n"
     "  -h, --help                   print this help\n"
     "  --version                    print the version\n"
     "\n"
@@ -46,6 +50,8 @@ struct Args {
   // convert
   std::optional<ptread::DType> dtype;
   std::optional<std::string> prefix, strip_prefix;
+  // export, convert: write a sharded set of shards of at most this many bytes
+  std::optional<uint64_t> max_shard_size;
 };
 
 inline int usage_error(const std::string& why) {
@@ -108,6 +114,13 @@ inline int parse_args(int argc, char** argv, Args* args) {
       args->prefix = value;
     } else if (option_value(a, "--strip-prefix", &value)) {
       args->strip_prefix = value;
+    } else if (option_value(a, "--max-shard-size", &value)) {
+      uint64_t bytes = 0;
+      if (parse_size(value, &bytes)) {
+        args->max_shard_size = bytes;
+      } else if (error.empty()) {
+        error = "unknown --max-shard-size '" + value + "' (a size: 5GB, 500MB, 2GiB, or bytes)";
+      }
     } else if (error.empty()) {
       error = "unknown option '" + a + "'";
     }
@@ -133,6 +146,9 @@ inline int parse_args(int argc, char** argv, Args* args) {
     return usage_error("unknown command '" + args->command + "'");
   }
   if (args->json && args->command != "ls" && args->command != "audit") return usage_error("--json is an option of ls and audit");
+  if (args->max_shard_size && args->command != "convert" && args->command != "export") {
+    return usage_error("--max-shard-size is an option of export and convert");
+  }
   if ((args->dtype || args->prefix || args->strip_prefix) && args->command != "convert") {
     return usage_error("--dtype, --prefix and --strip-prefix are options of convert");
   }

@@ -2,8 +2,15 @@
 #pragma once
 
 #include "args.hpp"
+#include "shards.hpp"
 
+#include <algorithm>
 #include <string>
+#if defined(_WIN32)
+#include <direct.h>
+#else
+#include <sys/stat.h>
+#endif
 
 namespace ptread_cli {
 
@@ -31,12 +38,83 @@ inline int write_failed(const ptread::Error& e) {
   return kExitFailed;
 }
 
-inline int export_safetensors(const ptread::Checkpoint& ck, const std::string& out_path) {
+// The folder a sharded set is written into (made if absent).
+inline bool make_folder(const std::string& dir) {
+#if defined(_WIN32)
+  const std::wstring wide = ptread::detail::win32_wide(dir);
+  if (!wide.empty() && ::_wmkdir(wide.c_str()) == 0) return true;
+#else
+  if (::mkdir(dir.c_str(), 0777) == 0) return true;
+#endif
+  return ptread::detail::path_kind(dir) == ptread::detail::PathKind::directory;
+}
+
+// Writes tensors as a set under --max-shard-size (shards.hpp), each shard by write(path,
+// tensors) (a Result<SaveReport>), into the folder out. bytes_of: a tensor's bytes as written.
+template <class Write, class BytesOf>
+int write_set(const std::vector<ptread::NamedTensor>& tensors, const std::string& out, uint64_t max_bytes,
+              const std::string& stem, const std::string& ext, const std::string& index_name, BytesOf&& bytes_of,
+              Write&& write) {
+  std::vector<uint64_t> sizes;
+  std::vector<const void*> group;
+  for (const auto& nt : tensors) {
+    sizes.push_back(bytes_of(nt.tensor));
+    group.push_back(nt.tensor.storage().get());
+  }
+  const auto shards = plan_shards(sizes, group, max_bytes);
+  if (!make_folder(out)) {
+    std::fprintf(stderr, "ptread: cannot make the folder '%s' for the sharded set\n", out.c_str());
+    return kExitFailed;
+  }
+  const std::string dir = out.empty() || out.back() == '/' ? out : out + "/";
+  std::vector<std::pair<std::string, std::string>> weight_map;
+  uint64_t total = 0;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    // one shard: the plain name, and no index (save_pretrained's way)
+    const std::string file = shards.size() == 1 ? stem + ext : shard_name(stem, ext, s, shards.size());
+    std::vector<ptread::NamedTensor> part;
+    for (size_t k : shards[s]) part.push_back(tensors[k]);
+    auto written = write(dir + file, part);
+    if (!written) return write_failed(written.error());
+    std::vector<std::string> skipped;
+    for (const auto& u : written->skipped) {
+      std::fprintf(stderr, "ptread: skipped %s: %s\n", display(u.name).c_str(), u.reason.c_str());
+      skipped.push_back(u.name);
+    }
+    for (size_t k : shards[s]) {
+      if (std::find(skipped.begin(), skipped.end(), tensors[k].name) != skipped.end()) continue;
+      weight_map.emplace_back(tensors[k].name, file);
+      total += sizes[k];
+    }
+  }
+  if (shards.size() > 1) {
+    const std::string index = shard_index_json(total, std::move(weight_map));
+    std::FILE* f = std::fopen((dir + index_name).c_str(), "wb");
+    const bool ok = f != nullptr && std::fwrite(index.data(), 1, index.size(), f) == index.size();
+    if (f == nullptr || std::fclose(f) != 0 || !ok) {
+      std::fprintf(stderr, "ptread: cannot write '%s%s'\n", dir.c_str(), index_name.c_str());
+      return kExitFailed;
+    }
+  }
+  return kExitOk;
+}
+
+inline int export_safetensors(const ptread::Checkpoint& ck, const Args& args) {
+  const std::string& out_path = args.files[1];
   ptread_cli::ProgressLine progress;
   ptread::SaveSafetensorsOptions o;
   o.metadata = {{"format", "pt"}};
   o.skip_unsupported = true;
   o.progress = [&progress](uint64_t done, uint64_t total) { progress.update(done, total); };
+  if (args.max_shard_size) {
+    const int status = write_set(
+        ck.tensors(), out_path, *args.max_shard_size, "model", ".safetensors", "model.safetensors.index.json",
+        [](const ptread::Tensor& t) { return t.nbytes(); },
+        [&o](const std::string& path, const std::vector<ptread::NamedTensor>& part) { return ptread::save_safetensors(path, part, o); });
+    progress.finish();
+    if (status == kExitOk) report_not_written(ck, [](const std::string&) { return true; });
+    return status;
+  }
   auto written = ptread::save_safetensors(out_path, ck.tensors(), o);
   progress.finish();
   if (!written) return write_failed(written.error());
@@ -81,6 +159,17 @@ inline int convert(const ptread::Checkpoint& ck, const Args& args) {
   ptread::SavePtOptions o;
   o.float_dtype = args.dtype;
   o.progress = [&progress](uint64_t done, uint64_t total) { progress.update(done, total); };
+  if (args.max_shard_size) {
+    const auto as = args.dtype;
+    const int status = write_set(
+        selected, args.files[1], *args.max_shard_size, "pytorch_model", ".bin", "pytorch_model.bin.index.json",
+        [as](const ptread::Tensor& t) {
+          return as && ptread::detail::is_float_dtype(t.dtype()) ? static_cast<uint64_t>(t.numel()) * ptread::dtype_size(*as) : t.nbytes();
+        },
+        [&o](const std::string& path, const std::vector<ptread::NamedTensor>& part) { return ptread::save_pt(path, part, o); });
+    progress.finish();
+    return status;
+  }
   auto written = ptread::save_pt(args.files[1], selected, o);
   progress.finish();
   return written ? kExitOk : write_failed(written.error());
