@@ -3784,6 +3784,15 @@ struct Graph {
     if (kind == ValueKind::dict || kind == ValueKind::set || kind == ValueKind::frozenset) hashed.push_back(id);
     return id;
   }
+  // A node for each global of another graph, in no container: what audit() counts of a model
+  // made of others (a sharded set's shards, the archives a bare pickle nests).
+  void add_globals_of(const Graph& other) {
+    for (size_t k = 0; k < other.nodes.size(); ++k) {
+      if (other.nodes[k].kind == ValueKind::global) {
+        add_global(other.global_module(static_cast<uint32_t>(k)), other.global_name(static_cast<uint32_t>(k)));
+      }
+    }
+  }
   uint32_t add_global(std::string_view module, std::string_view name) {
     return add_interned_global(intern(module), intern(name));
   }
@@ -11348,6 +11357,7 @@ inline Result<uint32_t> load_from_bytes_call(TorchContext& cx, Graph& g, const G
     return e;
   }
   const Model& m = **inner;
+  g.add_globals_of(m.graph);  // (what torch.load of the archive would import: audit())
   uint32_t node;
   if (m.graph.kind(m.root) == ValueKind::storage) {
     const Node& root = m.graph.nodes[m.root];
@@ -15331,6 +15341,7 @@ class ShardMerger {
 
   Status add_shard(const Model& shard, uint32_t s) {
     Graph& g = out_->graph;
+    g.add_globals_of(shard.graph);  // (what torch.load of the shard would import: audit())
     std::vector<uint32_t> storage_of(shard.storage_table.size(), kNoNode);  // shard storage -> ours
     std::vector<uint32_t> node_of(shard.specs.size(), kNoNode);            // shard spec -> our tensor node
     for (size_t k = 0; k < shard.listed_count(); ++k) {

@@ -93,3 +93,16 @@ TEST_CASE("archive nesting follows Limits::max_archive_nesting", "[bare]") {
   REQUIRE_FALSE(two.ok());
   CHECK(two.error().code() == ptread::ErrorCode::limit_exceeded);
 }
+
+TEST_CASE("audit of a bare pickle names what pickle.load imports, its archives' too", "[bare]") {
+  auto ck = ptread::Checkpoint::open(bare_dir() + "/model.pkl");
+  REQUIRE(ck.ok());
+  const ptread::AuditReport r = ptread::audit(*ck);
+  std::map<std::string, bool> allowed;
+  for (const auto& g : r.globals) allowed[g.module + "." + g.name] = g.allowed;
+  REQUIRE(allowed.count("torch.storage._load_from_bytes"));
+  CHECK_FALSE(allowed["torch.storage._load_from_bytes"]);
+  REQUIRE(allowed.count("torch.nn.modules.linear.Linear"));
+  CHECK_FALSE(allowed["torch.nn.modules.linear.Linear"]);
+  CHECK(allowed.count("torch.FloatStorage"));  // named by the nested archives' pickles
+}

@@ -94,3 +94,16 @@ TEST_CASE("a shard's name: relative, inside the index's folder", "[sharded]") {
     CHECK_FALSE(shard_name_ok(bad));
   }
 }
+
+TEST_CASE("audit of a set counts the globals of its shards", "[sharded]") {
+  auto ck = ptread::Checkpoint::open(sharded_dir() + "/bin3");
+  REQUIRE(ck.ok());
+  const ptread::AuditReport r = ptread::audit(*ck);
+  CHECK(r.format == "sharded");
+  size_t rebuilds = 0;
+  for (const auto& g : r.globals) {
+    if (g.module == "torch._utils" && g.name == "_rebuild_tensor_v2") rebuilds = g.count;
+  }
+  CHECK(rebuilds == 3);  // named once in each shard's pickle (memoized after)
+  CHECK(r.refused() == 0);
+}

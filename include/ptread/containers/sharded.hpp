@@ -209,6 +209,7 @@ class ShardMerger {
 
   Status add_shard(const Model& shard, uint32_t s) {
     Graph& g = out_->graph;
+    g.add_globals_of(shard.graph);  // (what torch.load of the shard would import: audit())
     std::vector<uint32_t> storage_of(shard.storage_table.size(), kNoNode);  // shard storage -> ours
     std::vector<uint32_t> node_of(shard.specs.size(), kNoNode);            // shard spec -> our tensor node
     for (size_t k = 0; k < shard.listed_count(); ++k) {

@@ -244,6 +244,15 @@ struct Graph {
     if (kind == ValueKind::dict || kind == ValueKind::set || kind == ValueKind::frozenset) hashed.push_back(id);
     return id;
   }
+  // A node for each global of another graph, in no container: what audit() counts of a model
+  // made of others (a sharded set's shards, the archives a bare pickle nests).
+  void add_globals_of(const Graph& other) {
+    for (size_t k = 0; k < other.nodes.size(); ++k) {
+      if (other.nodes[k].kind == ValueKind::global) {
+        add_global(other.global_module(static_cast<uint32_t>(k)), other.global_name(static_cast<uint32_t>(k)));
+      }
+    }
+  }
   uint32_t add_global(std::string_view module, std::string_view name) {
     return add_interned_global(intern(module), intern(name));
   }

@@ -47,6 +47,7 @@ inline Result<uint32_t> load_from_bytes_call(TorchContext& cx, Graph& g, const G
     return e;
   }
   const Model& m = **inner;
+  g.add_globals_of(m.graph);  // (what torch.load of the archive would import: audit())
   uint32_t node;
   if (m.graph.kind(m.root) == ValueKind::storage) {
     const Node& root = m.graph.nodes[m.root];
