@@ -611,10 +611,12 @@ TEST_CASE("corrupted legacy files give the exact error", "[legacy]") {
   }
   SECTION("the magic number changed") {
     // torch: "Invalid magic number; corrupt file?". ptread's format detection looks for the
-    // magic bytes, so a changed byte makes the file a pickle without torch's magic number.
+    // magic bytes, so a changed byte makes the file a bare pickle (pickle.dump) without
+    // torch's magic number; one that is an int followed by more pickles is a legacy file whose
+    // magic is wrong.
     Bytes m = b;
     m[4] ^= 0x01;  // the lowest byte of the LONG1
-    check_error(m, ErrorCode::unknown_format, "magic number byte flipped");
+    check_error(m, ErrorCode::legacy_corrupt, "magic number byte flipped");
     // The magic bytes with one more byte (the number times 2^8 ... plus 2^80): detection
     // finds the bytes, the legacy reader the wrong number.
     REQUIRE(b[2] == 0x8a);

@@ -5,7 +5,8 @@
 // pickle.load reads them, importing and running what they name; ptread reads them as
 // pickle.load would, with torch imported, and runs nothing.
 //
-// The file is one pickle (bytes after its STOP are not read, as pickle.load reads none). In
+// The file is one pickle (bytes after its STOP are not read, as pickle.load reads none; but an
+// int followed by more bytes is a legacy file with a wrong magic number, E206). In
 // mmap and memory modes the pickle is the mapped file, and the nested archives are read where
 // it holds them (their bytes are borrowed by the graph, not copied; their storages are views
 // where aligned); read mode reads the file into one buffer first. A persistent id is refused
@@ -48,6 +49,14 @@ class BarePickleReader {
     auto root = vm.run(p, n, &used);
     PTREAD_CHECK(legacy_frames_read_flat(vm, p, n, 0, src_->name(), [] { return std::string("the bare pickle"); }));
     if (!root) return std::move(root).error();
+    // A legacy torch.save file starts with a pickled int, its magic number, then the other
+    // pickles: one whose magic differs reads as a bare pickle of that int.
+    const ValueKind rk = g.kind(*root);
+    if (used < n && (rk == ValueKind::integer || rk == ValueKind::big_integer)) {
+      return make_error(ErrorCode::legacy_corrupt, "the file starts with a pickled int that is not torch's legacy magic "
+                                                   "number, then more bytes: a legacy torch.save file whose magic number "
+                                                   "is wrong (corrupt file?)");
+    }
     model_->root = *root;
     PTREAD_CHECK(hooks.finish());
     PTREAD_CHECK(realign_storages(*model_));
