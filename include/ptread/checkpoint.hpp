@@ -52,9 +52,18 @@ class Checkpoint {
     if (detail::path_kind(path) == detail::PathKind::directory) {
       PTREAD_TRY(file, checkpoint_in_folder(path));
     }
-    PTREAD_TRY(auto src, detail::FileSource::open(file, options.mode == LoadMode::mmap));
+    // A sharded set's index is read, not mapped: a mapping of a few KiB costs more than the
+    // read (its page tables, its unmapping), and the set's open is the sum of its shards'.
+    const bool map = options.mode == LoadMode::mmap;
+    const bool json_name = detail::ends_with(file, ".json");
+    PTREAD_TRY(auto src, detail::FileSource::open(file, map && !json_name));
     PTREAD_TRY(detail::Detected kind, detect(*src));
-    auto r = kind == detail::Detected::shard_index ? open_set(file, *src, options) : from_source(src, options);
+    if (kind == detail::Detected::shard_index) return open_set(file, *src, options);
+    if (map && json_name) {  // a checkpoint named .json: mapped after all
+      src->close_file();
+      PTREAD_TRY(src, detail::FileSource::open(file, true));
+    }
+    auto r = from_source(src, options);
     src->close_file();
     return r;
 #else

@@ -20,6 +20,7 @@
 #include "text.hpp"
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,7 @@ inline const char* json_type_name(JsonType t) noexcept {
 class JsonReader {
  public:
   static constexpr size_t kMaxDepth = 128;
+  static constexpr char close_object = '}';
 
   // what: how errors name the text ("the safetensors header of 'x'"); code: their code.
   JsonReader(std::string_view text, std::string what, ErrorCode code)
@@ -82,17 +84,68 @@ class JsonReader {
     ++i_;
     return true;
   }
+  // next_member, with the key as string_view() gives it (a view of the text, or scratch).
+  Result<bool> next(std::string* scratch, std::string_view* key) {
+    PTREAD_TRY(bool more, next(close_object));
+    if (!more) return false;
+    if (peek() != JsonType::string) return found("a string key");
+    PTREAD_CHECK(string_view(scratch, key));
+    skip_ws();
+    if (i_ >= s_.size() || s_[i_] != ':') return found("':' after a key");
+    ++i_;
+    return true;
+  }
   // The next item of the array being read: true when one follows; false at its end.
   Result<bool> next_item() { return next(']'); }
 
   Status string(std::string* out) {
+    std::string_view v;
+    PTREAD_CHECK(string_view(out, &v));
+    if (v.data() != out->data()) out->assign(v.data(), v.size());
+    return {};
+  }
+
+  // A string: *v views the text where the string has no escape (most do), else holds
+  // scratch, which it is decoded into.
+  Status string_view(std::string* scratch, std::string_view* v) {
     skip_ws();
     if (i_ >= s_.size() || s_[i_] != '"') return found("a string");
     ++i_;
-    out->clear();
+    const size_t begin = i_;
+    skip_plain();
+    if (i_ < s_.size() && s_[i_] == '"') {
+      *v = s_.substr(begin, i_ - begin);
+      ++i_;
+      return {};
+    }
+    scratch->assign(s_.data() + begin, i_ - begin);
+    PTREAD_CHECK(rest_of_string(scratch));
+    *v = *scratch;
+    return {};
+  }
+
+ private:
+  static bool plain(char c) noexcept { return c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20; }
+  // Past the plain bytes of a string: eight at a time while none is a quote, a backslash or a
+  // control character (bytes >= 0x80 pass: UTF-8, checked before).
+  void skip_plain() {
+    constexpr uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    while (i_ + 8 <= s_.size()) {
+      uint64_t w;
+      std::memcpy(&w, s_.data() + i_, 8);
+      const uint64_t quote = w ^ (ones * '"'), slash = w ^ (ones * '\\');
+      const uint64_t hit = ((quote - ones) & ~quote) | ((slash - ones) & ~slash) | ((w - ones * 0x20) & ~w);
+      if (hit & highs) break;
+      i_ += 8;
+    }
+    while (i_ < s_.size() && plain(s_[i_])) ++i_;
+  }
+
+  // Inside a string, at its first quote, backslash or control character: decodes the rest.
+  Status rest_of_string(std::string* out) {
     for (;;) {
       const size_t start = i_;
-      while (i_ < s_.size() && s_[i_] != '"' && s_[i_] != '\\' && static_cast<unsigned char>(s_[i_]) >= 0x20) ++i_;
+      while (i_ < s_.size() && plain(s_[i_])) ++i_;
       out->append(s_.data() + start, i_ - start);
       if (i_ >= s_.size()) return fail("a string runs to the end of the text");
       const char c = s_[i_];
@@ -105,10 +158,23 @@ class JsonReader {
     }
   }
 
+ public:
+
   // A non-negative integer that fits 64 bits, without fraction or exponent.
   Result<uint64_t> unsigned_integer() {
     skip_ws();
     const size_t start = i_;
+    {  // the usual case: a few digits, no leading zero, then no fraction or exponent
+      uint64_t v = 0;
+      size_t k = i_;
+      while (k < s_.size() && k - start < 19 && s_[k] >= '0' && s_[k] <= '9') v = v * 10 + static_cast<uint64_t>(s_[k++] - '0');
+      const bool leading_zero = k - start > 1 && s_[start] == '0';
+      if (k > start && !leading_zero &&
+          (k == s_.size() || (s_[k] != '.' && s_[k] != 'e' && s_[k] != 'E' && (s_[k] < '0' || s_[k] > '9')))) {
+        i_ = k;
+        return v;
+      }
+    }
     PTREAD_CHECK(number());
     std::string_view t = s_.substr(start, i_ - start);
     if (t.find_first_of(".eE") != std::string_view::npos) {

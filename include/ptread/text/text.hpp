@@ -92,6 +92,17 @@ inline bool is_surrogate(uint32_t cp) { return cp >= 0xd800 && cp <= 0xdfff; }
 // "surrogatepass" decoding, which torch's unpicklers use for str).
 inline bool utf8_valid(std::string_view s, bool allow_surrogates = false) {
   for (size_t i = 0; i < s.size();) {
+    while (i + 8 <= s.size()) {  // ASCII eight bytes at a time
+      uint64_t w;
+      std::memcpy(&w, s.data() + i, 8);
+      if (w & 0x8080808080808080ull) break;
+      i += 8;
+    }
+    if (i >= s.size()) break;
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
+      ++i;
+      continue;
+    }
     uint32_t cp = 0;
     const size_t len = utf8_next(s, i, &cp);
     if (len == 0 || (!allow_surrogates && is_surrogate(cp))) return false;
