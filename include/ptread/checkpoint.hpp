@@ -63,7 +63,7 @@ class Checkpoint {
       src->close_file();
       PTREAD_TRY(src, detail::FileSource::open(file, true));
     }
-    auto r = from_source(src, options);
+    auto r = read_detected(src, kind, options);
     src->close_file();
     return r;
 #else
@@ -141,6 +141,12 @@ class Checkpoint {
 
   static Result<Checkpoint> from_source(const std::shared_ptr<detail::Source>& src, const Options& options) {
     PTREAD_TRY(auto detected, detect(*src));
+    return read_detected(src, detected, options);
+  }
+
+  // The reader of a source whose kind detect() found.
+  static Result<Checkpoint> read_detected(const std::shared_ptr<detail::Source>& src, detail::Detected detected,
+                                          const Options& options) {
     if (detected == detail::Detected::shard_index) {
       return make_error(ErrorCode::invalid_argument, "'" + src->name() +
                                                          "' is the JSON index of a sharded set (or other JSON): "
@@ -220,7 +226,7 @@ class Checkpoint {
       return make_error(ErrorCode::shard_index_corrupt, "a shard is JSON, not a checkpoint: sets do not nest");
     }
     *bytes += src->size();
-    auto r = from_source(src, options);
+    auto r = read_detected(src, kind, options);
     src->close_file();
     return r;
   }

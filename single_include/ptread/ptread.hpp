@@ -4048,26 +4048,7 @@ inline bool big_too_long(std::string_view le) {
 // Whether [p, p + n) decodes as Python's str(b, 'utf-8', 'surrogatepass') decodes pickled
 // text: well-formed UTF-8, where encoded surrogates (U+D800..U+DFFF) are allowed.
 inline bool valid_pickle_utf8(const uint8_t* p, size_t n) {
-  size_t k = 0;
-  while (k < n) {
-    // ASCII eight bytes at a time.
-    while (k + 8 <= n) {
-      uint64_t w;
-      std::memcpy(&w, p + k, 8);
-      if (w & 0x8080808080808080ull) break;
-      k += 8;
-    }
-    if (k >= n) break;
-    if (p[k] < 0x80) {
-      ++k;
-      continue;
-    }
-    uint32_t cp = 0;  // surrogates pass: Python's "surrogatepass"
-    const size_t len = utf8_next(std::string_view(reinterpret_cast<const char*>(p), n), k, &cp);
-    if (len == 0) return false;
-    k += len;
-  }
-  return true;
+  return utf8_valid(std::string_view(reinterpret_cast<const char*>(p), n), /*allow_surrogates=*/true);
 }
 
 
@@ -10158,6 +10139,7 @@ class TorchStorages {
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -10179,7 +10161,7 @@ class TorchContext {
   // torch.storage._load_from_bytes: the reader, the nesting and what keeps borrowed bytes
   // (ReadOptions' fields of those names); its results by bytes node, read once.
   const ReadOptions* nested = nullptr;
-  std::vector<std::pair<uint32_t, uint32_t>> nested_done;
+  std::unordered_map<uint32_t, uint32_t> nested_done;  // bytes node -> its result node
   const bool legacy;  // a legacy file's pickle (its format is set before the hooks are made)
   TorchStorages storages;
   size_t merge_budget = size_t{1} << 22;  // items merged_state (build.hpp) may still append
@@ -11354,9 +11336,8 @@ inline Result<uint32_t> load_from_bytes_call(TorchContext& cx, Graph& g, const G
                                                       "; b must be the bytes of an archive");
   }
   const uint32_t b = c.a[0];
-  for (const auto& done : cx.nested_done) {
-    if (done.first == b) return done.second;
-  }
+  const auto done = cx.nested_done.find(b);
+  if (done != cx.nested_done.end()) return done->second;
   if (cx.nested == nullptr || cx.nested->nested_reader == nullptr) {
     return make_error(ErrorCode::unsupported_format, "torch.storage._load_from_bytes: no reader of nested archives here");
   }
@@ -11382,7 +11363,7 @@ inline Result<uint32_t> load_from_bytes_call(TorchContext& cx, Graph& g, const G
     node = cx.unsupported(g, std::string("a nested archive (torch.storage._load_from_bytes) holding a ") +
                                  value_kind_name(m.graph.kind(m.root)) + ", not a storage");
   }
-  cx.nested_done.emplace_back(b, node);
+  cx.nested_done.emplace(b, node);
   return node;
 }
 
@@ -15555,7 +15536,7 @@ class Checkpoint {
       src->close_file();
       PTREAD_TRY(src, detail::FileSource::open(file, true));
     }
-    auto r = from_source(src, options);
+    auto r = read_detected(src, kind, options);
     src->close_file();
     return r;
 #else
@@ -15633,6 +15614,12 @@ class Checkpoint {
 
   static Result<Checkpoint> from_source(const std::shared_ptr<detail::Source>& src, const Options& options) {
     PTREAD_TRY(auto detected, detect(*src));
+    return read_detected(src, detected, options);
+  }
+
+  // The reader of a source whose kind detect() found.
+  static Result<Checkpoint> read_detected(const std::shared_ptr<detail::Source>& src, detail::Detected detected,
+                                          const Options& options) {
     if (detected == detail::Detected::shard_index) {
       return make_error(ErrorCode::invalid_argument, "'" + src->name() +
                                                          "' is the JSON index of a sharded set (or other JSON): "
@@ -15712,7 +15699,7 @@ class Checkpoint {
       return make_error(ErrorCode::shard_index_corrupt, "a shard is JSON, not a checkpoint: sets do not nest");
     }
     *bytes += src->size();
-    auto r = from_source(src, options);
+    auto r = read_detected(src, kind, options);
     src->close_file();
     return r;
   }

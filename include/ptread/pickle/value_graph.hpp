@@ -497,26 +497,7 @@ inline bool big_too_long(std::string_view le) {
 // Whether [p, p + n) decodes as Python's str(b, 'utf-8', 'surrogatepass') decodes pickled
 // text: well-formed UTF-8, where encoded surrogates (U+D800..U+DFFF) are allowed.
 inline bool valid_pickle_utf8(const uint8_t* p, size_t n) {
-  size_t k = 0;
-  while (k < n) {
-    // ASCII eight bytes at a time.
-    while (k + 8 <= n) {
-      uint64_t w;
-      std::memcpy(&w, p + k, 8);
-      if (w & 0x8080808080808080ull) break;
-      k += 8;
-    }
-    if (k >= n) break;
-    if (p[k] < 0x80) {
-      ++k;
-      continue;
-    }
-    uint32_t cp = 0;  // surrogates pass: Python's "surrogatepass"
-    const size_t len = utf8_next(std::string_view(reinterpret_cast<const char*>(p), n), k, &cp);
-    if (len == 0) return false;
-    k += len;
-  }
-  return true;
+  return utf8_valid(std::string_view(reinterpret_cast<const char*>(p), n), /*allow_surrogates=*/true);
 }
 
 

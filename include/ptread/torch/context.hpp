@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -39,7 +40,7 @@ class TorchContext {
   // torch.storage._load_from_bytes: the reader, the nesting and what keeps borrowed bytes
   // (ReadOptions' fields of those names); its results by bytes node, read once.
   const ReadOptions* nested = nullptr;
-  std::vector<std::pair<uint32_t, uint32_t>> nested_done;
+  std::unordered_map<uint32_t, uint32_t> nested_done;  // bytes node -> its result node
   const bool legacy;  // a legacy file's pickle (its format is set before the hooks are made)
   TorchStorages storages;
   size_t merge_budget = size_t{1} << 22;  // items merged_state (build.hpp) may still append

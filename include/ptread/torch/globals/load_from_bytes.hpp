@@ -32,9 +32,8 @@ inline Result<uint32_t> load_from_bytes_call(TorchContext& cx, Graph& g, const G
                                                       "; b must be the bytes of an archive");
   }
   const uint32_t b = c.a[0];
-  for (const auto& done : cx.nested_done) {
-    if (done.first == b) return done.second;
-  }
+  const auto done = cx.nested_done.find(b);
+  if (done != cx.nested_done.end()) return done->second;
   if (cx.nested == nullptr || cx.nested->nested_reader == nullptr) {
     return make_error(ErrorCode::unsupported_format, "torch.storage._load_from_bytes: no reader of nested archives here");
   }
@@ -60,7 +59,7 @@ inline Result<uint32_t> load_from_bytes_call(TorchContext& cx, Graph& g, const G
     node = cx.unsupported(g, std::string("a nested archive (torch.storage._load_from_bytes) holding a ") +
                                  value_kind_name(m.graph.kind(m.root)) + ", not a storage");
   }
-  cx.nested_done.emplace_back(b, node);
+  cx.nested_done.emplace(b, node);
   return node;
 }
 
