@@ -6,6 +6,8 @@
   big.safetensors    1 GiB: 16 float32 tensors of 64 MiB each
   shards4/           big.safetensors' tensors in 4 shards of 256 MiB and
                      model.safetensors.index.json, as transformers writes a set
+  llama4/            a Llama-7B's 291 tensor names (32 layers) in 4 shards, each tensor
+                     64 x 64 (an open reads no tensor byte: only the names count)
 Usage: make_format_inputs.py OUT_DIR   (existing files are kept)
 """
 import json
@@ -45,16 +47,31 @@ big_tensors = [(f"layer{i}.weight", (4096, 4096), lambda: rng.standard_normal((4
 big = os.path.join(out, "big.safetensors")
 if not os.path.exists(big):
     write(big, big_tensors)
-shards = os.path.join(out, "shards4")
-index = os.path.join(shards, "model.safetensors.index.json")
-if not os.path.exists(index):
-    os.makedirs(shards, exist_ok=True)
-    weight_map, total = {}, 0
-    for k in range(4):
-        name = f"model-{k + 1:05d}-of-00004.safetensors"
-        part = big_tensors[4 * k:4 * k + 4]
-        total += write(os.path.join(shards, name), part)
+
+
+def write_set(folder, tensors, count):
+    """tensors in count shards of about equal size, and the index."""
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if os.path.exists(index):
+        return
+    os.makedirs(folder, exist_ok=True)
+    weight_map, total, per = {}, 0, -(-len(tensors) // count)
+    for k in range(count):
+        name = f"model-{k + 1:05d}-of-{count:05d}.safetensors"
+        part = tensors[per * k:per * (k + 1)]
+        total += write(os.path.join(folder, name), part)
         weight_map.update({t[0]: name for t in part})
     with open(index, "w") as f:
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+
+
+write_set(os.path.join(out, "shards4"), big_tensors, 4)
+small = lambda: np.ones((64, 64), dtype=np.float32)
+llama = [("model.embed_tokens.weight", (64, 64), small)]
+for layer in range(32):
+    for part in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
+                 "mlp.up_proj", "mlp.down_proj", "input_layernorm", "post_attention_layernorm"):
+        llama.append((f"model.layers.{layer}.{part}.weight", (64, 64), small))
+llama += [("model.norm.weight", (64, 64), small), ("lm_head.weight", (64, 64), small)]
+write_set(os.path.join(out, "llama4"), llama, 4)
 print(out)
