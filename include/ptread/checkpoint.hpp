@@ -57,6 +57,11 @@ class Checkpoint {
     const bool map = options.mode == LoadMode::mmap;
     const bool json_name = detail::ends_with(file, ".json");
     PTREAD_TRY(auto src, detail::FileSource::open(file, map && !json_name));
+    if (json_name && src->size() <= kIndexReadAtOnce) {  // one read for detection and parse
+      PTREAD_TRY(detail::Bytes text, src->bytes(0, src->size()));
+      PTREAD_TRY(detail::Detected kind, detect(text, *src));
+      if (kind == detail::Detected::shard_index) return open_set(file, text, options);
+    }
     PTREAD_TRY(detail::Detected kind, detect(*src));
     if (kind == detail::Detected::shard_index) return open_set(file, *src, options);
     if (map && json_name) {  // a checkpoint named .json: mapped after all
@@ -130,11 +135,20 @@ class Checkpoint {
   Value constants() const { return Value(model_.get(), model_->constants_root); }
 
  private:
+  static constexpr uint64_t kIndexReadAtOnce = uint64_t{1} << 20;
+  static constexpr size_t kDetectBytes = 512;
+
   static Result<detail::Detected> detect(const detail::Source& src) {
-    uint8_t head[512];
+    uint8_t head[kDetectBytes];
     const size_t n = static_cast<size_t>(src.size() < sizeof head ? src.size() : sizeof head);
     PTREAD_CHECK(src.read_at(0, head, n));
     auto detected = detail::detect_format(head, n, src.size());
+    if (!detected) return with_file(std::move(detected).error(), src.name());
+    return *detected;
+  }
+  // The same, on the source's whole text read already.
+  static Result<detail::Detected> detect(const detail::Bytes& text, const detail::Source& src) {
+    auto detected = detail::detect_format(text.data, std::min<size_t>(text.size, kDetectBytes), src.size());
     if (!detected) return with_file(std::move(detected).error(), src.name());
     return *detected;
   }
@@ -196,6 +210,9 @@ class Checkpoint {
                                                        std::to_string(index_src.size()) + " bytes, over 100,000,000");
     }
     PTREAD_TRY(detail::Bytes text, index_src.bytes(0, index_src.size()));
+    return open_set(index_path, text, options);
+  }
+  static Result<Checkpoint> open_set(const std::string& index_path, const detail::Bytes& text, const Options& options) {
     PTREAD_TRY(auto index, detail::parse_shard_index(std::string_view(reinterpret_cast<const char*>(text.data), text.size),
                                                      index_path, options.limits));
     const size_t slash = index_path.find_last_of("/\\");

@@ -218,7 +218,8 @@ class FileSource final : public Source {
   static Result<std::shared_ptr<FileSource>> open(const std::string& path, bool map) {
     // O_NONBLOCK: opening a FIFO (a named pipe no one writes to) would otherwise wait for a
     // writer forever; it is refused below like any file that is not regular. (On a regular
-    // file the flag changes nothing; it is cleared all the same.)
+    // file the flag changes nothing; it is cleared all the same, with the one status flag
+    // open() set: F_SETFL changes no other, so no F_GETFL is needed.)
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return errno_error("cannot open", path, errno);
     struct stat st;
@@ -231,8 +232,7 @@ class FileSource final : public Source {
       ::close(fd);
       return make_error(ErrorCode::io_error, "'" + path + "' is not a regular file");
     }
-    const int flags = ::fcntl(fd, F_GETFL);
-    if (flags != -1) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    ::fcntl(fd, F_SETFL, 0);
     auto src = std::shared_ptr<FileSource>(new FileSource());
     src->name_ = path;
     src->size_ = static_cast<uint64_t>(st.st_size);

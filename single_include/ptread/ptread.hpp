@@ -1731,7 +1731,8 @@ class FileSource final : public Source {
   static Result<std::shared_ptr<FileSource>> open(const std::string& path, bool map) {
     // O_NONBLOCK: opening a FIFO (a named pipe no one writes to) would otherwise wait for a
     // writer forever; it is refused below like any file that is not regular. (On a regular
-    // file the flag changes nothing; it is cleared all the same.)
+    // file the flag changes nothing; it is cleared all the same, with the one status flag
+    // open() set: F_SETFL changes no other, so no F_GETFL is needed.)
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return errno_error("cannot open", path, errno);
     struct stat st;
@@ -1744,8 +1745,7 @@ class FileSource final : public Source {
       ::close(fd);
       return make_error(ErrorCode::io_error, "'" + path + "' is not a regular file");
     }
-    const int flags = ::fcntl(fd, F_GETFL);
-    if (flags != -1) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    ::fcntl(fd, F_SETFL, 0);
     auto src = std::shared_ptr<FileSource>(new FileSource());
     src->name_ = path;
     src->size_ = static_cast<uint64_t>(st.st_size);
@@ -14512,14 +14512,10 @@ class JsonReader {
   // The next member of the object being read: true with its key read (and the ':'), then
   // the caller reads or skips its value; false at the object's end (consumed).
   Result<bool> next_member(std::string* key) {
-    PTREAD_TRY(bool more, next('}'));
-    if (!more) return false;
-    if (peek() != JsonType::string) return found("a string key");
-    PTREAD_CHECK(string(key));
-    skip_ws();
-    if (i_ >= s_.size() || s_[i_] != ':') return found("':' after a key");
-    ++i_;
-    return true;
+    std::string_view v;
+    PTREAD_TRY(bool more, next(key, &v));
+    if (more && v.data() != key->data()) key->assign(v.data(), v.size());
+    return more;
   }
   // next_member, with the key as string_view() gives it (a view of the text, or scratch).
   Result<bool> next(std::string* scratch, std::string_view* key) {
@@ -14564,15 +14560,24 @@ class JsonReader {
  private:
   static bool plain(char c) noexcept { return c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20; }
   // Past the plain bytes of a string: eight at a time while none is a quote, a backslash or a
-  // control character (bytes >= 0x80 pass: UTF-8, checked before).
+  // control character (bytes >= 0x80 pass: UTF-8, checked before). In a word that holds
+  // one, the lowest flagged byte is the first such (a borrow flags only bytes above a true
+  // one): on little-endian machines its position is read off the flags.
   void skip_plain() {
     constexpr uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
     while (i_ + 8 <= s_.size()) {
       uint64_t w;
       std::memcpy(&w, s_.data() + i_, 8);
       const uint64_t quote = w ^ (ones * '"'), slash = w ^ (ones * '\\');
-      const uint64_t hit = ((quote - ones) & ~quote) | ((slash - ones) & ~slash) | ((w - ones * 0x20) & ~w);
-      if (hit & highs) break;
+      const uint64_t hit = (((quote - ones) & ~quote) | ((slash - ones) & ~slash) | ((w - ones * 0x20) & ~w)) & highs;
+      if (hit) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && (defined(__GNUC__) || defined(__clang__))
+        i_ += static_cast<size_t>(__builtin_ctzll(hit)) >> 3;
+        return;
+#else
+        break;
+#endif
+      }
       i_ += 8;
     }
     while (i_ < s_.size() && plain(s_[i_])) ++i_;
@@ -14690,8 +14695,13 @@ class JsonReader {
     return fail(std::string("expected ") + wanted + ", found " + std::string(t.substr(0, 40)));
   }
 
+  static bool space(char c) noexcept {  // ' ', '\t', '\n', '\r': one compare for other bytes
+    constexpr uint64_t kSpaces = (uint64_t{1} << ' ') | (uint64_t{1} << '\t') | (uint64_t{1} << '\n') | (uint64_t{1} << '\r');
+    const auto u = static_cast<unsigned char>(c);
+    return u <= ' ' && ((kSpaces >> u) & 1) != 0;
+  }
   void skip_ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
+    while (i_ < s_.size() && space(s_[i_])) ++i_;
   }
 
   Status open(JsonType t) {
@@ -15250,12 +15260,19 @@ namespace detail {
 struct ShardIndex {
   std::vector<std::string> files;  // distinct shard files, sorted
   struct Line {
-    std::string name;
-    uint32_t file;  // into files
+    uint32_t name_at, name_size;   // in names
+    uint32_t file;                 // into files
   };
   std::vector<Line> weight_map;    // in the index's order
+  std::string names;               // the lines' names, end to end
+  StringIndex by_name;             // line k under its name
   bool has_total = false;
   uint64_t total_size = 0;
+
+  std::string_view name(uint32_t k) const { return std::string_view(names).substr(weight_map[k].name_at, weight_map[k].name_size); }
+  uint32_t find(std::string_view key) const {
+    return by_name.find(key, [this](uint32_t j) { return name(j); });
+  }
 };
 
 inline Error index_corrupt(const std::string& where, const std::string& why) {
@@ -15284,12 +15301,14 @@ inline Result<ShardIndex> parse_shard_index(std::string_view text, const std::st
   ShardIndex index;
   PTREAD_CHECK(json.begin_object());
   bool seen_map = false, seen_metadata = false;
-  std::string key, value;
-  std::vector<std::string> file_of;  // per line: its file, until files are sorted
-  StringIndex names, files;
+  // Keys and values are views of the text (or of scratch, where they hold escapes): a
+  // name is copied once, into index.names; a file once per distinct file.
+  std::string key_scratch, value_scratch;
+  std::string_view key, value;
+  StringIndex files;
   std::vector<std::string> distinct;
   for (;;) {
-    PTREAD_TRY(bool more, json.next_member(&key));
+    PTREAD_TRY(bool more, json.next(&key_scratch, &key));
     if (!more) break;
     if (key == "metadata") {
       if (seen_metadata) return index_corrupt(where, "\"metadata\" appears twice");
@@ -15300,9 +15319,9 @@ inline Result<ShardIndex> parse_shard_index(std::string_view text, const std::st
       }
       PTREAD_CHECK(json.begin_object());
       for (;;) {
-        PTREAD_TRY(bool m, json.next_member(&value));
+        PTREAD_TRY(bool m, json.next(&key_scratch, &key));
         if (!m) break;
-        if (value == "total_size" && json.peek() == JsonType::number) {
+        if (key == "total_size" && json.peek() == JsonType::number) {
           PTREAD_TRY(std::string_view t, json.number_text());
           uint64_t v = 0;
           bool integer = !t.empty() && t.find_first_not_of("0123456789") == std::string_view::npos && t.size() <= 19;
@@ -15325,8 +15344,14 @@ inline Result<ShardIndex> parse_shard_index(std::string_view text, const std::st
       return index_corrupt(where, std::string("\"weight_map\" is ") + json_type_name(json.peek()) + ", not an object");
     }
     PTREAD_CHECK(json.begin_object());
+    {  // sized for lines of 48 bytes or more (a name, a file name, quotes and indent)
+      const size_t guess = std::min<size_t>(text.size() / 48, limits.max_tensors);
+      index.weight_map.reserve(guess);
+      index.names.reserve(text.size() / 2);
+      index.by_name.reserve(guess, [&](uint32_t j) { return index.name(j); });
+    }
     for (;;) {
-      PTREAD_TRY(bool m, json.next_member(&key));
+      PTREAD_TRY(bool m, json.next(&key_scratch, &key));
       if (!m) break;
       if (index.weight_map.size() >= limits.max_tensors) {
         return make_error(ErrorCode::limit_exceeded, "sharded set index '" + where + "': over " +
@@ -15336,20 +15361,26 @@ inline Result<ShardIndex> parse_shard_index(std::string_view text, const std::st
         return index_corrupt(where, "the weight_map maps " + quote_json(key) + " to " + json_type_name(json.peek()) +
                                         ", not a file name");
       }
-      PTREAD_CHECK(json.string(&value));
+      PTREAD_CHECK(json.string_view(&value_scratch, &value));
       const auto k = static_cast<uint32_t>(index.weight_map.size());
-      index.weight_map.push_back({key, 0});
-      if (names.insert(key, k, [&](uint32_t j) { return std::string_view(index.weight_map[j].name); }) != k) {
+      index.weight_map.push_back({static_cast<uint32_t>(index.names.size()), static_cast<uint32_t>(key.size()), 0});
+      index.names.append(key.data(), key.size());
+      if (index.by_name.insert(key, k, [&](uint32_t j) { return index.name(j); }) != k) {
         return index_corrupt(where, "the weight_map lists " + quote_json(key) + " twice");
       }
-      if (!shard_name_ok(value)) {
-        return index_corrupt(where, "the weight_map puts " + quote_json(key) + " in " + quote_json(value) +
-                                        ": a shard must be a relative path inside the index's folder");
-      }
+      // (Lines of one shard mostly follow each other: the last line's file is tried first.)
       const auto f = static_cast<uint32_t>(distinct.size());
-      distinct.push_back(value);
-      const uint32_t at = files.insert(value, f, [&](uint32_t j) { return std::string_view(distinct[j]); });
-      if (at != f) distinct.pop_back();
+      const uint32_t last = k == 0 ? StringIndex::npos : index.weight_map[k - 1].file;
+      const uint32_t at = last != StringIndex::npos && distinct[last] == value
+                              ? last
+                              : files.insert(value, f, [&](uint32_t j) { return j == f ? value : std::string_view(distinct[j]); });
+      if (at == f) {
+        if (!shard_name_ok(value)) {
+          return index_corrupt(where, "the weight_map puts " + quote_json(key) + " in " + quote_json(value) +
+                                          ": a shard must be a relative path inside the index's folder");
+        }
+        distinct.emplace_back(value);
+      }
       index.weight_map.back().file = at;
     }
   }
@@ -15377,15 +15408,15 @@ class ShardMerger {
     out_ = std::make_shared<Model>();
     out_->format = Format::sharded;
     out_->shard_files = index_.files;
-    for (uint32_t k = 0; k < index_.weight_map.size(); ++k) {
-      names_.insert(index_.weight_map[k].name, k, [this](uint32_t j) { return std::string_view(index_.weight_map[j].name); });
-    }
-    found_.assign(index_.weight_map.size(), kNoNode);
+    const size_t n = index_.weight_map.size();
+    found_.assign(n, kNoNode);
+    out_->spec_shard.reserve(n);
+    root_items_.reserve(2 * n);
     for (uint32_t s = 0; s < shards.size(); ++s) PTREAD_CHECK(add_shard(*shards[s], s));
     for (uint32_t k = 0; k < found_.size(); ++k) {
       if (found_[k] == kNoNode) {
         const auto& line = index_.weight_map[k];
-        return mismatch("the weight_map puts tensor " + quote_json(line.name) + " in shard '" + index_.files[line.file] +
+        return mismatch("the weight_map puts tensor " + quote_json(index_.name(k)) + " in shard '" + index_.files[line.file] +
                         "', which does not hold it");
       }
     }
@@ -15405,7 +15436,7 @@ class ShardMerger {
 
   // A name shard s holds: listed by the weight_map, for shard s, and once.
   Status claim(std::string_view name, uint32_t s) {
-    const uint32_t k = names_.find(name, [this](uint32_t j) { return std::string_view(index_.weight_map[j].name); });
+    const uint32_t k = index_.find(name);
     const std::string& file = index_.files[s];
     if (k == StringIndex::npos) {
       return mismatch("shard '" + file + "' holds tensor " + quote_json(name) + ", which the weight_map does not list");
@@ -15469,7 +15500,10 @@ class ShardMerger {
     if (!index_.has_total) return {};
     uint64_t per_name = 0, per_storage = 0;
     for (const auto& m : shards) {
-      for (size_t k = 0; k < m->listed_count(); ++k) per_name += m->info(k).nbytes;
+      for (size_t k = 0; k < m->listed_count(); ++k) {
+        const TensorSpec& t = m->specs[m->listed[k].spec];
+        per_name += static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype);
+      }
       for (size_t k = 0; k < m->storage_table.size(); ++k) per_storage += m->storage_table.nbytes(k);
     }
     if (index_.total_size == per_name || index_.total_size == per_storage) return {};
@@ -15481,7 +15515,6 @@ class ShardMerger {
   std::string where_;
   Limits limits_;
   std::shared_ptr<Model> out_;
-  StringIndex names_;
   std::vector<uint32_t> found_;       // per weight_map line: the shard that held it
   std::vector<uint32_t> root_items_;
   std::vector<NamedQuantized> quantized_;
@@ -15530,6 +15563,11 @@ class Checkpoint {
     const bool map = options.mode == LoadMode::mmap;
     const bool json_name = detail::ends_with(file, ".json");
     PTREAD_TRY(auto src, detail::FileSource::open(file, map && !json_name));
+    if (json_name && src->size() <= kIndexReadAtOnce) {  // one read for detection and parse
+      PTREAD_TRY(detail::Bytes text, src->bytes(0, src->size()));
+      PTREAD_TRY(detail::Detected kind, detect(text, *src));
+      if (kind == detail::Detected::shard_index) return open_set(file, text, options);
+    }
     PTREAD_TRY(detail::Detected kind, detect(*src));
     if (kind == detail::Detected::shard_index) return open_set(file, *src, options);
     if (map && json_name) {  // a checkpoint named .json: mapped after all
@@ -15603,11 +15641,20 @@ class Checkpoint {
   Value constants() const { return Value(model_.get(), model_->constants_root); }
 
  private:
+  static constexpr uint64_t kIndexReadAtOnce = uint64_t{1} << 20;
+  static constexpr size_t kDetectBytes = 512;
+
   static Result<detail::Detected> detect(const detail::Source& src) {
-    uint8_t head[512];
+    uint8_t head[kDetectBytes];
     const size_t n = static_cast<size_t>(src.size() < sizeof head ? src.size() : sizeof head);
     PTREAD_CHECK(src.read_at(0, head, n));
     auto detected = detail::detect_format(head, n, src.size());
+    if (!detected) return with_file(std::move(detected).error(), src.name());
+    return *detected;
+  }
+  // The same, on the source's whole text read already.
+  static Result<detail::Detected> detect(const detail::Bytes& text, const detail::Source& src) {
+    auto detected = detail::detect_format(text.data, std::min<size_t>(text.size, kDetectBytes), src.size());
     if (!detected) return with_file(std::move(detected).error(), src.name());
     return *detected;
   }
@@ -15669,6 +15716,9 @@ class Checkpoint {
                                                        std::to_string(index_src.size()) + " bytes, over 100,000,000");
     }
     PTREAD_TRY(detail::Bytes text, index_src.bytes(0, index_src.size()));
+    return open_set(index_path, text, options);
+  }
+  static Result<Checkpoint> open_set(const std::string& index_path, const detail::Bytes& text, const Options& options) {
     PTREAD_TRY(auto index, detail::parse_shard_index(std::string_view(reinterpret_cast<const char*>(text.data), text.size),
                                                      index_path, options.limits));
     const size_t slash = index_path.find_last_of("/\\");

@@ -35,12 +35,19 @@ namespace detail {
 struct ShardIndex {
   std::vector<std::string> files;  // distinct shard files, sorted
   struct Line {
-    std::string name;
-    uint32_t file;  // into files
+    uint32_t name_at, name_size;   // in names
+    uint32_t file;                 // into files
   };
   std::vector<Line> weight_map;    // in the index's order
+  std::string names;               // the lines' names, end to end
+  StringIndex by_name;             // line k under its name
   bool has_total = false;
   uint64_t total_size = 0;
+
+  std::string_view name(uint32_t k) const { return std::string_view(names).substr(weight_map[k].name_at, weight_map[k].name_size); }
+  uint32_t find(std::string_view key) const {
+    return by_name.find(key, [this](uint32_t j) { return name(j); });
+  }
 };
 
 inline Error index_corrupt(const std::string& where, const std::string& why) {
@@ -69,12 +76,14 @@ inline Result<ShardIndex> parse_shard_index(std::string_view text, const std::st
   ShardIndex index;
   PTREAD_CHECK(json.begin_object());
   bool seen_map = false, seen_metadata = false;
-  std::string key, value;
-  std::vector<std::string> file_of;  // per line: its file, until files are sorted
-  StringIndex names, files;
+  // Keys and values are views of the text (or of scratch, where they hold escapes): a
+  // name is copied once, into index.names; a file once per distinct file.
+  std::string key_scratch, value_scratch;
+  std::string_view key, value;
+  StringIndex files;
   std::vector<std::string> distinct;
   for (;;) {
-    PTREAD_TRY(bool more, json.next_member(&key));
+    PTREAD_TRY(bool more, json.next(&key_scratch, &key));
     if (!more) break;
     if (key == "metadata") {
       if (seen_metadata) return index_corrupt(where, "\"metadata\" appears twice");
@@ -85,9 +94,9 @@ inline Result<ShardIndex> parse_shard_index(std::string_view text, const std::st
       }
       PTREAD_CHECK(json.begin_object());
       for (;;) {
-        PTREAD_TRY(bool m, json.next_member(&value));
+        PTREAD_TRY(bool m, json.next(&key_scratch, &key));
         if (!m) break;
-        if (value == "total_size" && json.peek() == JsonType::number) {
+        if (key == "total_size" && json.peek() == JsonType::number) {
           PTREAD_TRY(std::string_view t, json.number_text());
           uint64_t v = 0;
           bool integer = !t.empty() && t.find_first_not_of("0123456789") == std::string_view::npos && t.size() <= 19;
@@ -110,8 +119,14 @@ inline Result<ShardIndex> parse_shard_index(std::string_view text, const std::st
       return index_corrupt(where, std::string("\"weight_map\" is ") + json_type_name(json.peek()) + ", not an object");
     }
     PTREAD_CHECK(json.begin_object());
+    {  // sized for lines of 48 bytes or more (a name, a file name, quotes and indent)
+      const size_t guess = std::min<size_t>(text.size() / 48, limits.max_tensors);
+      index.weight_map.reserve(guess);
+      index.names.reserve(text.size() / 2);
+      index.by_name.reserve(guess, [&](uint32_t j) { return index.name(j); });
+    }
     for (;;) {
-      PTREAD_TRY(bool m, json.next_member(&key));
+      PTREAD_TRY(bool m, json.next(&key_scratch, &key));
       if (!m) break;
       if (index.weight_map.size() >= limits.max_tensors) {
         return make_error(ErrorCode::limit_exceeded, "sharded set index '" + where + "': over " +
@@ -121,20 +136,26 @@ inline Result<ShardIndex> parse_shard_index(std::string_view text, const std::st
         return index_corrupt(where, "the weight_map maps " + quote_json(key) + " to " + json_type_name(json.peek()) +
                                         ", not a file name");
       }
-      PTREAD_CHECK(json.string(&value));
+      PTREAD_CHECK(json.string_view(&value_scratch, &value));
       const auto k = static_cast<uint32_t>(index.weight_map.size());
-      index.weight_map.push_back({key, 0});
-      if (names.insert(key, k, [&](uint32_t j) { return std::string_view(index.weight_map[j].name); }) != k) {
+      index.weight_map.push_back({static_cast<uint32_t>(index.names.size()), static_cast<uint32_t>(key.size()), 0});
+      index.names.append(key.data(), key.size());
+      if (index.by_name.insert(key, k, [&](uint32_t j) { return index.name(j); }) != k) {
         return index_corrupt(where, "the weight_map lists " + quote_json(key) + " twice");
       }
-      if (!shard_name_ok(value)) {
-        return index_corrupt(where, "the weight_map puts " + quote_json(key) + " in " + quote_json(value) +
-                                        ": a shard must be a relative path inside the index's folder");
-      }
+      // (Lines of one shard mostly follow each other: the last line's file is tried first.)
       const auto f = static_cast<uint32_t>(distinct.size());
-      distinct.push_back(value);
-      const uint32_t at = files.insert(value, f, [&](uint32_t j) { return std::string_view(distinct[j]); });
-      if (at != f) distinct.pop_back();
+      const uint32_t last = k == 0 ? StringIndex::npos : index.weight_map[k - 1].file;
+      const uint32_t at = last != StringIndex::npos && distinct[last] == value
+                              ? last
+                              : files.insert(value, f, [&](uint32_t j) { return j == f ? value : std::string_view(distinct[j]); });
+      if (at == f) {
+        if (!shard_name_ok(value)) {
+          return index_corrupt(where, "the weight_map puts " + quote_json(key) + " in " + quote_json(value) +
+                                          ": a shard must be a relative path inside the index's folder");
+        }
+        distinct.emplace_back(value);
+      }
       index.weight_map.back().file = at;
     }
   }
@@ -162,15 +183,15 @@ class ShardMerger {
     out_ = std::make_shared<Model>();
     out_->format = Format::sharded;
     out_->shard_files = index_.files;
-    for (uint32_t k = 0; k < index_.weight_map.size(); ++k) {
-      names_.insert(index_.weight_map[k].name, k, [this](uint32_t j) { return std::string_view(index_.weight_map[j].name); });
-    }
-    found_.assign(index_.weight_map.size(), kNoNode);
+    const size_t n = index_.weight_map.size();
+    found_.assign(n, kNoNode);
+    out_->spec_shard.reserve(n);
+    root_items_.reserve(2 * n);
     for (uint32_t s = 0; s < shards.size(); ++s) PTREAD_CHECK(add_shard(*shards[s], s));
     for (uint32_t k = 0; k < found_.size(); ++k) {
       if (found_[k] == kNoNode) {
         const auto& line = index_.weight_map[k];
-        return mismatch("the weight_map puts tensor " + quote_json(line.name) + " in shard '" + index_.files[line.file] +
+        return mismatch("the weight_map puts tensor " + quote_json(index_.name(k)) + " in shard '" + index_.files[line.file] +
                         "', which does not hold it");
       }
     }
@@ -190,7 +211,7 @@ class ShardMerger {
 
   // A name shard s holds: listed by the weight_map, for shard s, and once.
   Status claim(std::string_view name, uint32_t s) {
-    const uint32_t k = names_.find(name, [this](uint32_t j) { return std::string_view(index_.weight_map[j].name); });
+    const uint32_t k = index_.find(name);
     const std::string& file = index_.files[s];
     if (k == StringIndex::npos) {
       return mismatch("shard '" + file + "' holds tensor " + quote_json(name) + ", which the weight_map does not list");
@@ -254,7 +275,10 @@ class ShardMerger {
     if (!index_.has_total) return {};
     uint64_t per_name = 0, per_storage = 0;
     for (const auto& m : shards) {
-      for (size_t k = 0; k < m->listed_count(); ++k) per_name += m->info(k).nbytes;
+      for (size_t k = 0; k < m->listed_count(); ++k) {
+        const TensorSpec& t = m->specs[m->listed[k].spec];
+        per_name += static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype);
+      }
       for (size_t k = 0; k < m->storage_table.size(); ++k) per_storage += m->storage_table.nbytes(k);
     }
     if (index_.total_size == per_name || index_.total_size == per_storage) return {};
@@ -266,7 +290,6 @@ class ShardMerger {
   std::string where_;
   Limits limits_;
   std::shared_ptr<Model> out_;
-  StringIndex names_;
   std::vector<uint32_t> found_;       // per weight_map line: the shard that held it
   std::vector<uint32_t> root_items_;
   std::vector<NamedQuantized> quantized_;

@@ -75,14 +75,10 @@ class JsonReader {
   // The next member of the object being read: true with its key read (and the ':'), then
   // the caller reads or skips its value; false at the object's end (consumed).
   Result<bool> next_member(std::string* key) {
-    PTREAD_TRY(bool more, next('}'));
-    if (!more) return false;
-    if (peek() != JsonType::string) return found("a string key");
-    PTREAD_CHECK(string(key));
-    skip_ws();
-    if (i_ >= s_.size() || s_[i_] != ':') return found("':' after a key");
-    ++i_;
-    return true;
+    std::string_view v;
+    PTREAD_TRY(bool more, next(key, &v));
+    if (more && v.data() != key->data()) key->assign(v.data(), v.size());
+    return more;
   }
   // next_member, with the key as string_view() gives it (a view of the text, or scratch).
   Result<bool> next(std::string* scratch, std::string_view* key) {
@@ -127,15 +123,24 @@ class JsonReader {
  private:
   static bool plain(char c) noexcept { return c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20; }
   // Past the plain bytes of a string: eight at a time while none is a quote, a backslash or a
-  // control character (bytes >= 0x80 pass: UTF-8, checked before).
+  // control character (bytes >= 0x80 pass: UTF-8, checked before). In a word that holds
+  // one, the lowest flagged byte is the first such (a borrow flags only bytes above a true
+  // one): on little-endian machines its position is read off the flags.
   void skip_plain() {
     constexpr uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
     while (i_ + 8 <= s_.size()) {
       uint64_t w;
       std::memcpy(&w, s_.data() + i_, 8);
       const uint64_t quote = w ^ (ones * '"'), slash = w ^ (ones * '\\');
-      const uint64_t hit = ((quote - ones) & ~quote) | ((slash - ones) & ~slash) | ((w - ones * 0x20) & ~w);
-      if (hit & highs) break;
+      const uint64_t hit = (((quote - ones) & ~quote) | ((slash - ones) & ~slash) | ((w - ones * 0x20) & ~w)) & highs;
+      if (hit) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && (defined(__GNUC__) || defined(__clang__))
+        i_ += static_cast<size_t>(__builtin_ctzll(hit)) >> 3;
+        return;
+#else
+        break;
+#endif
+      }
       i_ += 8;
     }
     while (i_ < s_.size() && plain(s_[i_])) ++i_;
@@ -253,8 +258,13 @@ class JsonReader {
     return fail(std::string("expected ") + wanted + ", found " + std::string(t.substr(0, 40)));
   }
 
+  static bool space(char c) noexcept {  // ' ', '\t', '\n', '\r': one compare for other bytes
+    constexpr uint64_t kSpaces = (uint64_t{1} << ' ') | (uint64_t{1} << '\t') | (uint64_t{1} << '\n') | (uint64_t{1} << '\r');
+    const auto u = static_cast<unsigned char>(c);
+    return u <= ' ' && ((kSpaces >> u) & 1) != 0;
+  }
   void skip_ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
+    while (i_ < s_.size() && space(s_[i_])) ++i_;
   }
 
   Status open(JsonType t) {
