@@ -4,10 +4,10 @@
 # Stages: dependencies; single_include/ is what tools/amalgamate.py writes; the unit tests
 # parse as one translation unit (the unity builds' batches cannot clash); a g++ build with
 # -Werror and all tests (ctest: unit, fixtures, corpus, fresh torch-written fixtures, CLI,
-# examples); clang++ -Werror builds of the tool, benchmarks and examples; a -fno-exceptions
-# build without zlib whose tests include the single header; clang ASan+UBSan; ThreadSanitizer on
-# the tests of the code that runs on two threads; libFuzzer runs of
-# the four fuzz targets (tools/fuzz.sh); Meson; the consumer tests (tools/consumers.sh:
+# examples); clang++ -Werror builds of the tool, benchmarks and examples; clang ASan+UBSan;
+# ThreadSanitizer on the tests of the code that runs on two threads; libFuzzer runs of the fuzz
+# targets (tools/fuzz.sh); Meson, building a -fno-exceptions configuration without zlib whose
+# tests include the single header; the consumer tests (tools/consumers.sh:
 # add_subdirectory, find_package, pkg-config, -static, Meson subproject, single header, nvcc);
 # Windows (tools/windows.sh: the unit suite, the tool and a consumer built with MinGW-w64 and
 # run under Wine); the CUDA compile check when nvcc is present.
@@ -73,10 +73,6 @@ cmake -S . -B "$out/clang" -G Ninja -DCMAKE_BUILD_TYPE= -DCMAKE_CXX_COMPILER=cla
   -DPTREAD_CUDA=OFF -DPTREAD_OPENBLAS=OFF >/dev/null
 cmake --build "$out/clang" -j "$jobs"
 # The next stages build without optimization: they check other configurations.
-# The noexcept stage's tests include single_include/ptread/ptread.hpp instead of include/ (the
-# OpenBLAS tests are left out there: the single header is the core only).
-cmake_stage noexcept -DCMAKE_CXX_COMPILER=g++ -DCMAKE_BUILD_TYPE= "${unity[@]}" -DPTREAD_NO_EXCEPTIONS=ON -DPTREAD_WITH_ZLIB=OFF \
-  -DPTREAD_BUILD_BENCH=OFF -DPTREAD_BUILD_EXAMPLES=OFF -DPTREAD_TEST_SINGLE_HEADER=ON -DPTREAD_CUDA=OFF
 cmake_stage sanitize -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug "${unity[@]}" -DPTREAD_SANITIZE=ON \
   -DPTREAD_BUILD_BENCH=OFF -DPTREAD_BUILD_EXAMPLES=OFF
 
@@ -98,10 +94,14 @@ TSAN_OPTIONS=halt_on_error=1 "$out/tsan/tests" "[overlap],[parallel],[arena]"
 stage "fuzz (libFuzzer, ${PTREAD_FUZZ_SECONDS:-30}s per target)"
 bash tools/fuzz.sh "${PTREAD_FUZZ_SECONDS:-30}"
 
-stage "meson"
+# Meson builds the configuration no other stage builds: -fno-exceptions, no zlib, the tests
+# including single_include/ptread/ptread.hpp instead of include/ (the OpenBLAS tests are left
+# out there: the single header is the core only). One stage for both saves a build and a run
+# of the whole suite. The benchmarks and examples are built by the g++ and clang stages.
+stage "meson: -fno-exceptions, no zlib, the single header"
 rm -rf "$out/meson"
-# The benchmarks are built by the g++ and clang stages.
-meson setup "$out/meson" --buildtype=plain --unity=on --unity-size=8 -Dbench=false >/dev/null
+meson setup "$out/meson" --buildtype=plain --unity=on --unity-size=8 -Dbench=false -Dexamples=false \
+  -Dno_exceptions=true -Dzlib=disabled -Dtest_single_header=true -Dcuda=disabled >/dev/null
 meson test -C "$out/meson" --print-errorlogs
 
 stage "consumers (tools/consumers.sh)"
