@@ -1,6 +1,8 @@
 // ptread — the command-line tool (DESIGN.md "Command line", contract).
 //
-//   ptread ls [--json] FILE              tensors: name, dtype, shape, stored device, bytes
+//   ptread ls [--json] [--sort name|size|file] FILE
+//                                        tensors: name, dtype, shape, stored device, bytes
+//   (ls, export, convert: --only GLOB / --exclude GLOB, shell patterns on tensor names)
 //   ptread tree FILE                     the object tree with metadata
 //   ptread export FILE OUT.safetensors   every tensor safetensors can hold
 //   ptread convert FILE OUT.pt [--dtype D] [--prefix P] [--strip-prefix P]
@@ -41,7 +43,8 @@ int main(int argc, char** argv) {
     // The listing is written and flushed: exit without tearing down every tensor one by
     // one (the system frees the process at once; for 100,000 tensors that is most of the
     // time left).
-    const int status = args.json ? finish_stdout(ls_json(*ck)) : ls_table(*ck);
+    const SortBy by = args.sort.value_or(SortBy::file);
+    const int status = args.json ? finish_stdout(ls_json(*ck, args.filter, by)) : ls_table(*ck, args.filter, by);
     std::fflush(stderr);
     std::_Exit(status);
   }

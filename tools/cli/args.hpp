@@ -1,6 +1,8 @@
 // ptread (the tool) — the command line: usage text and argument parsing.
 #pragma once
 
+#include "filter.hpp"
+#include "ls.hpp"
 #include "output.hpp"
 #include "shards.hpp"
 
@@ -18,6 +20,8 @@ constexpr char kUsage[] =
     "commands:\n"
     "  ls FILE                      list the tensors: name, dtype, shape, device, bytes\n"
     "  ls --json FILE               the same as JSON\n"
+  "  ls --sort name|size|file     (ls) rows by name, by bytes (largest first) or as\n"
+  "                               stored (the default)\n"
     "  tree FILE                    the object tree with its metadata\n"
     "  export FILE OUT.safetensors  write every tensor safetensors can hold\n"
     "  convert FILE OUT.pt          write the tensors as a state dict (zip format) that\n"
@@ -27,6 +31,11 @@ constexpr char kUsage[] =
     "\n"
     "options:\n"
     "  --json                       (ls, audit) print JSON\n"
+  "  --only GLOB                  (ls, export, convert) only the tensors whose names\n"
+  "                               match a shell pattern ('encoder.*', '*.weight');\n"
+  "                               repeated: any of them\n"
+  "  --exclude GLOB               (ls, export, convert) leave out the tensors whose\n"
+  "                               names match; repeatable\n"
     "  --mode mmap|read             map the file (default) or read it into memory\n"
     "  --dtype F16|BF16|F32|F64     (convert) write floating tensors as this dtype;\n"
     "                               integer, bool and complex tensors stay as they are\n"
@@ -52,6 +61,10 @@ struct Args {
   std::optional<std::string> prefix, strip_prefix;
   // export, convert: write a sharded set of shards of at most this many bytes
   std::optional<uint64_t> max_shard_size;
+  // ls, export, convert: --only / --exclude
+  NameFilter filter;
+  // ls
+  std::optional<SortBy> sort;
 };
 
 inline int usage_error(const std::string& why) {
@@ -114,6 +127,16 @@ inline int parse_args(int argc, char** argv, Args* args) {
       args->prefix = value;
     } else if (option_value(a, "--strip-prefix", &value)) {
       args->strip_prefix = value;
+    } else if (option_value(a, "--only", &value)) {
+      args->filter.only.emplace_back(value);
+    } else if (option_value(a, "--exclude", &value)) {
+      args->filter.exclude.emplace_back(value);
+    } else if (option_value(a, "--sort", &value)) {
+      if (value == "name" || value == "size" || value == "file") {
+        args->sort = value == "name" ? SortBy::name : value == "size" ? SortBy::size : SortBy::file;
+      } else if (error.empty()) {
+        error = "unknown --sort '" + value + "' (use name, size or file)";
+      }
     } else if (option_value(a, "--max-shard-size", &value)) {
       uint64_t bytes = 0;
       if (parse_size(value, &bytes)) {
@@ -149,6 +172,10 @@ inline int parse_args(int argc, char** argv, Args* args) {
   if (args->max_shard_size && args->command != "convert" && args->command != "export") {
     return usage_error("--max-shard-size is an option of export and convert");
   }
+  if (!args->filter.empty() && args->command != "ls" && args->command != "export" && args->command != "convert") {
+    return usage_error("--only and --exclude are options of ls, export and convert");
+  }
+  if (args->sort && args->command != "ls") return usage_error("--sort is an option of ls");
   if ((args->dtype || args->prefix || args->strip_prefix) && args->command != "convert") {
     return usage_error("--dtype, --prefix and --strip-prefix are options of convert");
   }

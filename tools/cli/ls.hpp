@@ -1,6 +1,7 @@
 // ptread (the tool) — `ptread ls` and `ptread ls --json`: the tensor table, written fast for 100,000 rows.
 #pragma once
 
+#include "filter.hpp"
 #include "output.hpp"
 
 #include <algorithm>
@@ -11,15 +12,47 @@
 
 namespace ptread_cli {
 
-inline std::string ls_json(const ptread::Checkpoint& ck) {
+enum class SortBy { file, name, size };
+
+// The tensors ls lists: those the filter keeps, in the order asked (size: largest first;
+// ties, and the default, in file order). No filter and file order: all, with no order made.
+struct Selection {
+  bool all = true;
+  std::vector<uint32_t> order;  // when !all: the tensors' numbers, row by row
+  size_t size(const ptread::Checkpoint& ck) const { return all ? ck.tensor_count() : order.size(); }
+  size_t operator[](size_t row) const { return all ? row : order[row]; }
+  const uint32_t* data() const { return all ? nullptr : order.data(); }
+};
+
+inline Selection select_tensors(const ptread::Checkpoint& ck, const NameFilter& filter, SortBy by) {
+  Selection sel;
+  if (filter.empty() && by == SortBy::file) return sel;
+  sel.all = false;
+  const size_t n = ck.tensor_count();
+  for (size_t k = 0; k < n; ++k) {
+    if (filter.empty() || filter.keep(ck.tensor_info(k).name)) sel.order.push_back(static_cast<uint32_t>(k));
+  }
+  if (by == SortBy::name) {
+    std::stable_sort(sel.order.begin(), sel.order.end(),
+                     [&](uint32_t a, uint32_t b) { return ck.tensor_info(a).name < ck.tensor_info(b).name; });
+  } else if (by == SortBy::size) {
+    std::vector<uint64_t> bytes(n);
+    for (uint32_t k : sel.order) bytes[k] = ck.tensor_info(k).nbytes;
+    std::stable_sort(sel.order.begin(), sel.order.end(), [&](uint32_t a, uint32_t b) { return bytes[a] > bytes[b]; });
+  }
+  return sel;
+}
+
+inline std::string ls_json(const ptread::Checkpoint& ck, const NameFilter& filter = {}, SortBy by = SortBy::file) {
   std::string out;
-  const size_t n = ck.tensor_count();  // metadata only: no Tensor is made
+  const Selection sel = select_tensors(ck, filter, by);
+  const size_t n = sel.size(ck);  // metadata only: no Tensor is made
   out.reserve(128 + n * 128);
   out += "{\n  \"format\": ";
   append_json_string(out, ck.format_name());
   out += ",\n  \"tensors\": [";
   for (size_t k = 0; k < n; ++k) {
-    const ptread::TensorInfo t = ck.tensor_info(k);
+    const ptread::TensorInfo t = ck.tensor_info(sel[k]);
     out += k ? ",\n    {\"name\": " : "\n    {\"name\": ";
     append_json_string(out, t.name);
     out += ", \"dtype\": \"";
@@ -39,20 +72,22 @@ inline std::string ls_json(const ptread::Checkpoint& ck) {
     out += '}';
   }
   out += n == 0 ? "],\n" : "\n  ],\n";
-  const auto& unsupported = ck.unsupported();
   out += "  \"unsupported\": [";
-  for (size_t k = 0; k < unsupported.size(); ++k) {
-    out += k ? ",\n    {\"name\": " : "\n    {\"name\": ";
-    append_json_string(out, unsupported[k].name);
+  size_t shown = 0;
+  for (const auto& u : ck.unsupported()) {
+    if (!filter.keep(u.name)) continue;
+    out += shown++ ? ",\n    {\"name\": " : "\n    {\"name\": ";
+    append_json_string(out, u.name);
     out += ", \"reason\": ";
-    append_json_string(out, unsupported[k].reason);
+    append_json_string(out, u.reason);
     out += '}';
   }
-  out += unsupported.empty() ? "],\n" : "\n  ],\n";
+  out += shown == 0 ? "],\n" : "\n  ],\n";
   out += "  \"quantized\": [";
-  for (size_t k = 0; k < ck.quantized().size(); ++k) {
-    const auto& q = ck.quantized()[k];
-    out += k ? ",\n    {\"name\": " : "\n    {\"name\": ";
+  shown = 0;
+  for (const auto& q : ck.quantized()) {
+    if (!filter.keep(q.name)) continue;
+    out += shown++ ? ",\n    {\"name\": " : "\n    {\"name\": ";
     append_json_string(out, q.name);
     out += ", \"dtype\": \"";
     out += ptread::dtype_name(q.tensor.dtype);
@@ -66,11 +101,12 @@ inline std::string ls_json(const ptread::Checkpoint& ck) {
     append_u64(out, q.tensor.int_repr.nbytes());
     out += '}';
   }
-  out += ck.quantized().empty() ? "],\n" : "\n  ],\n";
+  out += shown == 0 ? "],\n" : "\n  ],\n";
   out += "  \"sparse\": [";
-  for (size_t k = 0; k < ck.sparse().size(); ++k) {
-    const auto& sp = ck.sparse()[k];
-    out += k ? ",\n    {\"name\": " : "\n    {\"name\": ";
+  shown = 0;
+  for (const auto& sp : ck.sparse()) {
+    if (!filter.keep(sp.name)) continue;
+    out += shown++ ? ",\n    {\"name\": " : "\n    {\"name\": ";
     append_json_string(out, sp.name);
     out += ", \"layout\": \"";
     out += ptread::sparse_layout_name(sp.tensor.layout);
@@ -80,7 +116,7 @@ inline std::string ls_json(const ptread::Checkpoint& ck) {
     append_dims(out, sp.tensor.shape);
     out += '}';
   }
-  out += ck.sparse().empty() ? "],\n" : "\n  ],\n";
+  out += shown == 0 ? "],\n" : "\n  ],\n";
   out += "  \"modules\": [";
   for (size_t k = 0; k < ck.modules().size(); ++k) {
     out += k ? ",\n    {\"name\": " : "\n    {\"name\": ";
@@ -316,15 +352,17 @@ struct LsWidths {
 // measured on threads of their own (ls_table), each keeping its own tails.
 class LsPart {
  public:
-  LsPart(const ptread::Checkpoint& ck, size_t begin, size_t end)
-      : ck_(ck), begin_(begin), end_(end), shards_(ck.format() == ptread::Format::sharded) {
+  // Rows begin .. end - 1: of the tensors order[begin] ... (all tensors in file order
+  // when order is null).
+  LsPart(const ptread::Checkpoint& ck, size_t begin, size_t end, const uint32_t* order)
+      : ck_(ck), begin_(begin), end_(end), order_(order), shards_(ck.format() == ptread::Format::sharded) {
     for (int d = 0; d < ptread::kDTypeCount; ++d) dtype_len_[d] = std::strlen(ptread::dtype_name(static_cast<ptread::DType>(d)));
   }
   // First pass: the widths of these rows; *rows (the whole list's) gets each row's tail.
   LsWidths measure(uint32_t* rows) {
     LsWidths w;
     for (size_t k = begin_; k < end_; ++k) {
-      const ptread::TensorInfo t = ck_.tensor_info(k);
+      const ptread::TensorInfo t = ck_.tensor_info(tensor(k));
       const bool plain = plain_ascii(t.name);
       if (plain) {
         w.name = std::max(w.name, t.name.size());
@@ -354,7 +392,7 @@ class LsPart {
       const uint32_t id = rows[k] & ~kPlain;
       RowTails::Tail* tail = id != RowTails::kNone ? &tails_[id] : nullptr;
       const bool copy = tail != nullptr && !tail->text.empty();  // the usual row: the name and a copy
-      const std::string_view stored = ck_.tensor_info(k).name;
+      const std::string_view stored = ck_.tensor_info(tensor(k)).name;
       if (!plain) shown = display(stored);
       const std::string_view name = plain ? stored : std::string_view(shown);
       out.reserve(name.size() + ws.name + 2 + (copy ? tail->text.size() : 0));
@@ -364,7 +402,7 @@ class LsPart {
         out.text(tail->text);
         continue;
       }
-      const ptread::TensorInfo t = ck_.tensor_info(k);
+      const ptread::TensorInfo t = ck_.tensor_info(tensor(k));
       out.reserve(t.device.size() + widths + (shards_ ? 2 + 4 * t.shard.size() : 0));
       char* const tail_at = out.pos();
       const size_t dl = dtype_len_[static_cast<size_t>(t.dtype)];
@@ -401,8 +439,11 @@ class LsPart {
     }
     return last_device_cols_;
   }
+  size_t tensor(size_t row) const { return order_ != nullptr ? order_[row] : row; }
+
   const ptread::Checkpoint& ck_;
   size_t begin_, end_;
+  const uint32_t* order_;
   size_t dtype_len_[ptread::kDTypeCount];
   RowTails tails_;
   std::string_view last_device_;
@@ -416,13 +457,27 @@ class LsPart {
 // 3.5 ms on one thread, 1.5 ms on two), then written one after the other into one buffer
 // that stays in cache. (Writing parts at once into buffers of their own cost more than it
 // saved: 2 MB of fresh memory for 50,000 rows takes 2 ms to fault in on the VM measured.)
-inline int ls_table(const ptread::Checkpoint& ck) {
-  const size_t n = ck.tensor_count();  // metadata only: no Tensor is made
+inline int ls_table(const ptread::Checkpoint& ck, const NameFilter& filter = {}, SortBy by = SortBy::file) {
+  const Selection sel = select_tensors(ck, filter, by);
+  const size_t n = sel.size(ck);  // metadata only: no Tensor is made
   constexpr size_t kPartRows = size_t{1} << 14;
   const size_t parts = std::max<size_t>(1, std::min<size_t>({ptread::detail::resolve_threads(0), 4, n / kPartRows}));
   std::vector<LsPart> part;
   part.reserve(parts);
-  for (size_t p = 0; p < parts; ++p) part.emplace_back(ck, n * p / parts, n * (p + 1) / parts);
+  for (size_t p = 0; p < parts; ++p) part.emplace_back(ck, n * p / parts, n * (p + 1) / parts, sel.data());
+  // The quantized, sparse and unsupported entries the filter keeps (their rows follow).
+  std::vector<const ptread::NamedQuantized*> quantized;
+  std::vector<const ptread::NamedSparse*> sparse;
+  std::vector<const ptread::UnsupportedEntry*> unsupported;
+  for (const auto& q : ck.quantized()) {
+    if (filter.keep(q.name)) quantized.push_back(&q);
+  }
+  for (const auto& sp : ck.sparse()) {
+    if (filter.keep(sp.name)) sparse.push_back(&sp);
+  }
+  for (const auto& u : ck.unsupported()) {
+    if (filter.keep(u.name)) unsupported.push_back(&u);
+  }
   // Fresh memory is faulted in by the thread that first writes it (15-24 us a page of 4 KiB
   // on the VM of bench/README.md, "Shadowed page tables"): each part's rows are written by
   // the thread measuring it (not cleared here first), and the output buffer by the last
@@ -436,14 +491,16 @@ inline int ls_table(const ptread::Checkpoint& ck) {
   });
   LsWidths ws;
   for (const LsWidths& m : measured) ws.take(m);
-  for (const auto& q : ck.quantized()) {  // their rows follow the tensors'
+  for (const auto* qp : quantized) {  // their rows follow the tensors'
+    const auto& q = *qp;
     ws.name = std::max(ws.name, columns(display(q.name)));
     ws.dtype = std::max(ws.dtype, std::strlen(ptread::dtype_name(q.tensor.dtype)));
     ws.shape = std::max(ws.shape, dims_len(q.tensor.shape));
     ws.device = std::max(ws.device, columns(q.tensor.int_repr.device()));
     ws.bytes = std::max(ws.bytes, decimal_len(q.tensor.int_repr.nbytes()));
   }
-  for (const auto& sp : ck.sparse()) {
+  for (const auto* spp : sparse) {
+    const auto& sp = *spp;
     ws.name = std::max(ws.name, columns(display(sp.name)));
     ws.dtype = std::max(ws.dtype, std::strlen(ptread::dtype_name(sp.tensor.dtype())));
     ws.shape = std::max(ws.shape, dims_len(sp.tensor.shape));
@@ -469,7 +526,8 @@ inline int ls_table(const ptread::Checkpoint& ck) {
   w.text(out);
   out.clear();
   for (LsPart& p : part) p.write(rows.get(), ws, w);
-  for (const auto& q : ck.quantized()) {  // dtype, logical shape, device, bytes of int_repr()
+  for (const auto* qp : quantized) {  // dtype, logical shape, device, bytes of int_repr()
+    const auto& q = *qp;
     const std::string name = display(q.name);
     out += name;
     pad_to(out, columns(name), ws.name + 2);
@@ -486,7 +544,8 @@ inline int ls_table(const ptread::Checkpoint& ck) {
     pad_to(out, b.size(), ws.bytes);
     out += b + "  quantized " + ptread::qscheme_name(q.tensor.qscheme) + "\n";
   }
-  for (const auto& sp : ck.sparse()) {
+  for (const auto* spp : sparse) {
+    const auto& sp = *spp;
     const std::string name = display(sp.name);
     out += name;
     pad_to(out, columns(name), ws.name + 2);
@@ -501,12 +560,11 @@ inline int ls_table(const ptread::Checkpoint& ck) {
     out += std::string("  sparse ") + ptread::sparse_layout_name(sp.tensor.layout) + ", " +
            std::to_string(sp.tensor.values.shape().size() ? sp.tensor.values.shape()[0] : 0) + " stored values\n";
   }
-  const auto& unsupported = ck.unsupported();
-  for (const auto& u : unsupported) {
-    const std::string name = display(u.name);
+  for (const auto* u : unsupported) {
+    const std::string name = display(u->name);
     out += name;
     pad_to(out, columns(name), ws.name + 2);
-    out += "unsupported: " + display(u.reason) + "\n";
+    out += "unsupported: " + display(u->reason) + "\n";
   }
   if (!ck.modules().empty()) {  // whole models and TorchScript: each module's class
     size_t w_mod = 6;
@@ -526,8 +584,8 @@ inline int ls_table(const ptread::Checkpoint& ck) {
   append_u64(out, ws.total);
   out += ws.total == 1 ? " byte" : " bytes";
   if (ws.total >= 1024) out += " (" + human_bytes(ws.total) + ")";
-  if (!ck.quantized().empty()) out += ", " + std::to_string(ck.quantized().size()) + " quantized";
-  if (!ck.sparse().empty()) out += ", " + std::to_string(ck.sparse().size()) + " sparse";
+  if (!quantized.empty()) out += ", " + std::to_string(quantized.size()) + " quantized";
+  if (!sparse.empty()) out += ", " + std::to_string(sparse.size()) + " sparse";
   if (!unsupported.empty()) out += ", " + std::to_string(unsupported.size()) + " unsupported";
   if (!ck.modules().empty()) out += ", " + std::to_string(ck.modules().size()) + " modules";
   out += ", format ";

@@ -99,8 +99,24 @@ int write_set(const std::vector<ptread::NamedTensor>& tensors, const std::string
   return kExitOk;
 }
 
+// --only / --exclude kept no tensor: says so (exit 1, as convert --prefix), else 0.
+inline int nothing_selected(const ptread::Checkpoint& ck, const Args& args, size_t selected) {
+  if (args.filter.empty() || selected != 0) return kExitOk;
+  std::fprintf(stderr, "ptread: --only/--exclude keep none of the %zu tensors; nothing written\n", ck.tensor_count());
+  return kExitFailed;
+}
+
 inline int export_safetensors(const ptread::Checkpoint& ck, const Args& args) {
   const std::string& out_path = args.files[1];
+  std::vector<ptread::NamedTensor> kept;  // with --only / --exclude: the tensors they keep
+  if (!args.filter.empty()) {
+    for (const auto& nt : ck.tensors()) {
+      if (args.filter.keep(nt.name)) kept.push_back(nt);
+    }
+    if (nothing_selected(ck, args, kept.size()) != kExitOk) return kExitFailed;
+  }
+  const std::vector<ptread::NamedTensor>& tensors = args.filter.empty() ? ck.tensors() : kept;
+  auto keep = [&args](const std::string& name) { return args.filter.keep(name); };
   ptread_cli::ProgressLine progress;
   ptread::SaveSafetensorsOptions o;
   o.metadata = {{"format", "pt"}};
@@ -108,25 +124,26 @@ inline int export_safetensors(const ptread::Checkpoint& ck, const Args& args) {
   o.progress = [&progress](uint64_t done, uint64_t total) { progress.update(done, total); };
   if (args.max_shard_size) {
     const int status = write_set(
-        ck.tensors(), out_path, *args.max_shard_size, "model", ".safetensors", "model.safetensors.index.json",
+        tensors, out_path, *args.max_shard_size, "model", ".safetensors", "model.safetensors.index.json",
         [](const ptread::Tensor& t) { return t.nbytes(); },
         [&o](const std::string& path, const std::vector<ptread::NamedTensor>& part) { return ptread::save_safetensors(path, part, o); });
     progress.finish();
-    if (status == kExitOk) report_not_written(ck, [](const std::string&) { return true; });
+    if (status == kExitOk) report_not_written(ck, keep);
     return status;
   }
-  auto written = ptread::save_safetensors(out_path, ck.tensors(), o);
+  auto written = ptread::save_safetensors(out_path, tensors, o);
   progress.finish();
   if (!written) return write_failed(written.error());
   for (const auto& s : written->skipped) {
     std::fprintf(stderr, "ptread: skipped %s: %s\n", display(s.name).c_str(), s.reason.c_str());
   }
-  report_not_written(ck, [](const std::string&) { return true; });
+  report_not_written(ck, keep);
   return kExitOk;
 }
 
 inline int convert(const ptread::Checkpoint& ck, const Args& args) {
   auto keep = [&args](const std::string& name) {
+    if (!args.filter.keep(name)) return false;
     if (!args.prefix) return true;
     const std::string& p = *args.prefix;
     return name.compare(0, p.size(), p) == 0 && (name.size() == p.size() || name[p.size()] == '.');
@@ -154,6 +171,7 @@ inline int convert(const ptread::Checkpoint& ck, const Args& args) {
                  display(*args.prefix).c_str(), display(*args.prefix).c_str());
     return kExitFailed;
   }
+  if (nothing_selected(ck, args, selected.size()) != kExitOk) return kExitFailed;
   report_not_written(ck, keep);
   ptread_cli::ProgressLine progress;
   ptread::SavePtOptions o;
