@@ -7,6 +7,7 @@
 //   ptread export FILE OUT.safetensors   every tensor safetensors can hold
 //   ptread convert FILE OUT.pt [--dtype D] [--prefix P] [--strip-prefix P]
 //                                        a state dict torch.load(weights_only=True) reads
+//   ptread stats [--json] FILE [NAME...] per tensor min, max, mean, std, NaN/Inf/zero counts
 //   ptread audit [--json] FILE           the globals torch.load would import, and which
 //                                        torch.load(weights_only=True) would refuse
 //
@@ -17,6 +18,7 @@
 #include "cli/args.hpp"
 #include "cli/audit.hpp"
 #include "cli/ls.hpp"
+#include "cli/stats.hpp"
 #include "cli/tree.hpp"
 #include "cli/write.hpp"
 
@@ -52,6 +54,7 @@ int main(int argc, char** argv) {
     return finish_stdout(std::string("# format: ") + ck->format_name() + "\n" + TreePrinter().run(ck->root()));
   }
   if (args.command == "audit") return audit(*ck, args.json);
+  if (args.command == "stats") return stats(*ck, args);
   if (args.command == "convert") return convert(*ck, args);
   return export_safetensors(*ck, args);
 }

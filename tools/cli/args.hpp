@@ -6,6 +6,7 @@
 #include "output.hpp"
 #include "shards.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,15 +27,17 @@ constexpr char kUsage[] =
     "  export FILE OUT.safetensors  write every tensor safetensors can hold\n"
     "  convert FILE OUT.pt          write the tensors as a state dict (zip format) that\n"
     "                               torch.load(OUT.pt, weights_only=True) reads\n"
-    "  audit FILE                   the globals torch.load would import; those\n"
+    "  stats FILE [NAME...]         per tensor min, max, mean, std (float64, as torch)\n"
+  "                               and counts of NaN, +Inf, -Inf and zeros\n"
+  "  audit FILE                   the globals torch.load would import; those\n"
     "                               torch.load(weights_only=True) refuses are marked\n"
     "\n"
     "options:\n"
-    "  --json                       (ls, audit) print JSON\n"
-  "  --only GLOB                  (ls, export, convert) only the tensors whose names\n"
+    "  --json                       (ls, stats, audit) print JSON\n"
+  "  --only GLOB                  (ls, stats, export, convert) only the tensors whose names\n"
   "                               match a shell pattern ('encoder.*', '*.weight');\n"
   "                               repeated: any of them\n"
-  "  --exclude GLOB               (ls, export, convert) leave out the tensors whose\n"
+  "  --exclude GLOB               (ls, stats, export, convert) leave out the tensors whose\n"
   "                               names match; repeatable\n"
     "  --mode mmap|read             map the file (default) or read it into memory\n"
     "  --dtype F16|BF16|F32|F64     (convert) write floating tensors as this dtype;\n"
@@ -163,24 +166,30 @@ inline int parse_args(int argc, char** argv, Args* args) {
   size_t want = 0;
   if (args->command == "ls" || args->command == "tree" || args->command == "audit") {
     want = 1;
+  } else if (args->command == "stats") {
+    want = std::max<size_t>(1, args->files.size());  // FILE [NAME...]
   } else if (args->command == "export" || args->command == "convert") {
     want = 2;
   } else {
     return usage_error("unknown command '" + args->command + "'");
   }
-  if (args->json && args->command != "ls" && args->command != "audit") return usage_error("--json is an option of ls and audit");
+  if (args->json && args->command != "ls" && args->command != "audit" && args->command != "stats") {
+    return usage_error("--json is an option of ls, stats and audit");
+  }
   if (args->max_shard_size && args->command != "convert" && args->command != "export") {
     return usage_error("--max-shard-size is an option of export and convert");
   }
-  if (!args->filter.empty() && args->command != "ls" && args->command != "export" && args->command != "convert") {
-    return usage_error("--only and --exclude are options of ls, export and convert");
+  if (!args->filter.empty() && args->command != "ls" && args->command != "stats" && args->command != "export" &&
+      args->command != "convert") {
+    return usage_error("--only and --exclude are options of ls, stats, export and convert");
   }
   if (args->sort && args->command != "ls") return usage_error("--sort is an option of ls");
   if ((args->dtype || args->prefix || args->strip_prefix) && args->command != "convert") {
     return usage_error("--dtype, --prefix and --strip-prefix are options of convert");
   }
   if (args->files.size() != want) {
-    return usage_error(args->command + (want == 1                       ? " takes one FILE"
+    return usage_error(args->command + (args->command == "stats"        ? " takes FILE [NAME...]"
+                                        : want == 1                       ? " takes one FILE"
                                         : args->command == "export" ? " takes FILE and OUT.safetensors"
                                                                     : " takes FILE and OUT.pt"));
   }
