@@ -4,6 +4,7 @@
 #include "filter.hpp"
 #include "ls.hpp"
 #include "output.hpp"
+#include "quantized_out.hpp"
 #include "shards.hpp"
 
 #include <algorithm>
@@ -44,7 +45,11 @@ constexpr char kUsage[] =
     "                               integer, bool and complex tensors stay as they are\n"
     "  --prefix P                   (convert) only the tensors named P or P.*\n"
     "  --strip-prefix P             (convert) remove a leading 'P.' from the names\n"
-    "  --max-shard-size SIZE        (export, convert) write a sharded set into the folder\n"
+    "  --quantized int|dequantize|skip\n"
+  "                               (export) quantized tensors as their integers with\n"
+  "                               NAME.scale and NAME.zero_point, as float32 values,\n"
+  "                               or not at all (the default)\n"
+  "  --max-shard-size SIZE        (export, convert) write a sharded set into the folder\n"
     "                               OUT: shards of at most SIZE (5GB, 500MB, 2GiB) and\n"
     "                               transformers' index JSON; FILE may be a set's folder\n"
     "  -h, --help                   print this help\n"
@@ -68,6 +73,8 @@ struct Args {
   NameFilter filter;
   // ls
   std::optional<SortBy> sort;
+  // export
+  std::optional<QuantizedOut> quantized;
 };
 
 inline int usage_error(const std::string& why) {
@@ -140,6 +147,12 @@ inline int parse_args(int argc, char** argv, Args* args) {
       } else if (error.empty()) {
         error = "unknown --sort '" + value + "' (use name, size or file)";
       }
+    } else if (option_value(a, "--quantized", &value)) {
+      if (value == "int" || value == "dequantize" || value == "skip") {
+        args->quantized = value == "int" ? QuantizedOut::int_repr : value == "dequantize" ? QuantizedOut::dequantize : QuantizedOut::skip;
+      } else if (error.empty()) {
+        error = "unknown --quantized '" + value + "' (use int, dequantize or skip)";
+      }
     } else if (option_value(a, "--max-shard-size", &value)) {
       uint64_t bytes = 0;
       if (parse_size(value, &bytes)) {
@@ -184,6 +197,7 @@ inline int parse_args(int argc, char** argv, Args* args) {
     return usage_error("--only and --exclude are options of ls, stats, export and convert");
   }
   if (args->sort && args->command != "ls") return usage_error("--sort is an option of ls");
+  if (args->quantized && args->command != "export") return usage_error("--quantized is an option of export");
   if ((args->dtype || args->prefix || args->strip_prefix) && args->command != "convert") {
     return usage_error("--dtype, --prefix and --strip-prefix are options of convert");
   }

@@ -15,13 +15,15 @@
 namespace ptread_cli {
 
 // Names on stderr what is not a plain tensor and so is not written (the entries `keep`
-// selects): quantized and sparse tensors, and what ptread cannot read.
+// selects): quantized (unless written: export --quantized) and sparse tensors, and what
+// ptread cannot read.
 template <class Keep>
-void report_not_written(const ptread::Checkpoint& ck, const Keep& keep) {
+void report_not_written(const ptread::Checkpoint& ck, const Keep& keep, bool quantized_written = false,
+                        const char* quantized_hint = "") {
   for (const auto& q : ck.quantized()) {
-    if (!keep(q.name)) continue;
-    std::fprintf(stderr, "ptread: skipped %s: quantized tensor (%s, %s), not a plain tensor\n", display(q.name).c_str(),
-                 ptread::dtype_name(q.tensor.dtype), ptread::qscheme_name(q.tensor.qscheme));
+    if (quantized_written || !keep(q.name)) continue;
+    std::fprintf(stderr, "ptread: skipped %s: quantized tensor (%s, %s), not a plain tensor%s\n", display(q.name).c_str(),
+                 ptread::dtype_name(q.tensor.dtype), ptread::qscheme_name(q.tensor.qscheme), quantized_hint);
   }
   for (const auto& sp : ck.sparse()) {
     if (!keep(sp.name)) continue;
@@ -108,18 +110,30 @@ inline int nothing_selected(const ptread::Checkpoint& ck, const Args& args, size
 
 inline int export_safetensors(const ptread::Checkpoint& ck, const Args& args) {
   const std::string& out_path = args.files[1];
-  std::vector<ptread::NamedTensor> kept;  // with --only / --exclude: the tensors they keep
-  if (!args.filter.empty()) {
+  const QuantizedOut quantized = args.quantized.value_or(QuantizedOut::skip);
+  const bool with_quantized = quantized != QuantizedOut::skip && !ck.quantized().empty();
+  std::vector<ptread::NamedTensor> kept;  // with --only / --exclude or --quantized: what is written
+  std::vector<std::pair<std::string, std::string>> metadata = {{"format", "pt"}};
+  if (!args.filter.empty() || with_quantized) {
     for (const auto& nt : ck.tensors()) {
       if (args.filter.keep(nt.name)) kept.push_back(nt);
     }
+    for (const auto& q : with_quantized ? ck.quantized() : std::vector<ptread::NamedQuantized>{}) {
+      if (!args.filter.keep(q.name)) continue;
+      auto made = quantized_as_plain(q, quantized, &kept, &metadata);
+      if (!made) {
+        std::fprintf(stderr, "ptread: %s: %s; nothing written\n", display(q.name).c_str(), made.error().what());
+        return kExitFailed;
+      }
+    }
     if (nothing_selected(ck, args, kept.size()) != kExitOk) return kExitFailed;
   }
-  const std::vector<ptread::NamedTensor>& tensors = args.filter.empty() ? ck.tensors() : kept;
+  const std::vector<ptread::NamedTensor>& tensors = args.filter.empty() && !with_quantized ? ck.tensors() : kept;
   auto keep = [&args](const std::string& name) { return args.filter.keep(name); };
+  const char* hint = " (--quantized int or dequantize writes it)";
   ptread_cli::ProgressLine progress;
   ptread::SaveSafetensorsOptions o;
-  o.metadata = {{"format", "pt"}};
+  o.metadata = std::move(metadata);
   o.skip_unsupported = true;
   o.progress = [&progress](uint64_t done, uint64_t total) { progress.update(done, total); };
   if (args.max_shard_size) {
@@ -128,7 +142,7 @@ inline int export_safetensors(const ptread::Checkpoint& ck, const Args& args) {
         [](const ptread::Tensor& t) { return t.nbytes(); },
         [&o](const std::string& path, const std::vector<ptread::NamedTensor>& part) { return ptread::save_safetensors(path, part, o); });
     progress.finish();
-    if (status == kExitOk) report_not_written(ck, keep);
+    if (status == kExitOk) report_not_written(ck, keep, with_quantized, hint);
     return status;
   }
   auto written = ptread::save_safetensors(out_path, tensors, o);
@@ -137,7 +151,7 @@ inline int export_safetensors(const ptread::Checkpoint& ck, const Args& args) {
   for (const auto& s : written->skipped) {
     std::fprintf(stderr, "ptread: skipped %s: %s\n", display(s.name).c_str(), s.reason.c_str());
   }
-  report_not_written(ck, keep);
+  report_not_written(ck, keep, with_quantized, hint);
   return kExitOk;
 }
 
