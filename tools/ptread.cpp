@@ -7,6 +7,8 @@
 //   ptread export FILE OUT.safetensors   every tensor safetensors can hold
 //   ptread convert FILE OUT.pt [--dtype D] [--prefix P] [--strip-prefix P]
 //                                        a state dict torch.load(weights_only=True) reads
+//   ptread diff [--json] [--atol X] [--rtol Y] [--equal-nan] A B
+//                                        tensors only in A, only in B, changed; exit 0 same, 1 not
 //   ptread stats [--json] FILE [NAME...] per tensor min, max, mean, std, NaN/Inf/zero counts
 //   ptread audit [--json] FILE           the globals torch.load would import, and which
 //                                        torch.load(weights_only=True) would refuse
@@ -17,6 +19,7 @@
 
 #include "cli/args.hpp"
 #include "cli/audit.hpp"
+#include "cli/diff.hpp"
 #include "cli/ls.hpp"
 #include "cli/stats.hpp"
 #include "cli/tree.hpp"
@@ -39,8 +42,9 @@ int main(int argc, char** argv) {
   auto ck = ptread::Checkpoint::open(args.files[0], options);
   if (!ck) {
     std::fprintf(stderr, "ptread: %s\n", ck.error().what());
-    return kExitFailed;
+    return args.command == "diff" ? kExitUsage : kExitFailed;  // (diff: 1 means different)
   }
+  if (args.command == "diff") return diff(*ck, args);
   if (args.command == "ls") {
     // The listing is written and flushed: exit without tearing down every tensor one by
     // one (the system frees the process at once; for 100,000 tensors that is most of the

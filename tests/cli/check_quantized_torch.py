@@ -18,16 +18,12 @@ import sys
 
 import torch
 
+from check_common import fail, finish
+
 ptread, fixtures, work = sys.argv[1], sys.argv[2], sys.argv[3]
 os.makedirs(work, exist_ok=True)
-failures = []
 DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "I32": torch.int32, "I8": torch.int8,
           "U8": torch.uint8}
-
-
-def fail(*what):
-    failures.append(" ".join(str(w) for w in what))
-    print("FAIL", *what)
 
 
 def read_safetensors(path):
@@ -119,5 +115,4 @@ r = subprocess.run([ptread, "export", os.path.join(fixtures, "quantized.pt"), os
 if r.returncode != 2:
     fail("--quantized float must be a usage error", r.returncode)
 
-print(f"quantized_torch: {checked} quantized tensors against torch {torch.__version__}, {len(failures)} failures")
-sys.exit(1 if failures else 0)
+finish(f"quantized_torch: {checked} quantized tensors against torch {torch.__version__}")

@@ -20,14 +20,10 @@ import sys
 
 import torch
 
+from check_common import fail, finish
+
 ptread, work = sys.argv[1], sys.argv[2]
 os.makedirs(work, exist_ok=True)
-failures = []
-
-
-def fail(*what):
-    failures.append(" ".join(str(w) for w in what))
-    print("FAIL", *what)
 
 
 g = torch.Generator().manual_seed(7)
@@ -154,5 +150,4 @@ if r.returncode != 0 or lines[0].split() != ["NAME", "DTYPE", "SHAPE", "MIN", "M
                                              "ZEROS"] or [l.split()[0] for l in lines[1:len(tensors) + 1]] != list(tensors):
     fail("stats table", r.returncode, lines[:3])
 
-print(f"stats_torch: {len(tensors)} tensors against torch {torch.__version__}, {len(failures)} failures")
-sys.exit(1 if failures else 0)
+finish(f"stats_torch: {len(tensors)} tensors against torch {torch.__version__}")

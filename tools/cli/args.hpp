@@ -8,6 +8,8 @@
 #include "shards.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,24 +24,29 @@ constexpr char kUsage[] =
     "commands:\n"
     "  ls FILE                      list the tensors: name, dtype, shape, device, bytes\n"
     "  ls --json FILE               the same as JSON\n"
-  "  ls --sort name|size|file     (ls) rows by name, by bytes (largest first) or as\n"
+  "  ls --sort name|size|file     rows by name, by bytes (largest first) or as\n"
   "                               stored (the default)\n"
     "  tree FILE                    the object tree with its metadata\n"
     "  export FILE OUT.safetensors  write every tensor safetensors can hold\n"
     "  convert FILE OUT.pt          write the tensors as a state dict (zip format) that\n"
     "                               torch.load(OUT.pt, weights_only=True) reads\n"
-    "  stats FILE [NAME...]         per tensor min, max, mean, std (float64, as torch)\n"
+    "  diff A B                     tensors only in A, only in B, changed (dtype, shape\n"
+  "                               or values: mismatched elements, largest differences)\n"
+  "  stats FILE [NAME...]         per tensor min, max, mean, std (float64, as torch)\n"
   "                               and counts of NaN, +Inf, -Inf and zeros\n"
   "  audit FILE                   the globals torch.load would import; those\n"
     "                               torch.load(weights_only=True) refuses are marked\n"
     "\n"
     "options:\n"
-    "  --json                       (ls, stats, audit) print JSON\n"
-  "  --only GLOB                  (ls, stats, export, convert) only the tensors whose names\n"
-  "                               match a shell pattern ('encoder.*', '*.weight');\n"
-  "                               repeated: any of them\n"
-  "  --exclude GLOB               (ls, stats, export, convert) leave out the tensors whose\n"
-  "                               names match; repeatable\n"
+    "  --json                       (ls, diff, stats, audit) print JSON\n"
+  "  --atol X, --rtol Y           (diff) values close as torch.allclose says (the other\n"
+  "                               one at torch's default); without them, bit for bit\n"
+  "  --equal-nan                  (diff, with --atol/--rtol) NaN equals NaN\n"
+  "  --only GLOB                  (ls, diff, stats, export, convert) only the tensors\n"
+  "                               whose names match a shell pattern ('encoder.*',\n"
+  "                               '*.weight'); repeated: any of them\n"
+  "  --exclude GLOB               (ls, diff, stats, export, convert) leave out the\n"
+  "                               tensors whose names match; repeatable\n"
     "  --mode mmap|read             map the file (default) or read it into memory\n"
     "  --dtype F16|BF16|F32|F64     (convert) write floating tensors as this dtype;\n"
     "                               integer, bool and complex tensors stay as they are\n"
@@ -56,7 +63,8 @@ constexpr char kUsage[] =
     "  --version                    print the version\n"
     "\n"
     "exit status: 0 done, 1 the file could not be read or written, 2 wrong usage,\n"
-    "             3 (audit) a global torch.load(weights_only=True) would refuse\n";
+    "             3 (audit) a global torch.load(weights_only=True) would refuse;\n"
+    "             diff: 0 the same, 1 different, 2 trouble (as cmp)\n";
 
 
 struct Args {
@@ -75,7 +83,20 @@ struct Args {
   std::optional<SortBy> sort;
   // export
   std::optional<QuantizedOut> quantized;
+  // diff
+  std::optional<double> atol, rtol;
+  bool equal_nan = false;
 };
+
+// A tolerance: a finite number >= 0.
+inline bool parse_tolerance(const std::string& s, double* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || !(v >= 0) || !std::isfinite(v)) return false;
+  *out = v;
+  return true;
+}
 
 inline int usage_error(const std::string& why) {
   if (!why.empty()) std::fprintf(stderr, "ptread: %s\n", why.c_str());
@@ -147,6 +168,15 @@ inline int parse_args(int argc, char** argv, Args* args) {
       } else if (error.empty()) {
         error = "unknown --sort '" + value + "' (use name, size or file)";
       }
+    } else if (a == "--equal-nan") {
+      args->equal_nan = true;
+    } else if (option_value(a, "--atol", &value) || option_value(a, "--rtol", &value)) {
+      double v = 0;
+      if (parse_tolerance(value, &v)) {
+        (a.compare(0, 6, "--atol") == 0 ? args->atol : args->rtol) = v;
+      } else if (error.empty()) {
+        error = "unknown tolerance '" + value + "' (a number >= 0)";
+      }
     } else if (option_value(a, "--quantized", &value)) {
       if (value == "int" || value == "dequantize" || value == "skip") {
         args->quantized = value == "int" ? QuantizedOut::int_repr : value == "dequantize" ? QuantizedOut::dequantize : QuantizedOut::skip;
@@ -179,6 +209,8 @@ inline int parse_args(int argc, char** argv, Args* args) {
   size_t want = 0;
   if (args->command == "ls" || args->command == "tree" || args->command == "audit") {
     want = 1;
+  } else if (args->command == "diff") {
+    want = 2;
   } else if (args->command == "stats") {
     want = std::max<size_t>(1, args->files.size());  // FILE [NAME...]
   } else if (args->command == "export" || args->command == "convert") {
@@ -186,15 +218,21 @@ inline int parse_args(int argc, char** argv, Args* args) {
   } else {
     return usage_error("unknown command '" + args->command + "'");
   }
-  if (args->json && args->command != "ls" && args->command != "audit" && args->command != "stats") {
-    return usage_error("--json is an option of ls, stats and audit");
+  if (args->json && args->command != "ls" && args->command != "audit" && args->command != "stats" && args->command != "diff") {
+    return usage_error("--json is an option of ls, diff, stats and audit");
+  }
+  if ((args->atol || args->rtol || args->equal_nan) && args->command != "diff") {
+    return usage_error("--atol, --rtol and --equal-nan are options of diff");
+  }
+  if (args->equal_nan && !args->atol && !args->rtol) {
+    return usage_error("--equal-nan needs --atol or --rtol (without them values compare bit for bit)");
   }
   if (args->max_shard_size && args->command != "convert" && args->command != "export") {
     return usage_error("--max-shard-size is an option of export and convert");
   }
   if (!args->filter.empty() && args->command != "ls" && args->command != "stats" && args->command != "export" &&
-      args->command != "convert") {
-    return usage_error("--only and --exclude are options of ls, stats, export and convert");
+      args->command != "convert" && args->command != "diff") {
+    return usage_error("--only and --exclude are options of ls, diff, stats, export and convert");
   }
   if (args->sort && args->command != "ls") return usage_error("--sort is an option of ls");
   if (args->quantized && args->command != "export") return usage_error("--quantized is an option of export");
@@ -203,6 +241,7 @@ inline int parse_args(int argc, char** argv, Args* args) {
   }
   if (args->files.size() != want) {
     return usage_error(args->command + (args->command == "stats"        ? " takes FILE [NAME...]"
+                                        : args->command == "diff"       ? " takes A and B"
                                         : want == 1                       ? " takes one FILE"
                                         : args->command == "export" ? " takes FILE and OUT.safetensors"
                                                                     : " takes FILE and OUT.pt"));
