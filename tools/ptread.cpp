@@ -2,7 +2,7 @@
 //
 //   ptread ls [--json] [--sort name|size|file] FILE
 //                                        tensors: name, dtype, shape, stored device, bytes
-//   (ls, export, convert: --only GLOB / --exclude GLOB, shell patterns on tensor names)
+//   (ls, diff, stats, export, convert: --only GLOB / --exclude GLOB, shell patterns on names)
 //   ptread tree FILE                     the object tree with metadata
 //   ptread export FILE OUT.safetensors   every tensor safetensors can hold
 //   ptread convert FILE OUT.pt [--dtype D] [--prefix P] [--strip-prefix P]

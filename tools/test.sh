@@ -55,8 +55,8 @@ cmake_stage() {  # name, then extra cmake arguments
 }
 
 # The test builds are unity builds (a few test sources per compiler run): parsing the headers
-# a few times instead of once per source compiles the suite in about a quarter of the time (CI
-# stays well under 30 minutes). Each source is still compiled alone by the clang stage's tool,
+# a few times instead of once per source compiles the suite in about a quarter of the time.
+# Each source is still compiled alone by the clang stage's tool,
 # benchmarks and examples; CMake 3.25 leaves CUDA sources out of unity batches.
 unity=(-DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8)
 # nvcc's host compiler does not optimize here (no -O3 in CMAKE_CUDA_FLAGS_RELEASE): with no GPU
