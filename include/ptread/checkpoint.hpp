@@ -57,13 +57,15 @@ class Checkpoint {
     const bool map = options.mode == LoadMode::mmap;
     const bool json_name = detail::ends_with(file, ".json");
     PTREAD_TRY(auto src, detail::FileSource::open(file, map && !json_name));
+    detail::Detected kind{};
     if (json_name && src->size() <= kIndexReadAtOnce) {  // one read for detection and parse
       PTREAD_TRY(detail::Bytes text, src->bytes(0, src->size()));
-      PTREAD_TRY(detail::Detected kind, detect(text, *src));
+      PTREAD_TRY(kind, detect(text, *src));
       if (kind == detail::Detected::shard_index) return open_set(file, text, options);
+    } else {
+      PTREAD_TRY(kind, detect(*src));
+      if (kind == detail::Detected::shard_index) return open_set(file, *src, options);
     }
-    PTREAD_TRY(detail::Detected kind, detect(*src));
-    if (kind == detail::Detected::shard_index) return open_set(file, *src, options);
     if (map && json_name) {  // a checkpoint named .json: mapped after all
       src->close_file();
       PTREAD_TRY(src, detail::FileSource::open(file, true));

@@ -24,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace ptread_cli {
@@ -47,27 +48,25 @@ struct DiffResult {
   bool differ() const { return !only_in_a.empty() || !only_in_b.empty() || !changed.empty(); }
 };
 
+// Element of dtype t at p as a double (stats.hpp's load_value), NaN for dtypes it has none for.
 inline double element_as_double(const uint8_t* p, ptread::DType t) {
   using D = ptread::DType;
-  auto get = [p](auto v) {
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  };
   switch (t) {
-    case D::F32: return get(float{});
-    case D::F64: return get(double{});
-    case D::F16: return ptread::detail::f16_to_float(get(uint16_t{}));
-    case D::BF16: return ptread::detail::bf16_to_float(get(uint16_t{}));
-    case D::F8_E4M3: case D::F8_E5M2: return ptread::detail::fp8_to_float(p[0], t);
-    case D::I8: return get(int8_t{});
-    case D::I16: return get(int16_t{});
-    case D::I32: return get(int32_t{});
-    case D::I64: return static_cast<double>(get(int64_t{}));
-    case D::U8: return p[0];
-    case D::BOOL: return p[0] != 0 ? 1.0 : 0.0;
-    case D::U16: return get(uint16_t{});
-    case D::U32: return get(uint32_t{});
-    case D::U64: return static_cast<double>(get(uint64_t{}));
+    case D::F32: return load_value<D::F32>(p, 0);
+    case D::F64: return load_value<D::F64>(p, 0);
+    case D::F16: return load_value<D::F16>(p, 0);
+    case D::BF16: return load_value<D::BF16>(p, 0);
+    case D::F8_E4M3: return load_value<D::F8_E4M3>(p, 0);
+    case D::F8_E5M2: return load_value<D::F8_E5M2>(p, 0);
+    case D::I8: return load_value<D::I8>(p, 0);
+    case D::I16: return load_value<D::I16>(p, 0);
+    case D::I32: return load_value<D::I32>(p, 0);
+    case D::I64: return load_value<D::I64>(p, 0);
+    case D::U8: return load_value<D::U8>(p, 0);
+    case D::U16: return load_value<D::U16>(p, 0);
+    case D::U32: return load_value<D::U32>(p, 0);
+    case D::U64: return load_value<D::U64>(p, 0);
+    case D::BOOL: return load_value<D::BOOL>(p, 0);
     default: return std::nan("");
   }
 }
@@ -155,9 +154,9 @@ inline DiffResult diff_checkpoints(const ptread::Checkpoint& a, const ptread::Ch
   for (const auto& nt : b.tensors()) {
     if (filter.keep(nt.name)) in_b.emplace(nt.name, &nt);  // (a repeated name: the first)
   }
-  std::unordered_map<std::string, bool> seen;
+  std::unordered_set<std::string> seen;
   for (const auto& nt : a.tensors()) {
-    if (!filter.keep(nt.name) || !seen.emplace(nt.name, true).second) continue;
+    if (!filter.keep(nt.name) || !seen.insert(nt.name).second) continue;
     const auto it = in_b.find(nt.name);
     if (it == in_b.end()) {
       r.only_in_a.push_back(nt.name);
@@ -181,7 +180,7 @@ inline DiffResult diff_checkpoints(const ptread::Checkpoint& a, const ptread::Ch
     r.changed.push_back(std::move(d));
   }
   for (const auto& nt : b.tensors()) {
-    if (filter.keep(nt.name) && seen.find(nt.name) == seen.end() && seen.emplace(nt.name, true).second) {
+    if (filter.keep(nt.name) && seen.insert(nt.name).second) {
       r.only_in_b.push_back(nt.name);
     }
   }
@@ -213,14 +212,10 @@ inline std::string diff_json(const DiffResult& r) {
       out += ", \"";
       out += key;
       out += "\": ";
-      if (!present) {
-        out += "null";
-      } else if (std::isinf(v)) {
-        out += "\"inf\"";
+      if (present) {
+        append_json_double(out, v);
       } else {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%.17g", v);
-        out += buf;
+        out += "null";
       }
     };
     const bool values = d.compared && d.error.empty();

@@ -33,8 +33,9 @@ inline Selection select_tensors(const ptread::Checkpoint& ck, const NameFilter& 
     if (filter.empty() || filter.keep(ck.tensor_info(k).name)) sel.order.push_back(static_cast<uint32_t>(k));
   }
   if (by == SortBy::name) {
-    std::stable_sort(sel.order.begin(), sel.order.end(),
-                     [&](uint32_t a, uint32_t b) { return ck.tensor_info(a).name < ck.tensor_info(b).name; });
+    std::vector<std::string_view> names(n);  // (read once, not per comparison)
+    for (uint32_t k : sel.order) names[k] = ck.tensor_info(k).name;
+    std::stable_sort(sel.order.begin(), sel.order.end(), [&](uint32_t a, uint32_t b) { return names[a] < names[b]; });
   } else if (by == SortBy::size) {
     std::vector<uint64_t> bytes(n);
     for (uint32_t k : sel.order) bytes[k] = ck.tensor_info(k).nbytes;

@@ -118,8 +118,8 @@ inline int export_safetensors(const ptread::Checkpoint& ck, const Args& args) {
     for (const auto& nt : ck.tensors()) {
       if (args.filter.keep(nt.name)) kept.push_back(nt);
     }
-    for (const auto& q : with_quantized ? ck.quantized() : std::vector<ptread::NamedQuantized>{}) {
-      if (!args.filter.keep(q.name)) continue;
+    for (const auto& q : ck.quantized()) {
+      if (!with_quantized || !args.filter.keep(q.name)) continue;
       auto made = quantized_as_plain(q, quantized, &kept, &metadata);
       if (!made) {
         std::fprintf(stderr, "ptread: %s: %s; nothing written\n", display(q.name).c_str(), made.error().what());
